@@ -1,0 +1,483 @@
+//===- TfmOps.cpp - Transformer op verifiers and folders --------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Verifier messages follow LLVM style (lowercase, no trailing period) and
+// name the offending values, e.g. "weight in_features 32 does not match input
+// feature size 64".
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Tfm/TfmOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <string>
+
+using namespace mlir;
+using namespace loom::tfm;
+
+#include "dialects/Tfm/TfmEnums.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Formats a shape for diagnostics: [2, 8, 64].
+static std::string fmt(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return s;
+}
+
+static LogicalResult checkRank(Operation *op, StringRef what, Value v,
+                               int64_t rank, StringRef layout) {
+  int64_t got = tensorOf(v).getRank();
+  if (got != rank)
+    return op->emitOpError() << what << " must be " << layout << " (rank "
+                             << rank << "), got rank " << got;
+  return success();
+}
+
+static LogicalResult checkSameElementType(Operation *op, StringRef what,
+                                          Value v, StringRef refWhat,
+                                          Value ref) {
+  Type got = tensorOf(v).getElementType();
+  Type want = tensorOf(ref).getElementType();
+  if (got != want)
+    return op->emitOpError() << what << " element type " << got
+                             << " does not match " << refWhat
+                             << " element type " << want;
+  return success();
+}
+
+static LogicalResult checkShape(Operation *op, StringRef what, Value v,
+                                ArrayRef<int64_t> want, StringRef why) {
+  ArrayRef<int64_t> got = tensorOf(v).getShape();
+  if (got != want)
+    return op->emitOpError() << what << " shape " << fmt(got)
+                             << " does not match " << fmt(want) << " (" << why
+                             << ")";
+  return success();
+}
+
+static LogicalResult checkPositive(Operation *op, StringRef what,
+                                   double value) {
+  if (!(value > 0.0) || !std::isfinite(value))
+    return op->emitOpError() << what << " must be positive, got " << value;
+  return success();
+}
+
+static LogicalResult checkPositive(Operation *op, StringRef what,
+                                   int64_t value) {
+  if (value <= 0)
+    return op->emitOpError() << what << " must be positive, got " << value;
+  return success();
+}
+
+/// [B, S] of a [B, S, ...] tensor.
+static SmallVector<int64_t> batchSeq(Value v) {
+  return llvm::to_vector(tensorOf(v).getShape().take_front(2));
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp / GetParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  std::optional<double> std = getStd() ? std::optional<double>(
+                                             getStd()->convertToDouble())
+                                       : std::nullopt;
+  if (getInit() == InitKind::normal) {
+    if (!std)
+      return emitOpError() << "init normal needs a std";
+    return checkPositive(*this, "init normal std", *std);
+  }
+  if (std)
+    return emitOpError() << "init " << stringifyInitKind(getInit())
+                         << " takes no std";
+  return success();
+}
+
+LogicalResult
+GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param =
+      symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
+  if (!param)
+    return emitOpError() << "'" << getName()
+                         << "' does not name a tfm.param";
+  if (param.getType() != getType())
+    return emitOpError() << "result type " << getType()
+                         << " does not match the type " << param.getType()
+                         << " of param @" << getName();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BlockOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BlockOp::verify() {
+  std::optional<int64_t> index = getIndex();
+  if (getKind() == BlockKind::layer) {
+    if (!index)
+      return emitOpError() << "a layer block needs an index";
+    if (*index < 0)
+      return emitOpError() << "layer index " << *index << " is negative";
+  } else if (index) {
+    return emitOpError() << "a " << stringifyBlockKind(getKind())
+                         << " block takes no index";
+  }
+  return success();
+}
+
+LogicalResult BlockOp::verifyRegions() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "region has " << body.getNumArguments()
+                         << " arguments but the block has "
+                         << getInputs().size() << " inputs";
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(body.getArgumentTypes(), getInputs())))
+    if (std::get<0>(pair) != std::get<1>(pair).getType())
+      return emitOpError() << "region argument " << i << " has type "
+                           << std::get<0>(pair) << " but input " << i
+                           << " has type " << std::get<1>(pair).getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError() << "region must end with tfm.yield";
+  if (yield.getValues().size() != getNumResults())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values but the block has " << getNumResults()
+                         << " results";
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(yield.getValues(), getResultTypes())))
+    if (std::get<0>(pair).getType() != std::get<1>(pair))
+      return emitOpError() << "yielded value " << i << " has type "
+                           << std::get<0>(pair).getType() << " but result "
+                           << i << " has type " << std::get<1>(pair);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings and positions
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(checkRank(*this, "ids", getIds(), 2, "[batch, seq]")) ||
+      failed(checkRank(*this, "table", getTable(), 2, "[vocab, hidden]")) ||
+      failed(checkSameElementType(*this, "result", getResult(), "table",
+                                  getTable())))
+    return failure();
+  SmallVector<int64_t> want = batchSeq(getIds());
+  want.push_back(tensorOf(getTable()).getDimSize(1));
+  return checkShape(*this, "result", getResult(), want,
+                    "ids shape + hidden size");
+}
+
+LogicalResult PositionIdsOp::verify() {
+  if (failed(checkRank(*this, "tokens", getTokens(), 2, "[batch, seq]")))
+    return failure();
+  if (std::optional<int64_t> eod = getResetAtEod(); eod && *eod < 0)
+    return emitOpError() << "eod token id " << *eod << " is negative";
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (failed(checkRank(*this, "ids", getIds(), 2, "[batch, seq]")) ||
+      failed(checkRank(*this, "grad", getGrad(), 3, "[batch, seq, hidden]")) ||
+      failed(checkRank(*this, "result", getResult(), 2, "[vocab, hidden]")) ||
+      failed(checkSameElementType(*this, "result", getResult(), "grad",
+                                  getGrad())))
+    return failure();
+  if (failed(checkShape(*this, "grad", getGrad(),
+                        {tensorOf(getIds()).getDimSize(0),
+                         tensorOf(getIds()).getDimSize(1),
+                         tensorOf(getGrad()).getDimSize(2)},
+                        "ids shape + hidden size")))
+    return failure();
+  int64_t hidden = tensorOf(getResult()).getDimSize(1);
+  if (hidden != tensorOf(getGrad()).getDimSize(2))
+    return emitOpError() << "table hidden size " << hidden
+                         << " does not match grad hidden size "
+                         << tensorOf(getGrad()).getDimSize(2);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+/// A norm normalizes the last dim of `input`; its weight (and bias) are
+/// vectors of that size with the input's element type.
+static LogicalResult verifyNorm(Operation *op, Value input, Value weight,
+                                Value bias, APFloat epsilon) {
+  if (tensorOf(input).getRank() < 1)
+    return op->emitOpError() << "input must have rank >= 1";
+  int64_t size = tensorOf(input).getShape().back();
+  for (auto [what, v] : {std::pair<StringRef, Value>{"weight", weight},
+                         std::pair<StringRef, Value>{"bias", bias}}) {
+    if (!v)
+      continue;
+    if (failed(checkRank(op, what, v, 1, "[normalized size]")) ||
+        failed(checkSameElementType(op, what, v, "input", input)))
+      return failure();
+    if (tensorOf(v).getDimSize(0) != size)
+      return op->emitOpError() << what << " size " << tensorOf(v).getDimSize(0)
+                               << " does not match the normalized size "
+                               << size;
+  }
+  return checkPositive(op, "epsilon", epsilon.convertToDouble());
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNorm(*this, getInput(), getWeight(), getBias(), getEpsilon());
+}
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNorm(*this, getInput(), getWeight(), nullptr, getEpsilon());
+}
+LogicalResult RmsNormOp::verify() {
+  return verifyNorm(*this, getInput(), getWeight(), nullptr, getEpsilon());
+}
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNorm(*this, getInput(), getWeight(), nullptr, getEpsilon());
+}
+
+//===----------------------------------------------------------------------===//
+// Linear
+//===----------------------------------------------------------------------===//
+
+/// Checks x [..., in], W [out, in] and returns the output shape [..., out].
+static FailureOr<SmallVector<int64_t>> verifyLinear(Operation *op, Value input,
+                                                    Value weight) {
+  if (tensorOf(input).getRank() < 2)
+    return op->emitOpError() << "input must have rank >= 2, got rank "
+                             << tensorOf(input).getRank();
+  if (failed(checkRank(op, "weight", weight, 2,
+                       "[out_features, in_features]")) ||
+      failed(checkSameElementType(op, "weight", weight, "input", input)))
+    return failure();
+  int64_t in = tensorOf(input).getShape().back();
+  int64_t wIn = tensorOf(weight).getDimSize(1);
+  if (wIn != in)
+    return op->emitOpError() << "weight in_features " << wIn
+                             << " does not match input feature size " << in;
+  SmallVector<int64_t> out(tensorOf(input).getShape().drop_back());
+  out.push_back(tensorOf(weight).getDimSize(0));
+  return out;
+}
+
+static LogicalResult verifyBias(Operation *op, StringRef what, Value bias,
+                                Value weight) {
+  if (!bias)
+    return success();
+  if (failed(checkRank(op, what, bias, 1, "[out_features]")) ||
+      failed(checkSameElementType(op, what, bias, "weight", weight)))
+    return failure();
+  int64_t outFeatures = tensorOf(weight).getDimSize(0);
+  if (tensorOf(bias).getDimSize(0) != outFeatures)
+    return op->emitOpError() << what << " size " << tensorOf(bias).getDimSize(0)
+                             << " does not match out_features " << outFeatures;
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  FailureOr<SmallVector<int64_t>> out =
+      verifyLinear(*this, getInput(), getWeight());
+  if (failed(out) || failed(verifyBias(*this, "bias", getBias(), getWeight())))
+    return failure();
+  if (failed(checkSameElementType(*this, "result", getResult(), "input",
+                                  getInput())))
+    return failure();
+  return checkShape(*this, "result", getResult(), *out,
+                    "input shape with out_features last");
+}
+
+LogicalResult LinearGradOp::verify() {
+  FailureOr<SmallVector<int64_t>> out =
+      verifyLinear(*this, getInput(), getWeight());
+  if (failed(out) ||
+      failed(verifyBias(*this, "bias_grad", getBiasGrad(), getWeight())) ||
+      failed(checkSameElementType(*this, "grad", getGrad(), "input",
+                                  getInput())))
+    return failure();
+  return checkShape(*this, "grad", getGrad(), *out,
+                    "input shape with out_features last");
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyRope(Operation *op, Value input, Value positions,
+                                int64_t headDim, APFloat theta) {
+  if (failed(checkRank(op, "input", input, 3, "[batch, seq, heads*head_dim]")) ||
+      failed(checkRank(op, "positions", positions, 2, "[batch, seq]")) ||
+      failed(checkShape(op, "positions", positions, batchSeq(input),
+                        "input batch and sequence")) ||
+      failed(checkPositive(op, "head_dim", headDim)) ||
+      failed(checkPositive(op, "theta", theta.convertToDouble())))
+    return failure();
+  if (headDim % 2 != 0)
+    return op->emitOpError() << "head_dim " << headDim
+                             << " is odd; rotary embedding rotates pairs";
+  int64_t features = tensorOf(input).getDimSize(2);
+  if (features % headDim != 0)
+    return op->emitOpError() << "feature size " << features
+                             << " is not a multiple of head_dim " << headDim;
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  return verifyRope(*this, getInput(), getPositions(), getHeadDim(),
+                    getTheta());
+}
+LogicalResult RopeGradOp::verify() {
+  return verifyRope(*this, getInput(), getPositions(), getHeadDim(),
+                    getTheta());
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// Shared by tfm.attention and tfm.attention_grad.
+template <typename OpT>
+static LogicalResult verifyAttention(OpT op, Value lse) {
+  Operation *o = op.getOperation();
+  Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  int64_t heads = op.getNumHeads(), kvHeads = op.getNumKvHeads(),
+          headDim = op.getHeadDim();
+  if (failed(checkPositive(o, "num_heads", heads)) ||
+      failed(checkPositive(o, "num_kv_heads", kvHeads)) ||
+      failed(checkPositive(o, "head_dim", headDim)) ||
+      failed(checkPositive(o, "scale", op.getScale().convertToDouble())))
+    return failure();
+  if (heads % kvHeads != 0)
+    return op.emitOpError() << "num_kv_heads " << kvHeads
+                            << " does not divide num_heads " << heads;
+  for (auto [what, val] : {std::pair<StringRef, Value>{"query", q},
+                           std::pair<StringRef, Value>{"key", k},
+                           std::pair<StringRef, Value>{"value", v}})
+    if (failed(checkRank(o, what, val, 3, "[batch, seq, heads*head_dim]")))
+      return failure();
+  if (failed(checkSameElementType(o, "key", k, "query", q)) ||
+      failed(checkSameElementType(o, "value", v, "query", q)))
+    return failure();
+
+  int64_t qFeatures = tensorOf(q).getDimSize(2);
+  if (qFeatures != heads * headDim)
+    return op.emitOpError() << "query feature size " << qFeatures
+                            << " is not num_heads " << heads << " * head_dim "
+                            << headDim << " = " << heads * headDim;
+  int64_t kFeatures = tensorOf(k).getDimSize(2);
+  if (kFeatures != kvHeads * headDim)
+    return op.emitOpError() << "key feature size " << kFeatures
+                            << " is not num_kv_heads " << kvHeads
+                            << " * head_dim " << headDim << " = "
+                            << kvHeads * headDim;
+  if (failed(checkShape(o, "key", k,
+                        {tensorOf(q).getDimSize(0), tensorOf(q).getDimSize(1),
+                         kFeatures},
+                        "query batch and sequence, num_kv_heads * head_dim")) ||
+      failed(checkShape(o, "value", v, tensorOf(k).getShape(), "key shape")))
+    return failure();
+
+  int64_t batch = tensorOf(q).getDimSize(0), seq = tensorOf(q).getDimSize(1);
+  if (failed(checkShape(o, "lse", lse, {batch, heads, seq},
+                        "[batch, num_heads, seq]")))
+    return failure();
+
+  Value tokens = op.getTokens();
+  std::optional<int64_t> eod = op.getEod();
+  if (op.getMask() == MaskKind::causal_document) {
+    if (!eod)
+      return op.emitOpError() << "mask causal_document needs an eod token id";
+    if (*eod < 0)
+      return op.emitOpError() << "eod token id " << *eod << " is negative";
+    if (!tokens)
+      return op.emitOpError() << "mask causal_document needs the tokens operand";
+    return checkShape(o, "tokens", tokens, {batch, seq},
+                      "query batch and sequence");
+  }
+  if (eod)
+    return op.emitOpError() << "mask causal takes no eod token id";
+  if (tokens)
+    return op.emitOpError() << "mask causal takes no tokens operand";
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (getResult().getType() != getQuery().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " does not match query type "
+                         << getQuery().getType();
+  return verifyAttention(*this, getLse());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttention(*this, getLse());
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout and casts
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError() << "dropout probability " << p
+                         << " is not in [0, 1)";
+  return success();
+}
+
+OpFoldResult DropoutOp::fold(FoldAdaptor) {
+  if (getP().isZero())
+    return getInput();
+  return {};
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+template <typename OpT>
+static LogicalResult verifyCrossEntropy(OpT op) {
+  Operation *o = op.getOperation();
+  if (failed(checkRank(o, "logits", op.getLogits(), 3, "[batch, seq, vocab]")))
+    return failure();
+  SmallVector<int64_t> bs = batchSeq(op.getLogits());
+  if (failed(checkShape(o, "labels", op.getLabels(), bs,
+                        "logits batch and sequence")) ||
+      failed(checkShape(o, "loss_mask", op.getLossMask(), bs,
+                        "logits batch and sequence")))
+    return failure();
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() { return verifyCrossEntropy(*this); }
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyCrossEntropy(*this);
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Tfm/TfmOps.cpp.inc"

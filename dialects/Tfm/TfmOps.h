@@ -1,0 +1,24 @@
+//===- TfmOps.h - Transformer ops -------------------------------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECTS_TFM_TFMOPS_H
+#define LOOM_DIALECTS_TFM_TFMOPS_H
+
+#include "dialects/Tfm/TfmDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/Tfm/TfmEnums.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Tfm/TfmOps.h.inc"
+
+#endif // LOOM_DIALECTS_TFM_TFMOPS_H

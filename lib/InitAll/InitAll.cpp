@@ -1,0 +1,33 @@
+//===- InitAll.cpp - Register every Loom dialect and pass -------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/InitAll.h"
+
+#include "dialects/Tfm/TfmDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+
+void loom::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<loom::tfm::TfmDialect, mlir::arith::ArithDialect,
+                  mlir::bufferization::BufferizationDialect,
+                  mlir::func::FuncDialect, mlir::LLVM::LLVMDialect,
+                  mlir::linalg::LinalgDialect, mlir::memref::MemRefDialect,
+                  mlir::mesh::MeshDialect, mlir::scf::SCFDialect,
+                  mlir::tensor::TensorDialect>();
+}
+
+void loom::registerAllPasses() {
+  // Loom's passes register here as their areas land (passes/<Area>).
+}

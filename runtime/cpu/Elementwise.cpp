@@ -1,0 +1,439 @@
+//===- Elementwise.cpp - Casts, checks, axpy, activations, AdamW -*- C++ -*-===//
+//
+// Elementwise kernels. They walk the tensor in blocks of kBlock elements,
+// widening each block of a bf16/f16 operand to f32 on the stack, so no
+// kernel here allocates.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace loomrt;
+
+#define CHECK_N(n) LOOMRT_CHECK((n) >= 0, "negative element count %lld", \
+                                (long long)(n))
+#define CHECK_PTR(p) LOOMRT_CHECK((p) != nullptr, "%s is NULL", #p)
+
+//===----------------------------------------------------------------------===//
+// Casts and checks
+//===----------------------------------------------------------------------===//
+
+extern "C" void loomrt_cast(loomrt_dtype src_dtype, const void *src,
+                            loomrt_dtype dst_dtype, void *dst, int64_t n) {
+  int64_t srcSize = checkedDtypeSize(__func__, src_dtype);
+  int64_t dstSize = checkedDtypeSize(__func__, dst_dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return;
+  CHECK_PTR(src);
+  CHECK_PTR(dst);
+  LOOMRT_CHECK(src != dst || srcSize == dstSize,
+               "in-place cast needs equal element sizes");
+  if (src_dtype == dst_dtype) {
+    if (src != dst)
+      std::memcpy(dst, src, size_t(n * srcSize));
+    return;
+  }
+  parallelBlocks(n, [&](int64_t begin, int64_t len) {
+    float tmp[kBlock];
+    const float *v = loadBlock(src_dtype, src, begin, len, tmp);
+    if (dst_dtype == LOOMRT_F32)
+      std::memcpy(static_cast<float *>(dst) + begin, v, size_t(len) * 4);
+    else
+      fromF32(v, dst_dtype, static_cast<char *>(dst) + begin * 2, len);
+  });
+}
+
+extern "C" int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
+                                        int64_t n) {
+  int64_t size = checkedDtypeSize(__func__, dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return 0;
+  CHECK_PTR(x);
+  // Non-finite means "all exponent bits set": test the bits, no conversion.
+  int found = 0;
+  if (size == 4) {
+    auto *u = static_cast<const uint32_t *>(x);
+#pragma omp parallel for reduction(| : found) if (n > kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i)
+      found |= (u[i] & 0x7f800000u) == 0x7f800000u;
+  } else {
+    uint16_t mask = dtype == LOOMRT_BF16 ? 0x7f80u : 0x7c00u;
+    auto *u = static_cast<const uint16_t *>(x);
+#pragma omp parallel for reduction(| : found) if (n > kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i)
+      found |= (u[i] & mask) == mask;
+  }
+  return found ? 1 : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Scale, axpy, add, sum of squares
+//===----------------------------------------------------------------------===//
+
+extern "C" void loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
+                             float alpha) {
+  checkedDtypeSize(__func__, dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return;
+  CHECK_PTR(x);
+  parallelBlocks(n, [&](int64_t begin, int64_t len) {
+    float tmp[kBlock];
+    loadBlock(dtype, x, begin, len, tmp);
+    float *v = outBlock(dtype, x, begin, tmp);
+    for (int64_t i = 0; i < len; ++i)
+      v[i] *= alpha;
+    storeBlock(v, dtype, x, begin, len);
+  });
+}
+
+extern "C" void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
+                            const void *x, loomrt_dtype y_dtype, void *y) {
+  checkedDtypeSize(__func__, x_dtype);
+  checkedDtypeSize(__func__, y_dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return;
+  CHECK_PTR(x);
+  CHECK_PTR(y);
+  parallelBlocks(n, [&](int64_t begin, int64_t len) {
+    float xt[kBlock], yt[kBlock];
+    const float *xv = loadBlock(x_dtype, x, begin, len, xt);
+    loadBlock(y_dtype, y, begin, len, yt);
+    float *yv = outBlock(y_dtype, y, begin, yt);
+    for (int64_t i = 0; i < len; ++i)
+      yv[i] += alpha * xv[i];
+    storeBlock(yv, y_dtype, y, begin, len);
+  });
+}
+
+extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
+                           const void *b, void *out) {
+  checkedDtypeSize(__func__, dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return;
+  CHECK_PTR(a);
+  CHECK_PTR(b);
+  CHECK_PTR(out);
+  parallelBlocks(n, [&](int64_t begin, int64_t len) {
+    float at[kBlock], bt[kBlock], ot[kBlock];
+    const float *av = loadBlock(dtype, a, begin, len, at);
+    const float *bv = loadBlock(dtype, b, begin, len, bt);
+    float *ov = outBlock(dtype, out, begin, ot);
+    for (int64_t i = 0; i < len; ++i)
+      ov[i] = av[i] + bv[i];
+    storeBlock(ov, dtype, out, begin, len);
+  });
+}
+
+extern "C" float loomrt_sum_squares(loomrt_dtype dtype, const void *x,
+                                    int64_t n) {
+  checkedDtypeSize(__func__, dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return 0.0f;
+  CHECK_PTR(x);
+  const int64_t numBlocks = (n + kBlock - 1) / kBlock;
+  double total = 0.0;
+#pragma omp parallel for reduction(+ : total) if (n > kMinParallelWork)
+  for (int64_t b = 0; b < numBlocks; ++b) {
+    int64_t begin = b * kBlock, len = std::min(kBlock, n - begin);
+    float tmp[kBlock], sq[kBlock];
+    const float *v = loadBlock(dtype, x, begin, len, tmp);
+    for (int64_t i = 0; i < len; ++i)
+      sq[i] = v[i] * v[i];
+    total += double(sumF32(sq, len));
+  }
+  return float(total);
+}
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr float kSqrtHalf = 0.70710678118654752f;      // 1/sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;    // 1/sqrt(2 pi)
+constexpr float kSqrt2OverPi = 0.79788456080286536f;   // sqrt(2/pi)
+constexpr float kGeluCoeff = 0.044715f;
+
+float gelu(float x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5f * x *
+           (1.0f + std::tanh(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+  return 0.5f * x * (1.0f + std::erf(x * kSqrtHalf));
+}
+
+float geluGrad(float x, bool tanhApprox) {
+  if (tanhApprox) {
+    float t = std::tanh(kSqrt2OverPi * (x + kGeluCoeff * x * x * x));
+    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+  }
+  return 0.5f * (1.0f + std::erf(x * kSqrtHalf)) +
+         x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+/// Shared driver of y = f(x) and dx = dy * f'(x) kernels.
+template <typename Fn>
+void unary(const char *fn, loomrt_dtype dtype, int64_t n, const void *x,
+           void *y, Fn f) {
+  checkedDtypeSize(fn, dtype);
+  LOOMRT_CHECK(n >= 0, "negative element count %lld", (long long)n);
+  if (n == 0)
+    return;
+  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
+  parallelBlocks(n, [&](int64_t begin, int64_t len) {
+    float xt[kBlock], yt[kBlock];
+    const float *xv = loadBlock(dtype, x, begin, len, xt);
+    float *yv = outBlock(dtype, y, begin, yt);
+    for (int64_t i = 0; i < len; ++i)
+      yv[i] = f(xv[i]);
+    storeBlock(yv, dtype, y, begin, len);
+  });
+}
+
+template <typename Fn>
+void unaryBackward(const char *fn, loomrt_dtype dtype, int64_t n,
+                   const void *x, const void *dy, void *dx, Fn grad) {
+  checkedDtypeSize(fn, dtype);
+  LOOMRT_CHECK(n >= 0, "negative element count %lld", (long long)n);
+  if (n == 0)
+    return;
+  LOOMRT_CHECK(x && dy && dx, "%s: NULL tensor", fn);
+  parallelBlocks(n, [&](int64_t begin, int64_t len) {
+    float xt[kBlock], dyt[kBlock], dxt[kBlock];
+    const float *xv = loadBlock(dtype, x, begin, len, xt);
+    const float *dyv = loadBlock(dtype, dy, begin, len, dyt);
+    float *dxv = outBlock(dtype, dx, begin, dxt);
+    for (int64_t i = 0; i < len; ++i)
+      dxv[i] = dyv[i] * grad(xv[i]);
+    storeBlock(dxv, dtype, dx, begin, len);
+  });
+}
+} // namespace
+
+extern "C" void loomrt_gelu_forward(loomrt_dtype dtype, int32_t approximate,
+                                    int64_t n, const void *x, void *y) {
+  LOOMRT_CHECK(approximate == LOOMRT_GELU_ERF ||
+                   approximate == LOOMRT_GELU_TANH,
+               "unknown gelu approximation %d", int(approximate));
+  bool t = approximate == LOOMRT_GELU_TANH;
+  unary(__func__, dtype, n, x, y, [t](float v) { return gelu(v, t); });
+}
+
+extern "C" void loomrt_gelu_backward(loomrt_dtype dtype, int32_t approximate,
+                                     int64_t n, const void *x, const void *dy,
+                                     void *dx) {
+  LOOMRT_CHECK(approximate == LOOMRT_GELU_ERF ||
+                   approximate == LOOMRT_GELU_TANH,
+               "unknown gelu approximation %d", int(approximate));
+  bool t = approximate == LOOMRT_GELU_TANH;
+  unaryBackward(__func__, dtype, n, x, dy, dx,
+                [t](float v) { return geluGrad(v, t); });
+}
+
+extern "C" void loomrt_silu_forward(loomrt_dtype dtype, int64_t n,
+                                    const void *x, void *y) {
+  unary(__func__, dtype, n, x, y, [](float v) { return v * sigmoid(v); });
+}
+
+extern "C" void loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
+                                     const void *x, const void *dy, void *dx) {
+  unaryBackward(__func__, dtype, n, x, dy, dx, [](float v) {
+    float s = sigmoid(v);
+    return s * (1.0f + v * (1.0f - s));
+  });
+}
+
+static void checkSwiglu(const char *fn, loomrt_dtype dtype, int64_t rows,
+                        int64_t F, int64_t in_ld) {
+  checkedDtypeSize(fn, dtype);
+  if (rows < 0 || F < 0 || in_ld < F)
+    fatal(fn, "bad sizes rows=%lld F=%lld in_ld=%lld (need in_ld >= F)",
+          (long long)rows, (long long)F, (long long)in_ld);
+}
+
+// Rows are independent, and a row of F values is the natural block; the
+// strided rows of the fused [rows, 2F] layout are read one row at a time.
+extern "C" void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
+                                      int64_t F, int64_t in_ld,
+                                      const void *gate, const void *up,
+                                      void *out) {
+  checkSwiglu(__func__, dtype, rows, F, in_ld);
+  if (rows == 0 || F == 0)
+    return;
+  LOOMRT_CHECK(gate && up && out, "NULL tensor");
+  const int64_t esz = loomrt_dtype_size(dtype);
+#pragma omp parallel
+  {
+    std::vector<float> g(F), u(F), o(F);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      toF32(dtype, static_cast<const char *>(gate) + r * in_ld * esz,
+            g.data(), F);
+      toF32(dtype, static_cast<const char *>(up) + r * in_ld * esz, u.data(),
+            F);
+      for (int64_t i = 0; i < F; ++i)
+        o[i] = g[i] * sigmoid(g[i]) * u[i];
+      fromF32(o.data(), dtype, static_cast<char *>(out) + r * F * esz, F);
+    }
+  }
+}
+
+extern "C" void loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows,
+                                       int64_t F, int64_t in_ld,
+                                       const void *gate, const void *up,
+                                       const void *dout, void *dgate,
+                                       void *dup) {
+  checkSwiglu(__func__, dtype, rows, F, in_ld);
+  if (rows == 0 || F == 0)
+    return;
+  LOOMRT_CHECK(gate && up && dout && dgate && dup, "NULL tensor");
+  const int64_t esz = loomrt_dtype_size(dtype);
+#pragma omp parallel
+  {
+    std::vector<float> g(F), u(F), d(F), dg(F), du(F);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      toF32(dtype, static_cast<const char *>(gate) + r * in_ld * esz,
+            g.data(), F);
+      toF32(dtype, static_cast<const char *>(up) + r * in_ld * esz, u.data(),
+            F);
+      toF32(dtype, static_cast<const char *>(dout) + r * F * esz, d.data(), F);
+      for (int64_t i = 0; i < F; ++i) {
+        float s = sigmoid(g[i]);
+        dg[i] = d[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+        du[i] = d[i] * g[i] * s;
+      }
+      fromF32(dg.data(), dtype, static_cast<char *>(dgate) + r * in_ld * esz,
+              F);
+      fromF32(du.data(), dtype, static_cast<char *>(dup) + r * in_ld * esz, F);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Philox4x32-10 (Salmon et al., SC'11), the generator of cuRAND and of
+/// PyTorch's CUDA dropout: counter-based, so any element's random number is
+/// computed from its global index without generating the ones before it.
+struct Philox {
+  uint32_t c[4];
+  Philox(uint64_t seed, uint64_t counter) {
+    uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+    c[0] = uint32_t(counter);
+    c[1] = uint32_t(counter >> 32);
+    c[2] = 0;
+    c[3] = 0;
+    for (int round = 0; round < 10; ++round) {
+      uint64_t p0 = uint64_t(0xD2511F53u) * c[0];
+      uint64_t p1 = uint64_t(0xCD9E8D57u) * c[2];
+      uint32_t n0 = uint32_t(p1 >> 32) ^ c[1] ^ k0;
+      uint32_t n2 = uint32_t(p0 >> 32) ^ c[3] ^ k1;
+      c[0] = n0;
+      c[1] = uint32_t(p1);
+      c[2] = n2;
+      c[3] = uint32_t(p0);
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+  }
+};
+
+/// Applies the dropout mask of global elements offset + r*rowStride + c.
+void dropout(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t cols,
+             const void *x, void *y, float p, uint64_t seed, int64_t offset,
+             int64_t rowStride) {
+  checkedDtypeSize(fn, dtype);
+  if (rows < 0 || cols < 0 || offset < 0 || (rows > 1 && rowStride < cols))
+    fatal(fn, "bad view rows=%lld cols=%lld offset=%lld row_stride=%lld",
+          (long long)rows, (long long)cols, (long long)offset,
+          (long long)rowStride);
+  LOOMRT_CHECK(p >= 0.0f && p <= 1.0f, "%s: probability %g not in [0,1]", fn,
+               double(p));
+  if (rows == 0 || cols == 0)
+    return;
+  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
+  const float keepScale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  const int64_t n = rows * cols;
+  parallelBlocks(n, [&](int64_t begin, int64_t len) {
+    float xt[kBlock], yt[kBlock];
+    const float *xv = loadBlock(dtype, x, begin, len, xt);
+    float *yv = outBlock(dtype, y, begin, yt);
+    uint64_t cachedCounter = ~uint64_t(0);
+    Philox rng(seed, 0);
+    for (int64_t i = 0; i < len; ++i) {
+      int64_t local = begin + i;
+      uint64_t g = uint64_t(offset + (local / cols) * rowStride + local % cols);
+      if (g / 4 != cachedCounter) {
+        cachedCounter = g / 4;
+        rng = Philox(seed, cachedCounter);
+      }
+      // 24 random bits give a float in [0,1) with no rounding up to 1.
+      float u = float(rng.c[g % 4] >> 8) * (1.0f / 16777216.0f);
+      yv[i] = u >= p ? xv[i] * keepScale : 0.0f;
+    }
+    storeBlock(yv, dtype, y, begin, len);
+  });
+}
+} // namespace
+
+extern "C" void loomrt_dropout_forward(loomrt_dtype dtype, int64_t rows,
+                                       int64_t cols, const void *x, void *y,
+                                       float p, uint64_t seed, int64_t offset,
+                                       int64_t row_stride) {
+  dropout(__func__, dtype, rows, cols, x, y, p, seed, offset, row_stride);
+}
+
+// y = x * keep * s is linear in x, so the backward is the same map on dy.
+extern "C" void loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
+                                        int64_t cols, const void *dy, void *dx,
+                                        float p, uint64_t seed, int64_t offset,
+                                        int64_t row_stride) {
+  dropout(__func__, dtype, rows, cols, dy, dx, p, seed, offset, row_stride);
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW
+//===----------------------------------------------------------------------===//
+
+extern "C" void loomrt_adamw(int64_t n, float *param, const float *grad,
+                             float *exp_avg, float *exp_avg_sq, float lr,
+                             float beta1, float beta2, float eps,
+                             float weight_decay, int64_t step) {
+  CHECK_N(n);
+  LOOMRT_CHECK(step >= 1, "step %lld must be >= 1", (long long)step);
+  if (n == 0)
+    return;
+  LOOMRT_CHECK(param && grad && exp_avg && exp_avg_sq, "NULL tensor");
+  // Same operation order as torch.optim.AdamW's single-tensor path, so the
+  // results agree to the last bit or two.
+  const float biasCorrection1 = 1.0f - std::pow(beta1, float(step));
+  const float biasCorrection2 = 1.0f - std::pow(beta2, float(step));
+  const float stepSize = lr / biasCorrection1;
+  const float bc2Sqrt = std::sqrt(biasCorrection2);
+  const float decay = 1.0f - lr * weight_decay;
+#pragma omp parallel for schedule(static) if (n > kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    float p = param[i] * decay;
+    float m = exp_avg[i] + (g - exp_avg[i]) * (1.0f - beta1); // lerp
+    float v = exp_avg_sq[i] * beta2 + (1.0f - beta2) * g * g;
+    float denom = std::sqrt(v) / bc2Sqrt + eps;
+    param[i] = p - stepSize * (m / denom);
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+  }
+}

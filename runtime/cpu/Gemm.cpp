@@ -1,0 +1,216 @@
+//===- Gemm.cpp - GEMM and linear layers on OpenBLAS -------------*- C++ -*-===//
+//
+// Every matrix product of the cpu backend goes through cblas_sgemm; bf16/f16
+// operands are widened to compact f32 copies first (OpenBLAS 0.3.21 has no
+// usable bf16 GEMM on all targets), and the product is rounded once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+using namespace loomrt;
+
+namespace {
+/// An f32 view of a (possibly strided) rows x cols matrix with row stride ld.
+/// f32 data is used in place with its ld; other dtypes are widened into a
+/// compact buffer whose ld is cols.
+struct MatIn {
+  const float *ptr;
+  int64_t ld;
+  std::vector<float> buf;
+  MatIn(loomrt_dtype dtype, const void *p, int64_t rows, int64_t cols,
+        int64_t ldIn) {
+    if (dtype == LOOMRT_F32) {
+      ptr = static_cast<const float *>(p);
+      ld = ldIn;
+      return;
+    }
+    buf.resize(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      toF32(dtype, static_cast<const char *>(p) + r * ldIn * 2,
+            buf.data() + r * cols, cols);
+    ptr = buf.data();
+    ld = cols;
+  }
+};
+
+void checkLd(const char *what, int64_t ld, int64_t cols) {
+  if (ld < std::max<int64_t>(cols, 1))
+    fatal("loomrt_gemm", "%s = %lld is smaller than the %lld stored columns",
+          what, (long long)ld, (long long)cols);
+}
+} // namespace
+
+extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
+                            int64_t N, int64_t K, float alpha,
+                            loomrt_dtype a_dtype, const void *A, int64_t lda,
+                            int64_t stride_a, loomrt_dtype b_dtype,
+                            const void *B, int64_t ldb, int64_t stride_b,
+                            float beta, loomrt_dtype c_dtype, void *C,
+                            int64_t ldc, int64_t stride_c, int64_t batch) {
+  const int64_t aSize = checkedDtypeSize(__func__, a_dtype);
+  const int64_t bSize = checkedDtypeSize(__func__, b_dtype);
+  const int64_t cSize = checkedDtypeSize(__func__, c_dtype);
+  LOOMRT_CHECK(M >= 0 && N >= 0 && K >= 0 && batch >= 0,
+               "negative size M=%lld N=%lld K=%lld batch=%lld", (long long)M,
+               (long long)N, (long long)K, (long long)batch);
+  LOOMRT_CHECK(stride_a >= 0 && stride_b >= 0 && stride_c >= 0,
+               "negative batch stride");
+  if (M == 0 || N == 0 || batch == 0)
+    return;
+  // Stored shapes: A is [M,K] or [K,M], B is [K,N] or [N,K].
+  const int64_t aRows = trans_a ? K : M, aCols = trans_a ? M : K;
+  const int64_t bRows = trans_b ? N : K, bCols = trans_b ? K : N;
+  checkLd("lda", lda, aCols);
+  checkLd("ldb", ldb, bCols);
+  checkLd("ldc", ldc, N);
+  LOOMRT_CHECK(C && (K == 0 || (A && B)), "NULL matrix");
+  LOOMRT_CHECK(batch == 1 || stride_c != 0,
+               "stride_c = 0 would make the batch entries race on C");
+
+  for (int64_t b = 0; b < batch; ++b) {
+    const char *aPtr = static_cast<const char *>(A) + b * stride_a * aSize;
+    const char *bPtr = static_cast<const char *>(B) + b * stride_b * bSize;
+    char *cPtr = static_cast<char *>(C) + b * stride_c * cSize;
+    MatIn a(a_dtype, aPtr, K ? aRows : 0, aCols, lda);
+    MatIn bm(b_dtype, bPtr, K ? bRows : 0, bCols, ldb);
+    float *c;
+    int64_t cLd;
+    std::vector<float> cBuf;
+    if (c_dtype == LOOMRT_F32) {
+      c = reinterpret_cast<float *>(cPtr);
+      cLd = ldc;
+    } else {
+      cBuf.assign(size_t(M * N), 0.0f);
+      if (beta != 0.0f)
+        for (int64_t r = 0; r < M; ++r)
+          toF32(c_dtype, cPtr + r * ldc * 2, cBuf.data() + r * N, N);
+      c = cBuf.data();
+      cLd = N;
+    }
+    if (K == 0) {
+      // BLAS would scale C by beta; keep the "beta == 0 never reads C" rule.
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t j = 0; j < N; ++j)
+          c[r * cLd + j] = beta == 0.0f ? 0.0f : beta * c[r * cLd + j];
+    } else {
+      cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                  trans_b ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+                  alpha, a.ptr, int(a.ld), bm.ptr, int(bm.ld), beta, c,
+                  int(cLd));
+    }
+    if (c_dtype != LOOMRT_F32)
+      for (int64_t r = 0; r < M; ++r)
+        fromF32(c + r * N, c_dtype, cPtr + r * ldc * 2, N);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Linear layers
+//===----------------------------------------------------------------------===//
+
+static void checkLinear(const char *fn, loomrt_dtype dtype, int64_t M,
+                        int64_t N, int64_t K) {
+  checkedDtypeSize(fn, dtype);
+  if (M < 0 || N < 0 || K < 0)
+    fatal(fn, "negative size M=%lld N=%lld K=%lld", (long long)M,
+          (long long)N, (long long)K);
+}
+
+extern "C" void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
+                                      int64_t K, const void *x, const void *W,
+                                      const void *bias, void *y) {
+  checkLinear(__func__, dtype, M, N, K);
+  if (M == 0 || N == 0)
+    return;
+  LOOMRT_CHECK(y && (K == 0 || (x && W)), "NULL tensor");
+  In xf(dtype, K ? x : nullptr, M * K), wf(dtype, K ? W : nullptr, N * K);
+  In bf(dtype, bias, N);
+  Out yf(dtype, y, M * N, /*load=*/false);
+  // Pre-filling y with the bias lets one GEMM with beta = 1 add it.
+  if (bias) {
+#pragma omp parallel for schedule(static) if (M * N > kMinParallelWork)
+    for (int64_t r = 0; r < M; ++r)
+      std::memcpy(yf.get() + r * N, bf.get(), size_t(N) * 4);
+  } else {
+    std::memset(yf.get(), 0, size_t(M * N) * 4);
+  }
+  if (K)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N),
+                int(K), 1.0f, xf, int(K), wf, int(K), 1.0f, yf, int(N));
+  yf.commit();
+}
+
+extern "C" void loomrt_linear_backward_data(loomrt_dtype dtype, int64_t M,
+                                            int64_t N, int64_t K,
+                                            const void *dy, const void *W,
+                                            void *dx, int32_t accumulate) {
+  checkLinear(__func__, dtype, M, N, K);
+  if (M == 0 || K == 0)
+    return;
+  LOOMRT_CHECK(dx && (N == 0 || (dy && W)), "NULL tensor");
+  Out dxf(dtype, dx, M * K, accumulate != 0);
+  if (N == 0) {
+    if (!accumulate)
+      std::memset(dxf.get(), 0, size_t(M * K) * 4);
+  } else {
+    In dyf(dtype, dy, M * N), wf(dtype, W, N * K);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(K),
+                int(N), 1.0f, dyf, int(N), wf, int(K),
+                accumulate ? 1.0f : 0.0f, dxf, int(K));
+  }
+  dxf.commit();
+}
+
+extern "C" void loomrt_linear_backward_weight(loomrt_dtype dtype, int64_t M,
+                                              int64_t N, int64_t K,
+                                              const void *dy, const void *x,
+                                              loomrt_dtype gdtype, void *dW,
+                                              void *dbias,
+                                              int32_t accumulate) {
+  checkLinear(__func__, dtype, M, N, K);
+  checkedDtypeSize(__func__, gdtype);
+  if (N == 0)
+    return;
+  LOOMRT_CHECK(dW || K == 0, "dW is NULL");
+  LOOMRT_CHECK(M == 0 || dy, "dy is NULL");
+  In dyf(dtype, M ? dy : nullptr, M * N);
+  if (K) {
+    LOOMRT_CHECK(M == 0 || x, "x is NULL");
+    In xf(dtype, M ? x : nullptr, M * K);
+    Out dwf(gdtype, dW, N * K, accumulate != 0);
+    if (M == 0) {
+      if (!accumulate)
+        std::memset(dwf.get(), 0, size_t(N * K) * 4);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K),
+                  int(M), 1.0f, dyf, int(N), xf, int(K),
+                  accumulate ? 1.0f : 0.0f, dwf, int(K));
+    }
+    dwf.commit();
+  }
+  if (dbias) {
+    Out dbf(gdtype, dbias, N, accumulate != 0);
+    const float *d = dyf.get();
+    float *db = dbf.get();
+    // Column sums: each thread owns a block of columns and walks all rows,
+    // so there is no reduction between threads and the order is fixed.
+    const int64_t colBlock = 64;
+    const int64_t numBlocks = (N + colBlock - 1) / colBlock;
+#pragma omp parallel for schedule(static) if (M * N > kMinParallelWork)
+    for (int64_t cb = 0; cb < numBlocks; ++cb) {
+      int64_t c0 = cb * colBlock, c1 = std::min(N, c0 + colBlock);
+      double acc[colBlock] = {};
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t c = c0; c < c1; ++c)
+          acc[c - c0] += d[r * N + c];
+      for (int64_t c = c0; c < c1; ++c)
+        db[c] = float(accumulate ? db[c] + acc[c - c0] : acc[c - c0]);
+    }
+    dbf.commit();
+  }
+}

@@ -1,0 +1,243 @@
+//===- Support.cpp - Errors, dtypes, memory, threads, time ------*- C++ -*-===//
+//
+// The plumbing every other file of the cpu backend uses, plus the ABI's
+// process/memory/time helpers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <cblas.h>
+#include <mpi.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+
+using namespace loomrt;
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+static int currentWorldRank() {
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (!up || down)
+    return 0;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// Aborts through MPI when it is up: a plain abort() of one rank would rely
+// on mpirun noticing, MPI_Abort tells every rank at once.
+[[noreturn]] static void terminateJob() {
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (up && !down)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+void loomrt::fatal(const char *fn, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "loomrt: rank %d: %s: %s\n", currentWorldRank(), fn,
+               msg);
+  std::fflush(stderr);
+  terminateJob();
+}
+
+extern "C" void loomrt_abort(const char *message) {
+  std::fprintf(stderr, "loomrt: rank %d: %s\n", currentWorldRank(),
+               message ? message : "(no message)");
+  std::fflush(stderr);
+  terminateJob();
+}
+
+int64_t loomrt::checkedDtypeSize(const char *fn, loomrt_dtype dtype) {
+  switch (dtype) {
+  case LOOMRT_F32:
+    return 4;
+  case LOOMRT_BF16:
+  case LOOMRT_F16:
+    return 2;
+  default:
+    fatal(fn, "unknown dtype %d", int(dtype));
+  }
+}
+
+extern "C" int64_t loomrt_dtype_size(loomrt_dtype dtype) {
+  return checkedDtypeSize(__func__, dtype);
+}
+
+//===----------------------------------------------------------------------===//
+// f16 conversions
+//===----------------------------------------------------------------------===//
+
+float loomrt::f16ToF32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    // Zero or subnormal: mant * 2^-24 is exact in f32.
+    float mag = float(mant) * 5.9604644775390625e-8f;
+    return sign ? -mag : mag;
+  }
+  if (exp == 31)
+    return floatOf(sign | 0x7f800000u | (mant << 13));
+  return floatOf(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+// Round-to-nearest-even without a hardware converter (F. Giesen's
+// float_to_half_fast3_rtne): subnormal results are rounded by the FPU itself
+// by adding a magic number whose ulp is the f16 subnormal step; normal
+// results round the dropped 13 mantissa bits with the "+0xfff + odd" rule.
+uint16_t loomrt::f32ToF16(float f) {
+  uint32_t u = bitsOf(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  uint16_t out;
+  if (u >= (127u + 16u) << 23) { // >= 65536: inf, or NaN
+    out = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  } else if (u < 113u << 23) { // below 2^-14: subnormal or zero
+    const uint32_t magicBits = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    float sum = floatOf(u) + floatOf(magicBits);
+    out = uint16_t(bitsOf(sum) - magicBits);
+  } else {
+    uint32_t mantOdd = (u >> 13) & 1u;
+    u += (uint32_t(15 - 127) << 23) + 0xfffu;
+    u += mantOdd;
+    out = uint16_t(u >> 13);
+  }
+  return uint16_t(out | sign);
+}
+
+//===----------------------------------------------------------------------===//
+// Bulk conversions
+//===----------------------------------------------------------------------===//
+
+void loomrt::toF32(loomrt_dtype dtype, const void *src, float *dst,
+                   int64_t n) {
+  switch (dtype) {
+  case LOOMRT_F32:
+    if (src != dst)
+      std::memcpy(dst, src, size_t(n) * 4);
+    return;
+  case LOOMRT_BF16: {
+    auto *s = static_cast<const uint16_t *>(src);
+#pragma omp parallel for schedule(static) if (n > kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16ToF32(s[i]);
+    return;
+  }
+  case LOOMRT_F16: {
+    auto *s = static_cast<const uint16_t *>(src);
+#pragma omp parallel for schedule(static) if (n > kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = f16ToF32(s[i]);
+    return;
+  }
+  default:
+    fatal(__func__, "unknown dtype %d", int(dtype));
+  }
+}
+
+void loomrt::fromF32(const float *src, loomrt_dtype dtype, void *dst,
+                     int64_t n) {
+  switch (dtype) {
+  case LOOMRT_F32:
+    if (src != dst)
+      std::memcpy(dst, src, size_t(n) * 4);
+    return;
+  case LOOMRT_BF16: {
+    auto *d = static_cast<uint16_t *>(dst);
+#pragma omp parallel for schedule(static) if (n > kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = f32ToBf16(src[i]);
+    return;
+  }
+  case LOOMRT_F16: {
+    auto *d = static_cast<uint16_t *>(dst);
+#pragma omp parallel for schedule(static) if (n > kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = f32ToF16(src[i]);
+    return;
+  }
+  default:
+    fatal(__func__, "unknown dtype %d", int(dtype));
+  }
+}
+
+float loomrt::sumF32(const float *src, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j)
+      acc[j] += src[i + j];
+  for (; i < n; ++i)
+    acc[0] += src[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+//===----------------------------------------------------------------------===//
+// Threads, memory, time
+//===----------------------------------------------------------------------===//
+
+// The thread count OpenMP chose before anyone called set_num_threads, so
+// that n <= 0 can restore it.
+static int defaultThreads() {
+  static const int threads = omp_get_max_threads();
+  return threads;
+}
+
+extern "C" void loomrt_set_num_threads(int32_t n) {
+  int threads = n > 0 ? int(n) : defaultThreads();
+  (void)defaultThreads(); // Capture the default before the first change.
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+extern "C" int32_t loomrt_get_num_threads(void) {
+  return omp_get_max_threads();
+}
+
+extern "C" void *loomrt_alloc(int64_t bytes) {
+  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+  // aligned_alloc needs a multiple of the alignment; rounding up also makes
+  // a zero-byte request return a real, unique pointer.
+  size_t rounded = size_t((bytes + 63) / 64 * 64);
+  if (rounded == 0)
+    rounded = 64;
+  void *p = std::aligned_alloc(64, rounded);
+  LOOMRT_CHECK(p, "out of memory allocating %lld bytes", (long long)bytes);
+  return p;
+}
+
+extern "C" void loomrt_free(void *ptr) { std::free(ptr); }
+
+extern "C" void loomrt_copy(void *dst, const void *src, int64_t bytes) {
+  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+  if (bytes)
+    std::memcpy(dst, src, size_t(bytes));
+}
+
+extern "C" void loomrt_zero(void *dst, int64_t bytes) {
+  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+  if (bytes)
+    std::memset(dst, 0, size_t(bytes));
+}
+
+extern "C" double loomrt_wtime(void) {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}

@@ -1,0 +1,528 @@
+/*===- loomrt.h - Loom runtime C ABI ---------------------------*- C -*-===*\
+|*                                                                          *|
+|* The one interface that compiled per-rank programs call. Every backend    *|
+|* (cpu today, cuda later) implements exactly these symbols with exactly     *|
+|* these semantics, so the compiler lowers against this header only.        *|
+|*                                                                          *|
+\*===----------------------------------------------------------------------===*/
+/*
+ * Conventions shared by every function below
+ * -------------------------------------------
+ * - Tensors are dense and row-major unless a leading dimension ("ld") or a
+ *   stride argument says otherwise. Sizes and counts are int64_t elements
+ *   (never bytes, except in the memory helpers).
+ * - Names of dimensions: B = batch, S = (query) sequence, Sk = key sequence,
+ *   H = hidden, N = heads, D = head dim, V = vocabulary, "rows" = the product
+ *   of all leading dimensions when an op works on the last one.
+ * - "Activation" tensors (inputs, outputs, weights of the forward pass and
+ *   their gradients) carry a loomrt_dtype argument; the tensors that are
+ *   always float (log-sum-exp, losses, masks, optimizer state, statistics)
+ *   are typed `float *`. Every reduction and accumulation is carried out in
+ *   f32, whatever the storage dtype; results are rounded to the storage
+ *   dtype once, at the end (round-to-nearest-even).
+ * - Parameter gradients (dW, db, norm dw/db, embedding table gradient) take
+ *   their own dtype argument (`gdtype`) so that low-precision activations can
+ *   accumulate into f32 main gradients, as Megatron's main_grad does.
+ * - An `accumulate` flag (0/1) selects overwrite (out = r) or gradient
+ *   accumulation (out += r).
+ * - Output buffers never alias input buffers unless the function says so.
+ * - Misuse (bad dtype, negative size, a NULL where a tensor is required,
+ *   sizes that do not divide) is a programming error of the caller: the
+ *   runtime prints "loomrt: <function>: <reason>" on stderr and aborts the
+ *   process (MPI_Abort of the whole job once loomrt_init has run). Functions
+ *   therefore return results, not status codes.
+ * - Kernels run on the calling thread plus a pool of worker threads
+ *   (OpenMP on the cpu backend, sized by loomrt_set_num_threads); they are
+ *   synchronous: when a call returns its outputs are ready.
+ */
+#ifndef LOOMRT_LOOMRT_H
+#define LOOMRT_LOOMRT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===----------------------------------------------------------------------===*
+ * Types
+ *===----------------------------------------------------------------------===*/
+
+/* Storage type of an activation tensor. The values are part of the ABI. */
+typedef int32_t loomrt_dtype;
+#define LOOMRT_F32 0  /* IEEE binary32 */
+#define LOOMRT_BF16 1 /* bfloat16: the upper 16 bits of a binary32 */
+#define LOOMRT_F16 2  /* IEEE binary16 */
+
+/* Bytes per element of `dtype` (4 or 2). */
+int64_t loomrt_dtype_size(loomrt_dtype dtype);
+
+/*===----------------------------------------------------------------------===*
+ * Process, threads, memory, time
+ *===----------------------------------------------------------------------===*/
+
+/* Initializes MPI (MPI_Init_thread with MPI_THREAD_FUNNELED: only the thread
+ * that called loomrt_init makes runtime communication calls) unless it is
+ * already initialized, and installs MPI_ERRORS_RETURN on MPI_COMM_WORLD so
+ * that a failed MPI call aborts the job with a message instead of hanging.
+ * argc/argv may be NULL. Must precede every communication call. */
+void loomrt_init(int *argc, char ***argv);
+
+/* Frees the communicators still alive and finalizes MPI if loomrt_init
+ * initialized it. */
+void loomrt_finalize(void);
+
+/* Rank and size in MPI_COMM_WORLD (0 and 1 before loomrt_init). */
+int32_t loomrt_world_rank(void);
+int32_t loomrt_world_size(void);
+
+/* Prints "loomrt: rank R: <message>" on stderr and terminates the whole job
+ * (MPI_Abort when MPI is up, abort() otherwise). Never returns. */
+void loomrt_abort(const char *message);
+
+/* Number of worker threads for kernels and for OpenBLAS. n <= 0 restores
+ * the default (OMP_NUM_THREADS or the number of cores). */
+void loomrt_set_num_threads(int32_t n);
+int32_t loomrt_get_num_threads(void);
+
+/* 64-byte aligned allocation of `bytes` bytes (bytes == 0 returns a valid
+ * unique pointer); aborts on exhaustion. Free with loomrt_free (NULL ok). */
+void *loomrt_alloc(int64_t bytes);
+void loomrt_free(void *ptr);
+
+/* memcpy / memset(0) of `bytes` bytes (regions must not overlap). */
+void loomrt_copy(void *dst, const void *src, int64_t bytes);
+void loomrt_zero(void *dst, int64_t bytes);
+
+/* Seconds on a monotonic clock, for durations only. */
+double loomrt_wtime(void);
+
+/*===----------------------------------------------------------------------===*
+ * Casts, elementwise helpers, checks
+ *===----------------------------------------------------------------------===*/
+
+/* dst[i] = (dst_dtype) src[i], i < n, round-to-nearest-even; values beyond
+ * the f16 range become +-inf, NaN stays NaN. src == dst is allowed only when
+ * both dtypes have the same size. */
+void loomrt_cast(loomrt_dtype src_dtype, const void *src,
+                 loomrt_dtype dst_dtype, void *dst, int64_t n);
+
+/* Returns 1 if any of the n elements is inf or NaN, else 0. */
+int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x, int64_t n);
+
+/* x[i] *= alpha in place (gradient clipping, loss (un)scaling). */
+void loomrt_scale(loomrt_dtype dtype, void *x, int64_t n, float alpha);
+
+/* y[i] += alpha * x[i]; x and y may have different dtypes (accumulate a
+ * bf16 gradient into an f32 main gradient). */
+void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype, const void *x,
+                 loomrt_dtype y_dtype, void *y);
+
+/* out[i] = a[i] + b[i] (residual connections); out may alias a or b. */
+void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a, const void *b,
+                void *out);
+
+/* Returns sum(x[i]^2) accumulated in f32 partial sums (per block) and
+ * double across blocks: the local part of a gradient norm. */
+float loomrt_sum_squares(loomrt_dtype dtype, const void *x, int64_t n);
+
+/*===----------------------------------------------------------------------===*
+ * GEMM and linear layers
+ *===----------------------------------------------------------------------===*/
+
+/* Batched strided row-major GEMM, computed with cblas_sgemm:
+ *   for b < batch: C_b = alpha * op(A_b) op(B_b) + beta * C_b
+ * op(A_b) is [M,K], op(B_b) is [K,N], C_b is [M,N]; trans_x != 0 means the
+ * stored matrix is the transpose ([K,M] for A, [N,K] for B). lda/ldb/ldc are
+ * row strides of the *stored* matrices; stride_a/b/c are element strides
+ * between batch entries (0 broadcasts one matrix over the batch). With
+ * beta == 0, C is not read (NaN in C does not propagate). bf16/f16 operands
+ * are widened to f32 buffers first; C is accumulated in f32 and rounded once. */
+void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M, int64_t N,
+                 int64_t K, float alpha, loomrt_dtype a_dtype, const void *A,
+                 int64_t lda, int64_t stride_a, loomrt_dtype b_dtype,
+                 const void *B, int64_t ldb, int64_t stride_b, float beta,
+                 loomrt_dtype c_dtype, void *C, int64_t ldc, int64_t stride_c,
+                 int64_t batch);
+
+/* Linear layer, torch/Megatron layout: x [M,K], W [N,K] (out_features,
+ * in_features), bias [N] or NULL, y [M,N]:  y = x W^T + bias. */
+void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N, int64_t K,
+                           const void *x, const void *W, const void *bias,
+                           void *y);
+
+/* Input gradient: dx [M,K] = dy [M,N] W [N,K] (accumulate: dx += ...). */
+void loomrt_linear_backward_data(loomrt_dtype dtype, int64_t M, int64_t N,
+                                 int64_t K, const void *dy, const void *W,
+                                 void *dx, int32_t accumulate);
+
+/* Parameter gradients: dW [N,K] = dy^T x and, if dbias != NULL,
+ * dbias [N] = sum over the M rows of dy. dy and x have dtype `dtype`,
+ * dW and dbias have `gdtype`. accumulate != 0 adds into dW/dbias (beta = 1:
+ * gradient accumulation over micro-batches). */
+void loomrt_linear_backward_weight(loomrt_dtype dtype, int64_t M, int64_t N,
+                                   int64_t K, const void *dy, const void *x,
+                                   loomrt_dtype gdtype, void *dW, void *dbias,
+                                   int32_t accumulate);
+
+/*===----------------------------------------------------------------------===*
+ * Normalization (over the last dimension, of size H, for `rows` rows)
+ *===----------------------------------------------------------------------===*/
+
+/* LayerNorm: y = (x - mean) * rsqrt(var + eps) * w + b, var biased (/H),
+ * as torch.nn.functional.layer_norm. x, y [rows,H]; w [H]; b [H] or NULL.
+ * Mean and variance are f32 (two passes over the row). */
+void loomrt_layer_norm_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
+                               const void *x, const void *w, const void *b,
+                               float eps, void *y);
+
+/* LayerNorm backward. The row statistics are recomputed from x (one extra
+ * pass over x instead of keeping [rows] of state alive between forward and
+ * backward). dx [rows,H] (dtype) is overwritten; dw [H] and db [H]
+ * (gdtype; db may be NULL) are overwritten or accumulated. */
+void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows, int64_t H,
+                                const void *x, const void *w, const void *dy,
+                                float eps, void *dx, loomrt_dtype gdtype,
+                                void *dw, void *db, int32_t accumulate);
+
+/* RMSNorm (Llama): y = x * rsqrt(mean(x^2) + eps) * w. */
+void loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
+                             const void *x, const void *w, float eps, void *y);
+
+/* RMSNorm backward: dx overwritten, dw [H] (gdtype) overwritten or
+ * accumulated. */
+void loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows, int64_t H,
+                              const void *x, const void *w, const void *dy,
+                              float eps, void *dx, loomrt_dtype gdtype,
+                              void *dw, int32_t accumulate);
+
+/*===----------------------------------------------------------------------===*
+ * Rotary position embedding (HF Llama "rotate half" convention)
+ *===----------------------------------------------------------------------===*/
+
+/* x, y viewed as [B,S,N,D]; pos int32 [B,S] (NULL means pos = s). The first
+ * `rot_dim` (even, <= D) features of every head are rotated, the rest are
+ * copied (rot_dim == D for Llama). With h = rot_dim/2 and i < h:
+ *   inv_freq_i = 1 / theta^(2i/rot_dim),  a = pos * inv_freq_i   (f32)
+ *   y[i]   = x[i] cos a - x[i+h] sin a
+ *   y[i+h] = x[i+h] cos a + x[i] sin a
+ * y may alias x (in place). */
+void loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
+                         int64_t D, int64_t rot_dim, float theta,
+                         const int32_t *pos, const void *x, void *y);
+
+/* Backward: dx = rotation of dy by -a (the transpose of the forward). dx may
+ * alias dy. */
+void loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
+                          int64_t D, int64_t rot_dim, float theta,
+                          const int32_t *pos, const void *dy, void *dx);
+
+/*===----------------------------------------------------------------------===*
+ * Attention masks from tokens (Megatron get_ltor_masks_and_position_ids)
+ *===----------------------------------------------------------------------===*/
+
+/* doc [B,S] int32: document index of every token. The index increments
+ * *after* each `eod` token, so an EOD belongs to the document it ends
+ * (reset_attention_mask=True). */
+void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
+                         int32_t eod, int32_t *doc);
+
+/* pos [B,S] int32: with reset != 0 positions restart at 0 on the token after
+ * each EOD (reset_position_ids=True); otherwise pos = 0..S-1. */
+void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
+                         int32_t eod, int32_t reset, int32_t *pos);
+
+/*===----------------------------------------------------------------------===*
+ * Attention (softmax(q k^T * scale + mask) v, GQA, with log-sum-exp)
+ *===----------------------------------------------------------------------===*/
+
+/* q [B,S,Nq*D], k and v [B,Sk,Nkv*D], o [B,S,Nq*D] (dtype); Nq % Nkv == 0
+ * and query head h reads kv head h / (Nq/Nkv).
+ * Mask: key j is visible from query i iff
+ *   (!causal || k_pos[b,j] <= q_pos[b,i]) &&
+ *   (q_doc == NULL || q_doc[b,i] == k_doc[b,j])
+ * q_pos [B,S] / k_pos [B,Sk] are global sequence positions (NULL means
+ * 0..S-1 / 0..Sk-1), so context-parallel chunks reuse this kernel; q_doc and
+ * k_doc (both NULL or both given) are document ids (loomrt_document_ids).
+ * lse [B,Nq,S] f32 receives the natural-log log-sum-exp over visible keys of
+ * the scaled scores. A row without visible keys gets o = 0, lse = -inf.
+ * Scores, softmax and the p*v sums are f32. */
+void loomrt_attention_forward(loomrt_dtype dtype, int64_t B, int64_t S,
+                              int64_t Sk, int64_t Nq, int64_t Nkv, int64_t D,
+                              float scale, int32_t causal, const int32_t *q_pos,
+                              const int32_t *k_pos, const int32_t *q_doc,
+                              const int32_t *k_doc, const void *q,
+                              const void *k, const void *v, void *o,
+                              float *lse);
+
+/* Merges a partial result over other keys into an accumulator in place (ring
+ * attention): with l = log(exp(lse_acc) + exp(lse_part)),
+ *   o_acc = o_acc * exp(lse_acc - l) + o_part * exp(lse_part - l),
+ *   lse_acc = l.
+ * o [B,S,Nq*D] (dtype), lse [B,Nq,S] f32; -inf partials contribute nothing. */
+void loomrt_attention_merge(loomrt_dtype dtype, int64_t B, int64_t S,
+                            int64_t Nq, int64_t D, void *o_acc, float *lse_acc,
+                            const void *o_part, const float *lse_part);
+
+/* Backward by recomputation (flash-attention style): probabilities are
+ * rebuilt as exp(score*scale - lse) from the forward's o and lse, so for a
+ * ring step pass the *final* (merged) o and lse with one chunk of k/v.
+ * Same shapes and mask arguments as the forward; dq like q, dk/dv like k/v.
+ * accumulate != 0 adds into dq, dk, dv (ring attention sums chunks);
+ * otherwise they are overwritten. Rows with lse = -inf contribute nothing. */
+void loomrt_attention_backward(loomrt_dtype dtype, int64_t B, int64_t S,
+                               int64_t Sk, int64_t Nq, int64_t Nkv, int64_t D,
+                               float scale, int32_t causal,
+                               const int32_t *q_pos, const int32_t *k_pos,
+                               const int32_t *q_doc, const int32_t *k_doc,
+                               const void *q, const void *k, const void *v,
+                               const void *o, const float *lse, const void *dout,
+                               void *dq, void *dk, void *dv,
+                               int32_t accumulate);
+
+/*===----------------------------------------------------------------------===*
+ * Activations (elementwise, n elements)
+ *===----------------------------------------------------------------------===*/
+
+#define LOOMRT_GELU_ERF 0  /* 0.5 x (1 + erf(x / sqrt 2)) */
+#define LOOMRT_GELU_TANH 1 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+
+void loomrt_gelu_forward(loomrt_dtype dtype, int32_t approximate, int64_t n,
+                         const void *x, void *y);
+/* dx = dy * gelu'(x); dx may alias dy. */
+void loomrt_gelu_backward(loomrt_dtype dtype, int32_t approximate, int64_t n,
+                          const void *x, const void *dy, void *dx);
+
+/* silu(x) = x * sigmoid(x). */
+void loomrt_silu_forward(loomrt_dtype dtype, int64_t n, const void *x,
+                         void *y);
+void loomrt_silu_backward(loomrt_dtype dtype, int64_t n, const void *x,
+                          const void *dy, void *dx);
+
+/* SwiGLU over [rows, F]: out = silu(gate) * up, out [rows,F] contiguous.
+ * gate and up are read with row stride in_ld (>= F): in_ld = F for two
+ * separate tensors, in_ld = 2F with up = gate + F for Megatron's fused
+ * [rows, 2F] fc1 output (gate first). */
+void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows, int64_t F,
+                           int64_t in_ld, const void *gate, const void *up,
+                           void *out);
+/* dgate/dup are written with the same row stride in_ld as gate/up. */
+void loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows, int64_t F,
+                            int64_t in_ld, const void *gate, const void *up,
+                            const void *dout, void *dgate, void *dup);
+
+/*===----------------------------------------------------------------------===*
+ * Dropout (counter-based, sharding-invariant)
+ *===----------------------------------------------------------------------===*/
+
+/* y = x * keep / (1 - p) over a [rows, cols] view. The keep decision of an
+ * element is a pure function of (seed, g) where g = offset + r*row_stride + c
+ * is its index in the *global* (unsharded) tensor: Philox4x32-10 keyed by
+ * seed on counter g/4, word g%4, keep iff u >= p with u uniform in [0,1).
+ * So forward and backward regenerate the same mask, and every sharding of
+ * the tensor drops the same global elements. Examples: contiguous n
+ * elements: rows=1, cols=n; [S,H] split on H at h0 with global width Hg:
+ * offset=h0, row_stride=Hg. p == 0 copies; p == 1 zeros. y may alias x. */
+void loomrt_dropout_forward(loomrt_dtype dtype, int64_t rows, int64_t cols,
+                            const void *x, void *y, float p, uint64_t seed,
+                            int64_t offset, int64_t row_stride);
+/* dx = dy * keep / (1 - p) with the same mask (same arguments as forward). */
+void loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows, int64_t cols,
+                             const void *dy, void *dx, float p, uint64_t seed,
+                             int64_t offset, int64_t row_stride);
+
+/*===----------------------------------------------------------------------===*
+ * Embedding (vocab-parallel)
+ *===----------------------------------------------------------------------===*/
+
+/* out [n,H] = table[ids[i] - vocab_start] for vocab_start <= ids[i] <
+ * vocab_end, zero rows otherwise (Megatron VocabParallelEmbedding: the
+ * all-reduce over the TP group completes the lookup). table is
+ * [vocab_end - vocab_start, H]. */
+void loomrt_embedding_forward(loomrt_dtype dtype, int64_t n, int64_t H,
+                              const int32_t *ids, int64_t vocab_start,
+                              int64_t vocab_end, const void *table, void *out);
+
+/* dtable[ids[i] - vocab_start] += dout[i] for ids in range (scatter-add,
+ * deterministic). dtable (gdtype) is zeroed first unless accumulate. */
+void loomrt_embedding_backward(loomrt_dtype dtype, int64_t n, int64_t H,
+                               const int32_t *ids, int64_t vocab_start,
+                               int64_t vocab_end, const void *dout,
+                               loomrt_dtype gdtype, void *dtable,
+                               int32_t accumulate);
+
+/*===----------------------------------------------------------------------===*
+ * Cross-entropy over logits [n, V]
+ *===----------------------------------------------------------------------===*/
+
+/* Full-vocabulary loss: with lse_i = logsumexp(logits[i,:]),
+ *   *loss = sum_i mask_i (lse_i - logits[i,labels_i]) / sum_i mask_i.
+ * labels int32 [n] in [0,V); mask f32 [n] or NULL (all ones). A zero mask
+ * sum gives loss 0. row_loss f32 [n] (lse_i - target_i, unmasked) may be
+ * NULL. */
+void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n, int64_t V,
+                                  const void *logits, const int32_t *labels,
+                                  const float *mask, float *loss,
+                                  float *row_loss);
+
+/* dlogits = (softmax(logits) - onehot(labels)) * mask_i / sum(mask) * dloss
+ * (all zero if sum(mask) == 0). dlogits may alias logits. */
+void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n, int64_t V,
+                                   const void *logits, const int32_t *labels,
+                                   const float *mask, float dloss,
+                                   void *dlogits);
+
+/* Vocab-parallel pieces (Megatron _VocabParallelCrossEntropy). This rank
+ * holds logits [n, Vl] for vocabulary ids [vocab_start, vocab_start + Vl).
+ * The compiler runs:
+ *   local_max -> all_reduce(max) -> local_sum_exp(max) -> all_reduce(sum),
+ *   local_target -> all_reduce(sum), then loss_from_parts.
+ * row_max[i] = max_j logits[i,j]. */
+void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
+                         const void *logits, float *row_max);
+/* sum_exp[i] = sum_j exp(logits[i,j] - row_max[i]) (row_max: global max). */
+void loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n, int64_t Vl,
+                             const void *logits, const float *row_max,
+                             float *sum_exp);
+/* target[i] = logits[i, labels[i] - vocab_start] if the label is local,
+ * else 0 (so the sum over ranks is the target logit). */
+void loomrt_ce_local_target(loomrt_dtype dtype, int64_t n, int64_t Vl,
+                            const void *logits, const int32_t *labels,
+                            int64_t vocab_start, float *target);
+/* From the reduced parts: row_loss[i] = log(sum_exp[i]) + row_max[i] -
+ * target[i] (row_loss may be NULL); *masked_sum = sum_i mask_i row_loss[i];
+ * *mask_sum = sum_i mask_i (mask NULL = ones). The loss is
+ * masked_sum / mask_sum after those are reduced over the ranks that split
+ * the batch or sequence (DP, CP), which is why they are returned apart. */
+void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
+                               const float *sum_exp, const float *target,
+                               const float *mask, float *row_loss,
+                               float *masked_sum, float *mask_sum);
+/* Backward of the vocab-parallel form on the local shard:
+ *   dlogits[i,j] = (exp(logits[i,j] - row_max[i]) / sum_exp[i]
+ *                   - [labels[i] == vocab_start + j]) * mask_i * grad_scale
+ * where the caller passes grad_scale = dloss / (global) sum(mask). */
+void loomrt_ce_vocab_parallel_backward(loomrt_dtype dtype, int64_t n,
+                                       int64_t Vl, const void *logits,
+                                       const int32_t *labels,
+                                       int64_t vocab_start,
+                                       const float *row_max,
+                                       const float *sum_exp, const float *mask,
+                                       float grad_scale, void *dlogits);
+
+/*===----------------------------------------------------------------------===*
+ * Optimizer
+ *===----------------------------------------------------------------------===*/
+
+/* One AdamW step (torch.optim.AdamW, decoupled weight decay) on f32 main
+ * parameters, for n elements; step is 1-based:
+ *   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ *   p -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps). */
+void loomrt_adamw(int64_t n, float *param, const float *grad, float *exp_avg,
+                  float *exp_avg_sq, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int64_t step);
+
+/*===----------------------------------------------------------------------===*
+ * Communication (MPI on the cpu backend, NCCL on cuda)
+ *===----------------------------------------------------------------------===*/
+
+/* A process group. Opaque; NULL stands for "this rank is in no group". */
+typedef struct loomrt_comm_impl *loomrt_comm;
+
+/* The group of all ranks (valid between loomrt_init and loomrt_finalize). */
+loomrt_comm loomrt_comm_world(void);
+
+/* Creates one communicator per group from an explicit partition: groups are
+ * given as num_groups lists, list g being group_ranks[off_g .. off_g +
+ * group_sizes[g]) with off_g = sum of the previous sizes; ranks are
+ * MPI_COMM_WORLD ranks. Collective over MPI_COMM_WORLD: every rank passes
+ * the same lists (the rank generator's output for one dimension). Returns
+ * the communicator of the group that contains the calling rank, whose rank
+ * order is the order of the list, or NULL if no list contains it. A rank
+ * listed twice aborts. Implemented with MPI_Comm_split(color = group index,
+ * key = position in the list). */
+loomrt_comm loomrt_comm_create(int32_t num_groups, const int32_t *group_sizes,
+                               const int32_t *group_ranks);
+void loomrt_comm_destroy(loomrt_comm comm);
+int32_t loomrt_comm_rank(loomrt_comm comm);
+int32_t loomrt_comm_size(loomrt_comm comm);
+/* World rank of the member with group rank r (for messages and logs). */
+int32_t loomrt_comm_world_rank_of(loomrt_comm comm, int32_t r);
+
+#define LOOMRT_SUM 0
+#define LOOMRT_MAX 1
+
+/* All collectives are blocking, have to be called by every member of comm
+ * in the same order, and reduce in f32 (bf16/f16 data are widened, reduced
+ * and rounded back). */
+
+/* recv[i] = op over ranks of send[i], n elements; send == recv is in place. */
+void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype, int32_t op,
+                       const void *send, void *recv, int64_t n);
+
+/* Broadcast of a contiguous buffer of n elements from group rank root. */
+void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype, void *buf,
+                      int64_t n, int32_t root);
+
+/* Collectives along one dimension of a row-major tensor of rank `ndim`
+ * (1..8) whose shape is shape[0..ndim). `dim` is the dimension that is
+ * gathered / scattered; P = loomrt_comm_size(comm); group rank r owns the
+ * r-th equal slice of that dimension. dim 0 needs no repacking; other dims
+ * are packed into contiguous per-rank blocks and back. */
+
+/* send has shape `shape` (the local slice); recv has shape[dim] * P along
+ * dim, slices concatenated in group rank order. */
+void loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype, int32_t ndim,
+                       const int64_t *shape, int32_t dim, const void *send,
+                       void *recv);
+
+/* send has shape `shape` (full, shape[dim] % P == 0); recv is slice r of
+ * the element-wise sum over ranks (shape[dim] / P along dim). */
+void loomrt_reduce_scatter(loomrt_comm comm, loomrt_dtype dtype, int32_t ndim,
+                           const int64_t *shape, int32_t dim, const void *send,
+                           void *recv);
+
+/* send has shape `shape`; it is split into P equal slices along split_dim,
+ * slice r going to group rank r; the P received slices are concatenated in
+ * group rank order along concat_dim. recv therefore has shape `shape` with
+ * shape[split_dim] / P and then shape[concat_dim] * P (split_dim ==
+ * concat_dim is the plain MPI_Alltoall). Used by Ulysses-style context
+ * parallel (split heads, gather sequence) and expert dispatch. */
+void loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype, int32_t ndim,
+                       const int64_t *shape, int32_t split_dim,
+                       int32_t concat_dim, const void *send, void *recv);
+
+/* Grouped point-to-point (pipeline stages, ring attention):
+ *   loomrt_p2p_begin(comm); loomrt_send(..); loomrt_recv(..); ...
+ *   loomrt_p2p_end(comm);
+ * send/recv between begin and end only record the operation; end issues the
+ * whole batch as nonblocking MPI_Isend/MPI_Irecv and waits for all of them
+ * (MPI_Waitall), so a batch that exchanges with both neighbours cannot
+ * deadlock whatever the peers' order. The posting order follows seed 003
+ * section 5.3 all the same: even group ranks post their sends first, odd
+ * ranks their recvs first (the order the NCCL backend needs on one stream).
+ * Within a batch the k-th send from A to B matches the k-th recv of B from
+ * A (MPI's non-overtaking rule); buffers must stay untouched until
+ * p2p_end returns. Peers are group ranks. A send or recv outside a batch
+ * runs immediately as a batch of one. Batches do not nest. */
+void loomrt_p2p_begin(loomrt_comm comm);
+void loomrt_send(loomrt_comm comm, loomrt_dtype dtype, const void *buf,
+                 int64_t n, int32_t peer);
+void loomrt_recv(loomrt_comm comm, loomrt_dtype dtype, void *buf, int64_t n,
+                 int32_t peer);
+void loomrt_p2p_end(loomrt_comm comm);
+
+/* Blocks until every member of comm has called it. */
+void loomrt_barrier(loomrt_comm comm);
+
+/* Failure model: communicators use MPI_ERRORS_RETURN, and a failed MPI call
+ * aborts the job with "loomrt: rank R: MPI_<Call> failed: <MPI message>".
+ * When a rank dies (signal, abort, exit without loomrt_finalize) mpirun
+ * (Open MPI's ORTE/PRRTE) kills every other rank of the job, so survivors
+ * blocked in a collective do not hang; launch with mpirun, not singletons. */
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOOMRT_LOOMRT_H */

@@ -1,0 +1,145 @@
+// RUN: loom-opt %s --verify-roundtrip | FileCheck %s
+// RUN: loom-opt %s --mlir-print-op-generic | loom-opt | FileCheck %s
+
+// Round trip of every tfm op in custom and generic form.
+
+// CHECK-LABEL: tfm.param @wte init(normal, std = 2.000000e-02) : tensor<64x32xf32>
+tfm.param @wte init(normal, std = 2.000000e-02) : tensor<64x32xf32>
+// CHECK: tfm.param @ln.weight init(ones) : tensor<32xf32>
+tfm.param @ln.weight init(ones) : tensor<32xf32>
+// CHECK: tfm.param @ln.bias init(zeros) : tensor<32xbf16>
+tfm.param @ln.bias init(zeros) : tensor<32xbf16>
+
+// CHECK-LABEL: func.func @get_param
+func.func @get_param() -> tensor<64x32xf32> {
+  // CHECK: tfm.get_param @wte : tensor<64x32xf32>
+  %w = tfm.get_param @wte : tensor<64x32xf32>
+  return %w : tensor<64x32xf32>
+}
+
+// CHECK-LABEL: func.func @blocks
+func.func @blocks(%t: tensor<2x8xi32>, %x: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  // CHECK: tfm.block embedding ins(%{{.*}} : tensor<2x8xi32>) -> tensor<2x8x32xf32> {
+  // CHECK: tfm.yield %{{.*}} : tensor<2x8x32xf32>
+  %e = tfm.block embedding ins(%t : tensor<2x8xi32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: tensor<2x8xi32>):
+    %w = tfm.get_param @wte : tensor<64x32xf32>
+    %r = tfm.embedding %a, %w : tensor<2x8xi32>, tensor<64x32xf32> -> tensor<2x8x32xf32>
+    tfm.yield %r : tensor<2x8x32xf32>
+  }
+  // CHECK: tfm.block layer 3 ins(%{{.*}}, %{{.*}} : tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<2x8x32xf32>
+  %l = tfm.block layer 3 ins(%e, %t : tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: tensor<2x8x32xf32>, %b: tensor<2x8xi32>):
+    tfm.yield %a : tensor<2x8x32xf32>
+  }
+  // CHECK: tfm.block head ins(
+  %h = tfm.block head ins(%l : tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: tensor<2x8x32xf32>):
+    tfm.yield %a : tensor<2x8x32xf32>
+  }
+  return %h : tensor<2x8x32xf32>
+}
+
+// CHECK-LABEL: func.func @embeddings
+func.func @embeddings(%t: tensor<2x8xi32>, %table: tensor<64x32xf32>, %dy: tensor<2x8x32xf32>)
+    -> (tensor<2x8x32xf32>, tensor<2x8xi32>, tensor<2x8xi32>, tensor<64x32xf32>) {
+  // CHECK: tfm.embedding %{{.*}}, %{{.*}} : tensor<2x8xi32>, tensor<64x32xf32> -> tensor<2x8x32xf32>
+  %e = tfm.embedding %t, %table : tensor<2x8xi32>, tensor<64x32xf32> -> tensor<2x8x32xf32>
+  // CHECK: tfm.position_ids %{{.*}} : tensor<2x8xi32>
+  %p = tfm.position_ids %t : tensor<2x8xi32>
+  // CHECK: tfm.position_ids %{{.*}} reset_at_eod 63 : tensor<2x8xi32>
+  %r = tfm.position_ids %t reset_at_eod 63 : tensor<2x8xi32>
+  // CHECK: tfm.embedding_grad %{{.*}}, %{{.*}} : tensor<2x8xi32>, tensor<2x8x32xf32> -> tensor<64x32xf32>
+  %g = tfm.embedding_grad %t, %dy : tensor<2x8xi32>, tensor<2x8x32xf32> -> tensor<64x32xf32>
+  return %e, %p, %r, %g : tensor<2x8x32xf32>, tensor<2x8xi32>, tensor<2x8xi32>, tensor<64x32xf32>
+}
+
+// CHECK-LABEL: func.func @norms
+func.func @norms(%x: tensor<2x8x32xbf16>, %w: tensor<32xbf16>, %b: tensor<32xbf16>) {
+  // CHECK: tfm.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>, tensor<32xbf16>
+  %0 = tfm.layer_norm %x, %w, %b eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>, tensor<32xbf16>
+  // CHECK: tfm.layer_norm %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %1 = tfm.layer_norm %x, %w eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  // CHECK: tfm.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %dx, %dw, %db = tfm.layer_norm_grad %x, %w, %x eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  // CHECK: tfm.rms_norm %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %2 = tfm.rms_norm %x, %w eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  // CHECK: tfm.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %dx2, %dw2 = tfm.rms_norm_grad %x, %w, %x eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  return
+}
+
+// CHECK-LABEL: func.func @linears
+func.func @linears(%x: tensor<2x8x32xf16>, %w: tensor<96x32xf16>, %b: tensor<96xf16>, %dy: tensor<2x8x96xf16>) {
+  // CHECK: tfm.linear %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<96xf16> -> tensor<2x8x96xf16>
+  %0 = tfm.linear %x, %w, %b : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<96xf16> -> tensor<2x8x96xf16>
+  // CHECK: tfm.linear %{{.*}}, %{{.*}} : tensor<2x8x32xf16>, tensor<96x32xf16> -> tensor<2x8x96xf16>
+  %1 = tfm.linear %x, %w : tensor<2x8x32xf16>, tensor<96x32xf16> -> tensor<2x8x96xf16>
+  // CHECK: tfm.linear_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16> -> tensor<96xf16>
+  %dx, %dw, %db = tfm.linear_grad %x, %w, %dy : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16> -> tensor<96xf16>
+  // CHECK: tfm.linear_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16>{{$}}
+  %dx2, %dw2 = tfm.linear_grad %x, %w, %dy : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16>
+  return
+}
+
+// CHECK-LABEL: func.func @rope
+func.func @rope(%x: tensor<2x8x64xf32>, %pos: tensor<2x8xi32>) {
+  // CHECK: tfm.rope %{{.*}}, %{{.*}} head_dim 16 theta 1.000000e+04 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  %0 = tfm.rope %x, %pos head_dim 16 theta 1.000000e+04 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  // CHECK: tfm.rope_grad %{{.*}}, %{{.*}} head_dim 16 theta 5.000000e+05 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  %1 = tfm.rope_grad %x, %pos head_dim 16 theta 5.000000e+05 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return
+}
+
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
+  // CHECK: tfm.attention %{{.*}}, %{{.*}}, %{{.*}} heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  %o, %lse = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  // CHECK: tfm.attention %{{.*}}, %{{.*}}, %{{.*}} tokens %{{.*}} heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal_document eod 0 : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  %o2, %lse2 = tfm.attention %q, %k, %v tokens %t heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal_document eod 0
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  // CHECK: tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>
+  %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %lse, %o heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>
+  // CHECK: tfm.attention_grad {{.*}} tokens %{{.*}} heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal_document eod 0 : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>, tensor<2x8xi32>
+  %dq2, %dk2, %dv2 = tfm.attention_grad %q, %k, %v, %o2, %lse2, %o tokens %t heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal_document eod 0
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>, tensor<2x8xi32>
+  return
+}
+
+// CHECK-LABEL: func.func @elementwise
+func.func @elementwise(%x: tensor<2x8x32xf32>, %y: tensor<2x8x32xf32>) {
+  // CHECK: tfm.gelu %{{.*}} none : tensor<2x8x32xf32>
+  %0 = tfm.gelu %x none : tensor<2x8x32xf32>
+  // CHECK: tfm.gelu %{{.*}} tanh : tensor<2x8x32xf32>
+  %1 = tfm.gelu %x tanh : tensor<2x8x32xf32>
+  // CHECK: tfm.gelu_grad %{{.*}}, %{{.*}} tanh : tensor<2x8x32xf32>
+  %2 = tfm.gelu_grad %x, %y tanh : tensor<2x8x32xf32>
+  // CHECK: tfm.silu %{{.*}} : tensor<2x8x32xf32>
+  %3 = tfm.silu %x : tensor<2x8x32xf32>
+  // CHECK: tfm.silu_grad %{{.*}}, %{{.*}} : tensor<2x8x32xf32>
+  %4 = tfm.silu_grad %x, %y : tensor<2x8x32xf32>
+  // CHECK: tfm.swiglu %{{.*}}, %{{.*}} : tensor<2x8x32xf32>
+  %5 = tfm.swiglu %x, %y : tensor<2x8x32xf32>
+  // CHECK: tfm.swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x32xf32>
+  %6:2 = tfm.swiglu_grad %x, %y, %x : tensor<2x8x32xf32>
+  // CHECK: tfm.add %{{.*}}, %{{.*}} : tensor<2x8x32xf32>
+  %7 = tfm.add %x, %y : tensor<2x8x32xf32>
+  // CHECK: tfm.dropout %{{.*}} p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
+  %8 = tfm.dropout %x p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
+  // CHECK: tfm.cast %{{.*}} : tensor<2x8x32xf32> to tensor<2x8x32xbf16>
+  %9 = tfm.cast %x : tensor<2x8x32xf32> to tensor<2x8x32xbf16>
+  // CHECK: tfm.cast %{{.*}} : tensor<2x8x32xbf16> to tensor<2x8x32xf16>
+  %10 = tfm.cast %9 : tensor<2x8x32xbf16> to tensor<2x8x32xf16>
+  return
+}
+
+// CHECK-LABEL: func.func @loss
+func.func @loss(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %mask: tensor<2x8xf32>) -> (tensor<f32>, tensor<2x8x64xf32>) {
+  // CHECK: tfm.cross_entropy %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
+  %l = tfm.cross_entropy %logits, %labels, %mask : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
+  // CHECK: tfm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
+  %g = tfm.cross_entropy_grad %logits, %labels, %mask, %l : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
+  return %l, %g : tensor<f32>, tensor<2x8x64xf32>
+}

@@ -1,0 +1,24 @@
+//===- loom-opt.cpp - Loom's opt tool ---------------------------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Runs any Loom or upstream pass on .mlir input, for inspection and lit tests.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/InitAll.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::registerTransformsPasses();
+  loom::registerAllPasses();
+  mlir::DialectRegistry registry;
+  loom::registerAllDialects(registry);
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
+}

@@ -1,0 +1,490 @@
+//===- loom-ranks.cpp - Print or draw Megatron-style process groups -------===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// loom-ranks shows the process groups a parallel plan creates, exactly as
+// Megatron-Core's initialize_model_parallel would:
+//
+//   loom-ranks --world-size 16 --tp 4 --pp 2            # every group kind
+//   loom-ranks --world-size 16 --tp 4 --pp 2 --rank 5   # one rank
+//   loom-ranks --world-size 16 --etp 1 --ep 4 --pp 2 --json
+//   loom-ranks --world-size 16 --tp 4 --pp 2 --svg groups.svg
+//
+//===----------------------------------------------------------------------===//
+
+#include "RanksSvg.h"
+
+#include "loom/RankGen/ParallelLayout.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <deque>
+
+using namespace llvm;
+using namespace loom::rankgen;
+
+//===----------------------------------------------------------------------===//
+// Options. Short names follow Loom's other tools, the aliases Megatron-LM's.
+//===----------------------------------------------------------------------===//
+
+static cl::OptionCategory category("loom-ranks options");
+
+static cl::opt<int64_t> optWorldSize("world-size",
+                                  cl::desc("Number of ranks (default: tp*cp*pp"
+                                           "*dp with --dp, else required)"),
+                                  cl::init(0), cl::cat(category));
+static cl::alias worldAlias("world", cl::desc("Alias for --world-size"),
+                            cl::aliasopt(optWorldSize), cl::cat(category));
+
+static cl::opt<int64_t> optTp("tp", cl::desc("Tensor model-parallel size"),
+                           cl::init(1), cl::cat(category));
+static cl::alias tpAlias("tensor-model-parallel-size",
+                         cl::desc("Alias for --tp"), cl::aliasopt(optTp),
+                         cl::cat(category));
+
+static cl::opt<int64_t> optCp("cp", cl::desc("Context-parallel size"), cl::init(1),
+                           cl::cat(category));
+static cl::alias cpAlias("context-parallel-size", cl::desc("Alias for --cp"),
+                         cl::aliasopt(optCp), cl::cat(category));
+
+static cl::opt<int64_t> optPp("pp", cl::desc("Pipeline model-parallel size"),
+                           cl::init(1), cl::cat(category));
+static cl::alias ppAlias("pipeline-model-parallel-size",
+                         cl::desc("Alias for --pp"), cl::aliasopt(optPp),
+                         cl::cat(category));
+
+static cl::opt<int64_t> optDp("dp",
+                           cl::desc("Data-parallel size (default: derived "
+                                    "from --world-size)"),
+                           cl::init(0), cl::cat(category));
+
+static cl::opt<int64_t> optEp("ep", cl::desc("Expert model-parallel size"),
+                           cl::init(1), cl::cat(category));
+static cl::alias epAlias("expert-model-parallel-size",
+                         cl::desc("Alias for --ep"), cl::aliasopt(optEp),
+                         cl::cat(category));
+
+static cl::opt<int64_t> optEtp("etp",
+                            cl::desc("Expert tensor-parallel size (default: "
+                                     "--tp)"),
+                            cl::init(0), cl::cat(category));
+static cl::alias etpAlias("expert-tensor-parallel-size",
+                          cl::desc("Alias for --etp"), cl::aliasopt(optEtp),
+                          cl::cat(category));
+
+static cl::opt<std::string>
+    optOrder("order",
+          cl::desc("Rank order, fastest-varying first (tp-cp-ep-dp-pp or "
+                   "tp-cp-ep-pp-dp)"),
+          cl::init(kDefaultOrder), cl::cat(category));
+static cl::opt<bool>
+    optTpPpDpMapping("use-tp-pp-dp-mapping",
+                  cl::desc("Megatron-LM's switch for --order tp-cp-ep-pp-dp"),
+                  cl::cat(category));
+
+static cl::list<int64_t> optHierarchicalCp(
+    "hierarchical-context-parallel-sizes",
+    cl::desc("Hierarchical context-parallel sizes, innermost first, e.g. 4,2"),
+    cl::CommaSeparated, cl::cat(category));
+
+static cl::opt<int64_t> optRank("rank",
+                             cl::desc("Print the coordinates and groups of "
+                                      "this rank"),
+                             cl::init(-1), cl::cat(category));
+static cl::list<std::string>
+    optKinds("kinds",
+          cl::desc("Only these group kinds, comma-separated; any dense token "
+                   "combination (tp-cp-dp-pp) or expert:<tokens> is allowed"),
+          cl::CommaSeparated, cl::cat(category));
+static cl::opt<bool> optJson("json", cl::desc("Print one JSON object"),
+                          cl::cat(category));
+static cl::opt<std::string> optSvgFile("svg",
+                                    cl::desc("Draw the groups into this SVG "
+                                             "file"),
+                                    cl::value_desc("file"), cl::cat(category));
+static cl::opt<int64_t> optSvgColumns("svg-columns",
+                                   cl::desc("Ranks per grid row in the SVG"),
+                                   cl::init(8), cl::cat(category));
+
+/// The SVG has one cell per optRank and panel; beyond this it is unreadable.
+static constexpr int64_t kMaxSvgRanks = 1024;
+
+static int error(const Twine &message) {
+  WithColor::error(errs(), "loom-ranks") << message << "\n";
+  return 1;
+}
+
+//===----------------------------------------------------------------------===//
+// What to show
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A group kind to show: one of the layout's, or a token combination the
+/// user asked for with --optKinds.
+struct Shown {
+  std::string key;
+  std::string title;
+  World world;
+  std::string tokens;
+  const GroupList *groups;
+  const GroupKind *kind; // null for combinations not in the layout
+};
+} // namespace
+
+static bool expertRequested() {
+  return optEp.getNumOccurrences() > 0 || optEtp.getNumOccurrences() > 0;
+}
+
+/// The optKinds to print: all of the layout's (expert ones only when --optEp or
+/// --optEtp was given), or exactly those named by --optKinds.
+static Result<std::vector<Shown>> selectKinds(const ParallelLayout &layout,
+                                              std::deque<GroupList> &extra) {
+  std::vector<Shown> shown;
+  if (optKinds.empty()) {
+    for (const GroupKind &kind : layout.kinds())
+      if (kind.world != World::Expert || expertRequested())
+        shown.push_back({kind.key, kind.title, kind.world, kind.tokens,
+                         &kind.groups, &kind});
+    return shown;
+  }
+  for (const std::string &key : optKinds) {
+    if (const GroupKind *kind = layout.find(key)) {
+      shown.push_back({kind->key, kind->title, kind->world, kind->tokens,
+                       &kind->groups, kind});
+      continue;
+    }
+    StringRef tokens(key);
+    bool isExpert = tokens.consume_front("expert:");
+    Result<GroupList> groups = isExpert ? layout.expertGroupsFor(tokens.str())
+                                        : layout.groupsFor(tokens.str());
+    if (!groups)
+      return fail(groups.error());
+    extra.push_back(groups.take());
+    shown.push_back({key, isExpert ? "expert groups" : "groups",
+                     isExpert ? World::Expert : World::Dense, tokens.str(),
+                     &extra.back(), nullptr});
+  }
+  return shown;
+}
+
+//===----------------------------------------------------------------------===//
+// Text output
+//===----------------------------------------------------------------------===//
+
+static std::string groupString(RankSpan ranks) {
+  std::string out = "[";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+
+static void printSizes(raw_ostream &os, const ParallelLayout &layout) {
+  const ParallelConfig &c = layout.config();
+  os << "world size " << c.worldSize << " = optTp " << c.tp << " x optCp " << c.cp
+     << " x optDp " << c.dp << " x optPp " << c.pp << ", optOrder " << c.order << "\n";
+  if (expertRequested())
+    os << "expert world: optEtp " << c.etp << " x optEp " << c.ep << " x edp "
+       << layout.expertDp() << " x optPp " << c.pp << "\n";
+  if (!c.hierarchicalCpSizes.empty()) {
+    os << "hierarchical optCp sizes:";
+    for (int64_t s : c.hierarchicalCpSizes)
+      os << " " << s;
+    os << "\n";
+  }
+}
+
+/// Every kind, each as a header line and its groups wrapped at 100 columns.
+static void printTable(raw_ostream &os, const ParallelLayout &layout,
+                       const std::vector<Shown> &shown) {
+  printSizes(os, layout);
+  for (const Shown &s : shown) {
+    size_t n = s.groups->numGroups();
+    os << "\n" << s.key << " (" << s.title << "): " << n
+       << (n == 1 ? " group of " : " groups of ") << s.groups->groupSize()
+       << "\n";
+    size_t column = 0;
+    for (size_t g = 0; g < n; ++g) {
+      std::string text = groupString((*s.groups)[g]);
+      if (column > 0 && column + 2 + text.size() > 100) {
+        os << "\n";
+        column = 0;
+      }
+      os << (column == 0 ? "  " : "  ") << text;
+      column += 2 + text.size();
+    }
+    os << "\n";
+  }
+}
+
+/// Finds `optRank` in a list of groups: (group, position) or (-1, -1).
+static std::pair<int64_t, int64_t> findRank(const GroupList &groups,
+                                            int64_t r) {
+  const std::vector<int64_t> &flat = groups.flat();
+  for (size_t i = 0; i < flat.size(); ++i)
+    if (flat[i] == r)
+      return {int64_t(i) / groups.groupSize(), int64_t(i) % groups.groupSize()};
+  return {-1, -1};
+}
+
+static Membership membershipOf(const Shown &s, const RankInfo &info) {
+  if (s.kind)
+    for (const Membership &m : info.groups)
+      if (m.kind == s.kind)
+        return m;
+  Membership m;
+  auto [group, position] = findRank(*s.groups, info.rank);
+  m.group = group;
+  m.position = position;
+  if (group >= 0)
+    m.ranks = (*s.groups)[group];
+  return m;
+}
+
+static void printRank(raw_ostream &os, const ParallelLayout &layout,
+                      const std::vector<Shown> &shown, const RankInfo &info) {
+  const ParallelConfig &c = layout.config();
+  os << "rank " << info.rank << " of " << c.worldSize << " (optOrder " << c.order
+     << ")\n";
+  os << "  coordinates: optTp " << info.dense[int(Dim::TP)] << "/" << c.tp
+     << ", optCp " << info.dense[int(Dim::CP)] << "/" << c.cp << ", optDp "
+     << info.dense[int(Dim::DP)] << "/" << c.dp << ", optPp "
+     << info.dense[int(Dim::PP)] << "/" << c.pp << "\n";
+  if (expertRequested())
+    os << "  expert coordinates: optEtp " << info.expert[int(Dim::TP)] << "/"
+       << c.etp << ", optEp " << info.expert[int(Dim::EP)] << "/" << c.ep
+       << ", edp " << info.expert[int(Dim::DP)] << "/" << layout.expertDp()
+       << ", optPp " << info.expert[int(Dim::PP)] << "/" << c.pp << "\n";
+  os << "  pipeline: stage " << info.pipelineStage << " of " << info.numStages;
+  if (info.firstStage || info.lastStage)
+    os << " ("
+       << (info.firstStage && info.lastStage ? "first and last"
+           : info.firstStage                 ? "first"
+                                             : "last")
+       << ")";
+  os << ", previous optRank " << info.prevRank << ", next optRank " << info.nextRank
+     << "\n";
+  os << "  groups:\n";
+  for (const Shown &s : shown) {
+    Membership m = membershipOf(s, info);
+    os << "    " << left_justify(s.key, 20);
+    if (m.group < 0) {
+      os << "none\n";
+      continue;
+    }
+    os << groupString(m.ranks) << "  (group " << m.group << ", optRank "
+       << m.position << " in it)\n";
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// JSON output
+//===----------------------------------------------------------------------===//
+
+static void writeGroups(optJson::OStream &j, const GroupList &groups) {
+  j.array([&] {
+    for (size_t g = 0; g < groups.numGroups(); ++g)
+      j.array([&] {
+        for (int64_t r : groups[g])
+          j.value(r);
+      });
+  });
+}
+
+static void printJson(raw_ostream &os, const ParallelLayout &layout,
+                      const std::vector<Shown> &shown) {
+  const ParallelConfig &c = layout.config();
+  optJson::OStream j(os);
+  j.object([&] {
+    j.attribute("world_size", c.worldSize);
+    j.attribute("order", c.order);
+    j.attributeObject("sizes", [&] {
+      j.attribute("tp", c.tp);
+      j.attribute("cp", c.cp);
+      j.attribute("dp", c.dp);
+      j.attribute("pp", c.pp);
+      if (expertRequested()) {
+        j.attribute("etp", c.etp);
+        j.attribute("ep", c.ep);
+        j.attribute("edp", layout.expertDp());
+      }
+    });
+    j.attributeObject("dense", [&] {
+      for (const Shown &s : shown)
+        if (s.world == World::Dense)
+          j.attributeBegin(s.tokens), writeGroups(j, *s.groups),
+              j.attributeEnd();
+    });
+    bool anyExpert = false;
+    for (const Shown &s : shown)
+      anyExpert |= s.world == World::Expert;
+    if (anyExpert)
+      j.attributeObject("expert", [&] {
+        for (const Shown &s : shown)
+          if (s.world == World::Expert)
+            j.attributeBegin(s.tokens), writeGroups(j, *s.groups),
+                j.attributeEnd();
+      });
+    for (const Shown &s : shown) {
+      if (s.key == "embedding" || s.key == "position-embedding") {
+        j.attributeBegin(s.key == "embedding" ? "embedding"
+                                              : "position_embedding");
+        writeGroups(j, *s.groups);
+        j.attributeEnd();
+      }
+    }
+    if (!c.hierarchicalCpSizes.empty()) {
+      j.attributeArray("hierarchical_cp", [&] {
+        for (size_t l = 0; l < c.hierarchicalCpSizes.size(); ++l)
+          writeGroups(j, layout.hierarchicalCpGroups(l));
+      });
+    }
+  });
+  os << "\n";
+}
+
+static void printRankJson(raw_ostream &os, const ParallelLayout &layout,
+                          const std::vector<Shown> &shown,
+                          const RankInfo &info) {
+  optJson::OStream j(os);
+  j.object([&] {
+    j.attribute("rank", info.rank);
+    j.attribute("world_size", layout.worldSize());
+    j.attributeObject("coordinates", [&] {
+      for (Dim d : {Dim::TP, Dim::CP, Dim::DP, Dim::PP})
+        j.attribute(dimName(d), info.dense[int(d)]);
+    });
+    j.attributeObject("expert_coordinates", [&] {
+      j.attribute("etp", info.expert[int(Dim::TP)]);
+      j.attribute("ep", info.expert[int(Dim::EP)]);
+      j.attribute("edp", info.expert[int(Dim::DP)]);
+      j.attribute("pp", info.expert[int(Dim::PP)]);
+    });
+    j.attributeObject("pipeline", [&] {
+      j.attribute("stage", info.pipelineStage);
+      j.attribute("num_stages", info.numStages);
+      j.attribute("first", info.firstStage);
+      j.attribute("last", info.lastStage);
+      j.attribute("prev", info.prevRank);
+      j.attribute("next", info.nextRank);
+    });
+    j.attributeObject("groups", [&] {
+      for (const Shown &s : shown) {
+        Membership m = membershipOf(s, info);
+        j.attributeBegin(s.key);
+        if (m.group < 0) {
+          j.value(nullptr);
+        } else {
+          j.array([&] {
+            for (int64_t r : m.ranks)
+              j.value(r);
+          });
+        }
+        j.attributeEnd();
+      }
+    });
+  });
+  os << "\n";
+}
+
+//===----------------------------------------------------------------------===//
+// main
+//===----------------------------------------------------------------------===//
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "loom-ranks: print or draw the process groups of a parallel plan, as "
+      "Megatron-Core builds them\n");
+
+  ParallelConfig config;
+  config.worldSize = optWorldSize;
+  config.tp = optTp;
+  config.cp = optCp;
+  config.pp = optPp;
+  config.dp = optDp;
+  config.ep = optEp;
+  config.etp = optEtp;
+  config.order = optOrder;
+  if (optTpPpDpMapping) {
+    if (optOrder.getNumOccurrences() && StringRef(optOrder).lower() != kTpPpDpOrder)
+      return error("--use-optTp-optPp-optDp-mapping conflicts with --optOrder " + optOrder);
+    config.order = kTpPpDpOrder;
+  }
+  config.hierarchicalCpSizes.assign(optHierarchicalCp.begin(),
+                                    optHierarchicalCp.end());
+  if (optWorldSize.getNumOccurrences() && optWorldSize <= 0)
+    return error("world size must be at least 1, got " + Twine(optWorldSize));
+  if (optDp.getNumOccurrences() && optDp <= 0)
+    return error("dp must be at least 1, got " + Twine(optDp));
+  if (optEtp.getNumOccurrences() && optEtp <= 0)
+    return error("etp must be at least 1, got " + Twine(optEtp));
+  if (!optWorldSize.getNumOccurrences() && !optDp.getNumOccurrences())
+    return error("--world-size is required (or give --optDp)");
+
+  Result<ParallelLayout> layout = ParallelLayout::create(config);
+  if (!layout)
+    return error(layout.error());
+
+  std::deque<GroupList> extra;
+  Result<std::vector<Shown>> shown = selectKinds(*layout, extra);
+  if (!shown)
+    return error(shown.error());
+
+  if (!optSvgFile.empty()) {
+    if (layout->optWorldSize() > kMaxSvgRanks)
+      return error("--svg draws at most " + Twine(kMaxSvgRanks) +
+                   " ranks, but the world size is " +
+                   Twine(layout->optWorldSize()));
+    if (optSvgColumns < 1)
+      return error("--svg-columns must be at least 1, got " +
+                   Twine(optSvgColumns));
+    std::error_code ec;
+    ToolOutputFile out(optSvgFile, ec, sys::fs::OF_Text);
+    if (ec)
+      return error("cannot write '" + optSvgFile + "': " + ec.message());
+    const ParallelConfig &c = layout->config();
+    std::string heading = "world size " + std::to_string(c.worldSize) +
+                          ": optTp " + std::to_string(c.tp) + ", optCp " +
+                          std::to_string(c.cp) + ", optDp " +
+                          std::to_string(c.dp) + ", optPp " +
+                          std::to_string(c.pp);
+    if (expertRequested())
+      heading += "; expert: optEtp " + std::to_string(c.etp) + ", optEp " +
+                 std::to_string(c.ep) + ", edp " +
+                 std::to_string(layout->expertDp());
+    heading += " (optOrder " + c.order + ")";
+    std::vector<loom::ranks::SvgPanel> panels;
+    for (const Shown &s : *shown)
+      panels.push_back({s.key, s.title, s.groups});
+    loom::ranks::writeSvg(out.os(), heading, c.worldSize, optSvgColumns, panels);
+    out.keep();
+  }
+
+  if (optRank.getNumOccurrences()) {
+    Result<RankInfo> info = layout->rankInfo(optRank);
+    if (!info)
+      return error(info.error());
+    if (optJson)
+      printRankJson(outs(), *layout, *shown, *info);
+    else
+      printRank(outs(), *layout, *shown, *info);
+    return 0;
+  }
+  if (optJson)
+    printJson(outs(), *layout, *shown);
+  else if (optSvgFile.empty())
+    printTable(outs(), *layout, *shown);
+  return 0;
+}
