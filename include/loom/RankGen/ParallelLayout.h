@@ -1,4 +1,5 @@
-//===- ParallelLayout.h - Every process group of a parallel plan -*- C++ -*-===//
+//===- ParallelLayout.h - Every process group of a parallel plan -*- C++
+//-*-===//
 //
 // Part of the Loom project.
 //
