@@ -1,0 +1,771 @@
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+// One case per tfm verifier message.
+
+// Test: normal init needs a std
+// expected-error @+1 {{init normal needs a std}}
+tfm.param @w init(normal) : tensor<4x4xf32>
+
+// -----
+
+// Test: normal init std must be positive
+// expected-error @+1 {{init normal std must be positive, got -1}}
+tfm.param @w init(normal, std = -1.0) : tensor<4x4xf32>
+
+// -----
+
+// Test: zeros init takes no std
+// expected-error @+1 {{init zeros takes no std}}
+tfm.param @w init(zeros, std = 1.0) : tensor<4xf32>
+
+// -----
+
+// Test: a parameter must be statically shaped
+// expected-error @+1 {{type attribute of statically shaped tensor}}
+tfm.param @w init(ones) : tensor<?xf32>
+
+// -----
+
+// Test: get_param of an unknown symbol
+func.func @f() {
+  // expected-error @+1 {{'missing' does not name a tfm.param}}
+  %w = tfm.get_param @missing : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Test: get_param with the wrong type
+tfm.param @w init(ones) : tensor<4xf32>
+func.func @f() {
+  // expected-error @+1 {{result type 'tensor<8xf32>' does not match the type 'tensor<4xf32>' of param @w}}
+  %w = tfm.get_param @w : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Test: a layer block needs an index
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{a layer block needs an index}}
+  %y = tfm.block layer ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    tfm.yield %a : tensor<2x4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Test: a negative layer index
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{layer index -1 is negative}}
+  %y = tfm.block layer -1 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    tfm.yield %a : tensor<2x4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Test: only layer blocks have an index
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{a head block takes no index}}
+  %y = tfm.block head 0 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    tfm.yield %a : tensor<2x4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Test: block arguments must match the inputs in number
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{region has 2 arguments but the block has 1 inputs}}
+  %y = tfm.block layer 0 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>, %b: tensor<2x4x8xf32>):
+    tfm.yield %a : tensor<2x4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Test: block arguments must match the inputs in type
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{region argument 0 has type 'tensor<2x4x8xf16>' but input 0 has type 'tensor<2x4x8xf32>'}}
+  %y = tfm.block layer 0 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf16>):
+    tfm.yield %a : tensor<2x4x8xf16>
+  }
+  return
+}
+
+// -----
+
+// Test: a block must end with tfm.yield
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{region must end with tfm.yield}}
+  %y = tfm.block layer 0 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    llvm.unreachable
+  }
+  return
+}
+
+// -----
+
+// Test: the yield count must match the results
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{yields 2 values but the block has 1 results}}
+  %y = tfm.block layer 0 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    tfm.yield %a, %a : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Test: the yield types must match the results
+func.func @f(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{yielded value 0 has type 'tensor<2x4xi32>' but result 0 has type 'tensor<2x4x8xf32>'}}
+  %y = tfm.block embedding ins(%t : tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4xi32>):
+    tfm.yield %a : tensor<2x4xi32>
+  }
+  return
+}
+
+// -----
+
+// Test: tfm.yield only inside tfm.block
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{expects parent op 'tfm.block'}}
+  tfm.yield %x : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Test: embedding ids must be rank 2
+func.func @f(%t: tensor<2x4x1xi32>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{ids must be [batch, seq] (rank 2), got rank 3}}
+  %e = tfm.embedding %t, %w : tensor<2x4x1xi32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: embedding table must be rank 2
+func.func @f(%t: tensor<2x4xi32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{table must be [vocab, hidden] (rank 2), got rank 1}}
+  %e = tfm.embedding %t, %w : tensor<2x4xi32>, tensor<16xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: embedding result element type
+func.func @f(%t: tensor<2x4xi32>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{result element type 'bf16' does not match table element type 'f32'}}
+  %e = tfm.embedding %t, %w : tensor<2x4xi32>, tensor<16x8xf32> -> tensor<2x4x8xbf16>
+  return
+}
+
+// -----
+
+// Test: embedding result shape
+func.func @f(%t: tensor<2x4xi32>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{result shape [2, 4, 6] does not match [2, 4, 8] (ids shape + hidden size)}}
+  %e = tfm.embedding %t, %w : tensor<2x4xi32>, tensor<16x8xf32> -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+// Test: embedding ids must be i32
+func.func @f(%t: tensor<2x4xi64>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit signless integer values}}
+  %e = tfm.embedding %t, %w : tensor<2x4xi64>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: position ids of rank-1 tokens
+func.func @f(%t: tensor<4xi32>) {
+  // expected-error @+1 {{tokens must be [batch, seq] (rank 2), got rank 1}}
+  %p = tfm.position_ids %t : tensor<4xi32>
+  return
+}
+
+// -----
+
+// Test: position ids reset at a negative eod
+func.func @f(%t: tensor<2x4xi32>) {
+  // expected-error @+1 {{eod token id -1 is negative}}
+  %p = tfm.position_ids %t reset_at_eod -1 : tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: embedding_grad grad must be rank 3
+func.func @f(%t: tensor<2x4xi32>, %g: tensor<8x8xf32>) {
+  // expected-error @+1 {{grad must be [batch, seq, hidden] (rank 3), got rank 2}}
+  %d = tfm.embedding_grad %t, %g : tensor<2x4xi32>, tensor<8x8xf32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+// Test: embedding_grad grad shape
+func.func @f(%t: tensor<2x4xi32>, %g: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{grad shape [2, 5, 8] does not match [2, 4, 8] (ids shape + hidden size)}}
+  %d = tfm.embedding_grad %t, %g : tensor<2x4xi32>, tensor<2x5x8xf32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+// Test: embedding_grad table hidden size
+func.func @f(%t: tensor<2x4xi32>, %g: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{table hidden size 6 does not match grad hidden size 8}}
+  %d = tfm.embedding_grad %t, %g : tensor<2x4xi32>, tensor<2x4x8xf32> -> tensor<16x6xf32>
+  return
+}
+
+// -----
+
+// Test: embedding_grad element type
+func.func @f(%t: tensor<2x4xi32>, %g: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{result element type 'f16' does not match grad element type 'f32'}}
+  %d = tfm.embedding_grad %t, %g : tensor<2x4xi32>, tensor<2x4x8xf32> -> tensor<16x8xf16>
+  return
+}
+
+// -----
+
+// Test: layer_norm weight size
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<6xf32>) {
+  // expected-error @+1 {{weight size 6 does not match the normalized size 8}}
+  %y = tfm.layer_norm %x, %w eps 1.0e-5 : tensor<2x4x8xf32>, tensor<6xf32>
+  return
+}
+
+// -----
+
+// Test: layer_norm bias size
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{bias size 4 does not match the normalized size 8}}
+  %y = tfm.layer_norm %x, %w, %b eps 1.0e-5 : tensor<2x4x8xf32>, tensor<8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Test: layer_norm weight rank
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8x1xf32>) {
+  // expected-error @+1 {{weight must be [normalized size] (rank 1), got rank 2}}
+  %y = tfm.layer_norm %x, %w eps 1.0e-5 : tensor<2x4x8xf32>, tensor<8x1xf32>
+  return
+}
+
+// -----
+
+// Test: layer_norm weight element type
+func.func @f(%x: tensor<2x4x8xbf16>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{weight element type 'f32' does not match input element type 'bf16'}}
+  %y = tfm.layer_norm %x, %w eps 1.0e-5 : tensor<2x4x8xbf16>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Test: layer_norm epsilon
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be positive, got 0}}
+  %y = tfm.layer_norm %x, %w eps 0.0 : tensor<2x4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Test: layer_norm of a scalar
+func.func @f(%x: tensor<f32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %y = tfm.layer_norm %x, %w eps 1.0e-5 : tensor<f32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Test: layer_norm_grad weight size
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<6xf32>) {
+  // expected-error @+1 {{weight size 6 does not match the normalized size 8}}
+  %a, %b, %c = tfm.layer_norm_grad %x, %w, %x eps 1.0e-5 : tensor<2x4x8xf32>, tensor<6xf32>
+  return
+}
+
+// -----
+
+// Test: rms_norm weight size
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{weight size 16 does not match the normalized size 8}}
+  %y = tfm.rms_norm %x, %w eps 1.0e-6 : tensor<2x4x8xf32>, tensor<16xf32>
+  return
+}
+
+// -----
+
+// Test: rms_norm_grad epsilon
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be positive, got -1}}
+  %a, %b = tfm.rms_norm_grad %x, %w, %x eps -1.0 : tensor<2x4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// Test: linear input rank
+func.func @f(%x: tensor<8xf32>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{input must have rank >= 2, got rank 1}}
+  %y = tfm.linear %x, %w : tensor<8xf32>, tensor<4x8xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Test: linear weight rank
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{weight must be [out_features, in_features] (rank 2), got rank 1}}
+  %y = tfm.linear %x, %w : tensor<2x8xf32>, tensor<8xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Test: linear in_features
+func.func @f(%x: tensor<2x4x64xf32>, %w: tensor<96x32xf32>) {
+  // expected-error @+1 {{weight in_features 32 does not match input feature size 64}}
+  %y = tfm.linear %x, %w : tensor<2x4x64xf32>, tensor<96x32xf32> -> tensor<2x4x96xf32>
+  return
+}
+
+// -----
+
+// Test: linear weight element type
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf16>) {
+  // expected-error @+1 {{weight element type 'f16' does not match input element type 'f32'}}
+  %y = tfm.linear %x, %w : tensor<2x4x32xf32>, tensor<96x32xf16> -> tensor<2x4x96xf32>
+  return
+}
+
+// -----
+
+// Test: linear bias size
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>, %b: tensor<100xf32>) {
+  // expected-error @+1 {{bias size 100 does not match out_features 96}}
+  %y = tfm.linear %x, %w, %b : tensor<2x4x32xf32>, tensor<96x32xf32>, tensor<100xf32> -> tensor<2x4x96xf32>
+  return
+}
+
+// -----
+
+// Test: linear bias rank
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>, %b: tensor<1x96xf32>) {
+  // expected-error @+1 {{bias must be [out_features] (rank 1), got rank 2}}
+  %y = tfm.linear %x, %w, %b : tensor<2x4x32xf32>, tensor<96x32xf32>, tensor<1x96xf32> -> tensor<2x4x96xf32>
+  return
+}
+
+// -----
+
+// Test: linear result shape
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>) {
+  // expected-error @+1 {{result shape [2, 4, 32] does not match [2, 4, 96] (input shape with out_features last)}}
+  %y = tfm.linear %x, %w : tensor<2x4x32xf32>, tensor<96x32xf32> -> tensor<2x4x32xf32>
+  return
+}
+
+// -----
+
+// Test: linear result element type
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>) {
+  // expected-error @+1 {{result element type 'bf16' does not match input element type 'f32'}}
+  %y = tfm.linear %x, %w : tensor<2x4x32xf32>, tensor<96x32xf32> -> tensor<2x4x96xbf16>
+  return
+}
+
+// -----
+
+// Test: linear_grad grad shape
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>, %dy: tensor<2x4x32xf32>) {
+  // expected-error @+1 {{grad shape [2, 4, 32] does not match [2, 4, 96] (input shape with out_features last)}}
+  %dx, %dw = tfm.linear_grad %x, %w, %dy : tensor<2x4x32xf32>, tensor<96x32xf32>, tensor<2x4x32xf32>
+  return
+}
+
+// -----
+
+// Test: linear_grad bias_grad size
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>, %dy: tensor<2x4x96xf32>) {
+  // expected-error @+1 {{bias_grad size 32 does not match out_features 96}}
+  %dx, %dw, %db = tfm.linear_grad %x, %w, %dy : tensor<2x4x32xf32>, tensor<96x32xf32>, tensor<2x4x96xf32> -> tensor<32xf32>
+  return
+}
+
+// -----
+
+// Test: linear_grad grad element type
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>, %dy: tensor<2x4x96xbf16>) {
+  // expected-error @+1 {{grad element type 'bf16' does not match input element type 'f32'}}
+  %dx, %dw = tfm.linear_grad %x, %w, %dy : tensor<2x4x32xf32>, tensor<96x32xf32>, tensor<2x4x96xbf16>
+  return
+}
+
+// -----
+
+// Test: rope input rank
+func.func @f(%x: tensor<2x4x4x16xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{input must be [batch, seq, heads*head_dim] (rank 3), got rank 4}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 : tensor<2x4x4x16xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: rope positions rank
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<8xi32>) {
+  // expected-error @+1 {{positions must be [batch, seq] (rank 2), got rank 1}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 : tensor<2x4x64xf32>, tensor<8xi32>
+  return
+}
+
+// -----
+
+// Test: rope positions shape
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<2x8xi32>) {
+  // expected-error @+1 {{positions shape [2, 8] does not match [2, 4] (input batch and sequence)}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 : tensor<2x4x64xf32>, tensor<2x8xi32>
+  return
+}
+
+// -----
+
+// Test: rope head_dim must be positive
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{head_dim must be positive, got 0}}
+  %y = tfm.rope %x, %p head_dim 0 theta 1.0e4 : tensor<2x4x64xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: rope theta must be positive
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{theta must be positive, got 0}}
+  %y = tfm.rope %x, %p head_dim 16 theta 0.0 : tensor<2x4x64xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: rope head_dim must be even
+func.func @f(%x: tensor<2x4x60xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{head_dim 15 is odd; rotary embedding rotates pairs}}
+  %y = tfm.rope %x, %p head_dim 15 theta 1.0e4 : tensor<2x4x60xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: rope features must be whole heads
+func.func @f(%x: tensor<2x4x100xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{feature size 100 is not a multiple of head_dim 16}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 : tensor<2x4x100xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: rope_grad features must be whole heads
+func.func @f(%x: tensor<2x4x100xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{feature size 100 is not a multiple of head_dim 16}}
+  %y = tfm.rope_grad %x, %p head_dim 16 theta 1.0e4 : tensor<2x4x100xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: num_heads must be positive, got 0
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{num_heads must be positive, got 0}}
+  %o, %l = tfm.attention %q, %k, %v heads 0 kv_heads 2 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: num_kv_heads must be positive, got 0
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{num_kv_heads must be positive, got 0}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 0 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: head_dim must be positive, got -16
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{head_dim must be positive, got -16}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim -16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: scale must be positive, got 0
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{scale must be positive, got 0}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.0 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: num_kv_heads 3 does not divide num_heads 4
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{num_kv_heads 3 does not divide num_heads 4}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 3 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: query feature size 64 is not num_heads 5 * head_dim 16 = 80
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{query feature size 64 is not num_heads 5 * head_dim 16 = 80}}
+  %o, %l = tfm.attention %q, %k, %v heads 5 kv_heads 1 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: key feature size 32 is not num_kv_heads 4 * head_dim 16 = 64
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{key feature size 32 is not num_kv_heads 4 * head_dim 16 = 64}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 4 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: query must be [batch, seq, heads*head_dim] (rank 3), got rank 2
+func.func @f(%q: tensor<8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{query must be [batch, seq, heads*head_dim] (rank 3), got rank 2}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal : tensor<8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: key element type 'bf16' does not match query element type 'f32'
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xbf16>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{key element type 'bf16' does not match query element type 'f32'}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xbf16>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: key shape [2, 4, 32] does not match [2, 8, 32] (query batch and sequence, num_kv_heads * head_dim)
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x4x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{key shape [2, 4, 32] does not match [2, 8, 32] (query batch and sequence, num_kv_heads * head_dim)}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x4x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: value shape [2, 8, 16] does not match [2, 8, 32] (key shape)
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{value shape [2, 8, 16] does not match [2, 8, 32] (key shape)}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x16xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: lse shape [2, 8, 4] does not match [2, 4, 8] ([batch, num_heads, seq])
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{lse shape [2, 8, 4] does not match [2, 4, 8] ([batch, num_heads, seq])}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+// Test: result type 'tensor<2x8x64xbf16>' does not match query type 'tensor<2x8x64xf32>'
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x8x64xbf16>' does not match query type 'tensor<2x8x64xf32>'}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xbf16>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: mask causal_document needs an eod token id
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{mask causal_document needs an eod token id}}
+  %o, %l = tfm.attention %q, %k, %v tokens %t heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal_document : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: eod token id -3 is negative
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{eod token id -3 is negative}}
+  %o, %l = tfm.attention %q, %k, %v tokens %t heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal_document eod -3 : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: mask causal_document needs the tokens operand
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{mask causal_document needs the tokens operand}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal_document eod 0 : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: tokens shape [2, 4] does not match [2, 8] (query batch and sequence)
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{tokens shape [2, 4] does not match [2, 8] (query batch and sequence)}}
+  %o, %l = tfm.attention %q, %k, %v tokens %t heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal_document eod 0 : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4xi32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: mask causal takes no eod token id
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{mask causal takes no eod token id}}
+  %o, %l = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal eod 0 : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: mask causal takes no tokens operand
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{mask causal takes no tokens operand}}
+  %o, %l = tfm.attention %q, %k, %v tokens %t heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: attention_grad shares the attention checks
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %l: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{num_kv_heads 3 does not divide num_heads 4}}
+  %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %q, %l, %q heads 4 kv_heads 3 head_dim 16 scale 0.25 mask causal
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: attention_grad lse shape
+func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %l: tensor<2x2x8xf32>) {
+  // expected-error @+1 {{lse shape [2, 2, 8] does not match [2, 4, 8] ([batch, num_heads, seq])}}
+  %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %q, %l, %q heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x2x8xf32>
+  return
+}
+
+// -----
+
+// Test: dropout probability must be below 1
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{dropout probability 1 is not in [0, 1)}}
+  %y = tfm.dropout %x p 1.0 seed 0 : tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: dropout probability must not be negative
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{dropout probability -0.5 is not in [0, 1)}}
+  %y = tfm.dropout %x p -0.5 seed 0 : tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: cast keeps the shape
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{requires the same shape for all operands and results}}
+  %y = tfm.cast %x : tensor<2x4x8xf32> to tensor<2x4x4xbf16>
+  return
+}
+
+// -----
+
+// Test: only float activations
+func.func @f(%x: tensor<2x4x8xf64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %y = tfm.silu %x : tensor<2x4x8xf64>
+  return
+}
+
+// -----
+
+// Test: static shapes only
+func.func @f(%x: tensor<?x4x8xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor}}
+  %y = tfm.gelu %x tanh : tensor<?x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: cross_entropy logits rank
+func.func @f(%l: tensor<8x64xf32>, %y: tensor<2x4xi32>, %m: tensor<2x4xf32>) {
+  // expected-error @+1 {{logits must be [batch, seq, vocab] (rank 3), got rank 2}}
+  %loss = tfm.cross_entropy %l, %y, %m : tensor<8x64xf32>, tensor<2x4xi32>, tensor<2x4xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Test: cross_entropy labels shape
+func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x8xi32>, %m: tensor<2x4xf32>) {
+  // expected-error @+1 {{labels shape [2, 8] does not match [2, 4] (logits batch and sequence)}}
+  %loss = tfm.cross_entropy %l, %y, %m : tensor<2x4x64xf32>, tensor<2x8xi32>, tensor<2x4xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Test: cross_entropy loss_mask shape
+func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x4xi32>, %m: tensor<4x2xf32>) {
+  // expected-error @+1 {{loss_mask shape [4, 2] does not match [2, 4] (logits batch and sequence)}}
+  %loss = tfm.cross_entropy %l, %y, %m : tensor<2x4x64xf32>, tensor<2x4xi32>, tensor<4x2xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// Test: cross_entropy_grad labels shape
+func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x8xi32>, %m: tensor<2x4xf32>, %g: tensor<f32>) {
+  // expected-error @+1 {{labels shape [2, 8] does not match [2, 4] (logits batch and sequence)}}
+  %d = tfm.cross_entropy_grad %l, %y, %m, %g : tensor<2x4x64xf32>, tensor<2x8xi32>, tensor<2x4xf32>, tensor<f32>
+  return
+}

@@ -1,0 +1,183 @@
+//===- GemmTest.cpp - loomrt_gemm and linear layers -----------------------===//
+
+#include "TestUtil.h"
+
+#include <limits>
+
+using namespace loomrt_test;
+
+namespace {
+/// Naive batched row-major reference, reading stored matrices like BLAS.
+std::vector<double> refGemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                            double alpha, const std::vector<float> &A,
+                            int64_t lda, int64_t sa, const std::vector<float> &B,
+                            int64_t ldb, int64_t sb, double beta,
+                            const std::vector<float> &C, int64_t ldc,
+                            int64_t sc, int64_t batch) {
+  std::vector<double> out(C.begin(), C.end());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          double a = ta ? A[b * sa + k * lda + i] : A[b * sa + i * lda + k];
+          double bv = tb ? B[b * sb + j * ldb + k] : B[b * sb + k * ldb + j];
+          acc += a * bv;
+        }
+        double &c = out[b * sc + i * ldc + j];
+        c = alpha * acc + (beta == 0 ? 0.0 : beta * c);
+      }
+  return out;
+}
+} // namespace
+
+TEST(GemmTest, StridedTransposedBatchedF32) {
+  const int64_t M = 7, N = 5, K = 9, batch = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      SCOPED_TRACE("ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+      // Padded leading dimensions and batch strides larger than a matrix.
+      const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      const int64_t sa = (ta ? K : M) * lda + 5, sb = (tb ? N : K) * ldb;
+      const int64_t sc = M * ldc + 1;
+      std::vector<float> A = randomVec(size_t(sa * batch), 1);
+      std::vector<float> B = randomVec(size_t(sb * batch), 2);
+      std::vector<float> C = randomVec(size_t(sc * batch), 3);
+      std::vector<double> want = refGemm(ta, tb, M, N, K, 0.5, A, lda, sa, B,
+                                         ldb, sb, 2.0, C, ldc, sc, batch);
+      loomrt_gemm(ta, tb, M, N, K, 0.5f, LOOMRT_F32, A.data(), lda, sa,
+                  LOOMRT_F32, B.data(), ldb, sb, 2.0f, LOOMRT_F32, C.data(),
+                  ldc, sc, batch);
+      expectClose(C, want, 1e-5, 1e-5, "C");
+    }
+}
+
+TEST(GemmTest, BroadcastOperandAndBetaZeroIgnoresNaN) {
+  const int64_t M = 4, N = 6, K = 3, batch = 2;
+  std::vector<float> A = randomVec(size_t(M * K * batch), 4);
+  std::vector<float> B = randomVec(size_t(K * N), 5); // shared: stride 0
+  std::vector<float> C(size_t(M * N * batch),
+                       std::numeric_limits<float>::quiet_NaN());
+  std::vector<double> want =
+      refGemm(false, false, M, N, K, 1.0, A, K, M * K, B, N, 0, 0.0, C, N,
+              M * N, batch);
+  loomrt_gemm(0, 0, M, N, K, 1.0f, LOOMRT_F32, A.data(), K, M * K, LOOMRT_F32,
+              B.data(), N, 0, 0.0f, LOOMRT_F32, C.data(), N, M * N, batch);
+  expectClose(C, want, 1e-6, 1e-6, "C");
+}
+
+TEST(GemmTest, MixedDtypesAccumulateInF32) {
+  const int64_t M = 16, N = 12, K = 64;
+  for (loomrt_dtype dt : {LOOMRT_BF16, LOOMRT_F16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    // References see the same rounded inputs the kernel sees.
+    std::vector<float> A = rounded(randomVec(size_t(K * M), 6), dt);
+    std::vector<float> B = rounded(randomVec(size_t(N * K), 7), dt);
+    std::vector<float> C = rounded(randomVec(size_t(M * N), 8), dt);
+    std::vector<double> want =
+        refGemm(true, true, M, N, K, 1.0, A, M, 0, B, K, 0, 1.0, C, N, 0, 1);
+    Buf a(dt, A), b(dt, B), c(dt, C);
+    loomrt_gemm(1, 1, M, N, K, 1.0f, dt, a.data(), M, 0, dt, b.data(), K, 0,
+                1.0f, dt, c.data(), N, 0, 1);
+    // One final rounding: half an ulp of the output dtype.
+    const double ulp = dt == LOOMRT_BF16 ? 1.0 / 128 : 1.0 / 1024;
+    expectClose(c.values(), want, 1e-6, ulp, "C");
+    // bf16 operands into an f32 result.
+    std::vector<float> cf = C;
+    loomrt_gemm(1, 1, M, N, K, 1.0f, dt, a.data(), M, 0, dt, b.data(), K, 0,
+                1.0f, LOOMRT_F32, cf.data(), N, 0, 1);
+    expectClose(cf, want, 1e-5, 1e-5, "C f32");
+  }
+}
+
+namespace {
+struct LinearCase {
+  int64_t M = 6, N = 5, K = 7;
+  std::vector<float> x = randomVec(size_t(M * K), 10),
+                     W = randomVec(size_t(N * K), 11),
+                     b = randomVec(size_t(N), 12),
+                     dy = randomVec(size_t(M * N), 13);
+};
+} // namespace
+
+TEST(LinearTest, ForwardMatchesDefinition) {
+  LinearCase t;
+  for (bool withBias : {true, false}) {
+    std::vector<double> want(size_t(t.M * t.N));
+    for (int64_t i = 0; i < t.M; ++i)
+      for (int64_t o = 0; o < t.N; ++o) {
+        double acc = withBias ? t.b[o] : 0.0;
+        for (int64_t k = 0; k < t.K; ++k)
+          acc += double(t.x[i * t.K + k]) * t.W[o * t.K + k];
+        want[i * t.N + o] = acc;
+      }
+    std::vector<float> y(size_t(t.M * t.N), -7.0f);
+    loomrt_linear_forward(LOOMRT_F32, t.M, t.N, t.K, t.x.data(), t.W.data(),
+                          withBias ? t.b.data() : nullptr, y.data());
+    expectClose(y, want, 1e-5, 1e-5, withBias ? "y+b" : "y");
+  }
+}
+
+TEST(LinearTest, BackwardMatchesFiniteDifferences) {
+  LinearCase t;
+  // L = <x W^T + b, dy>, so dL/dx, dL/dW, dL/db are the three gradients.
+  auto loss = [&](const std::vector<double> &x, const std::vector<double> &W,
+                  const std::vector<double> &b) {
+    double L = 0;
+    for (int64_t i = 0; i < t.M; ++i)
+      for (int64_t o = 0; o < t.N; ++o) {
+        double acc = b[o];
+        for (int64_t k = 0; k < t.K; ++k)
+          acc += x[i * t.K + k] * W[o * t.K + k];
+        L += acc * t.dy[i * t.N + o];
+      }
+    return L;
+  };
+  auto X = toDouble(t.x), W = toDouble(t.W), B = toDouble(t.b);
+  auto gx = numericGrad([&](const auto &v) { return loss(v, W, B); }, X);
+  auto gW = numericGrad([&](const auto &v) { return loss(X, v, B); }, W);
+  auto gb = numericGrad([&](const auto &v) { return loss(X, W, v); }, B);
+
+  std::vector<float> dx(t.x.size()), dW(t.W.size()), db(t.b.size());
+  loomrt_linear_backward_data(LOOMRT_F32, t.M, t.N, t.K, t.dy.data(),
+                              t.W.data(), dx.data(), 0);
+  loomrt_linear_backward_weight(LOOMRT_F32, t.M, t.N, t.K, t.dy.data(),
+                                t.x.data(), LOOMRT_F32, dW.data(), db.data(),
+                                0);
+  expectClose(dx, gx, 1e-5, 1e-5, "dx");
+  expectClose(dW, gW, 1e-5, 1e-5, "dW");
+  expectClose(db, gb, 1e-5, 1e-5, "db");
+
+  // accumulate = 1 adds a second micro-batch's gradients (beta = 1).
+  loomrt_linear_backward_data(LOOMRT_F32, t.M, t.N, t.K, t.dy.data(),
+                              t.W.data(), dx.data(), 1);
+  loomrt_linear_backward_weight(LOOMRT_F32, t.M, t.N, t.K, t.dy.data(),
+                                t.x.data(), LOOMRT_F32, dW.data(), db.data(),
+                                1);
+  for (auto *g : {&gx, &gW, &gb})
+    for (double &v : *g)
+      v *= 2;
+  expectClose(dx, gx, 1e-5, 1e-5, "dx accumulated");
+  expectClose(dW, gW, 1e-5, 1e-5, "dW accumulated");
+  expectClose(db, gb, 1e-5, 1e-5, "db accumulated");
+}
+
+TEST(LinearTest, Bf16ActivationsIntoF32MainGrad) {
+  LinearCase t;
+  const loomrt_dtype dt = LOOMRT_BF16;
+  std::vector<float> x = rounded(t.x, dt), dy = rounded(t.dy, dt);
+  // dW and db start at 1 and accumulate on top of that.
+  std::vector<double> want(size_t(t.N * t.K), 1.0), wantDb(size_t(t.N), 1.0);
+  for (int64_t o = 0; o < t.N; ++o)
+    for (int64_t i = 0; i < t.M; ++i) {
+      wantDb[o] += dy[i * t.N + o];
+      for (int64_t k = 0; k < t.K; ++k)
+        want[o * t.K + k] += double(dy[i * t.N + o]) * x[i * t.K + k];
+    }
+  std::vector<float> dW(size_t(t.N * t.K), 1.0f), db(size_t(t.N), 1.0f);
+  loomrt_linear_backward_weight(dt, t.M, t.N, t.K, Buf(dt, dy).data(),
+                                Buf(dt, x).data(), LOOMRT_F32, dW.data(),
+                                db.data(), 1);
+  expectClose(dW, want, 1e-6, 1e-6, "dW");
+  expectClose(db, wantDb, 1e-6, 1e-6, "db");
+}
