@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Tfm/TfmDialect.h"
+#include "dialects/Tfm/TfmAttrs.h"
 #include "dialects/Tfm/TfmOps.h"
 
 using namespace mlir;
@@ -17,4 +18,5 @@ void TfmDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/Tfm/TfmOps.cpp.inc"
       >();
+  registerAttributes();
 }

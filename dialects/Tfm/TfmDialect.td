@@ -30,7 +30,10 @@ def Tfm_Dialect : Dialect {
     ...) so that the differentiation pass can write the backward program in the
     same dialect, before any sharding.
   }];
-  let useDefaultAttributePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
 }
 
 #endif // LOOM_DIALECTS_TFM_TFMDIALECT_TD

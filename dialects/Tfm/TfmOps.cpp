@@ -16,7 +16,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <string>
@@ -41,6 +42,11 @@ static std::string fmt(ArrayRef<int64_t> shape) {
   llvm::interleaveComma(shape, os);
   os << "]";
   return s;
+}
+
+/// Formats a number for diagnostics the way a person writes it: 0.5, 1e-05.
+static std::string fmt(double value) {
+  return llvm::formatv("{0}", llvm::format("%g", value)).str();
 }
 
 static LogicalResult checkRank(Operation *op, StringRef what, Value v,
@@ -77,7 +83,8 @@ static LogicalResult checkShape(Operation *op, StringRef what, Value v,
 static LogicalResult checkPositive(Operation *op, StringRef what,
                                    double value) {
   if (!(value > 0.0) || !std::isfinite(value))
-    return op->emitOpError() << what << " must be positive, got " << value;
+    return op->emitOpError() << what << " must be positive, got "
+                             << fmt(value);
   return success();
 }
 
@@ -439,7 +446,7 @@ LogicalResult AttentionGradOp::verify() {
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
-    return emitOpError() << "dropout probability " << p
+    return emitOpError() << "dropout probability " << fmt(p)
                          << " is not in [0, 1)";
   return success();
 }

@@ -7,6 +7,7 @@
 #ifndef LOOM_DIALECTS_TFM_TFMOPS_H
 #define LOOM_DIALECTS_TFM_TFMOPS_H
 
+#include "dialects/Tfm/TfmAttrs.h"
 #include "dialects/Tfm/TfmDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

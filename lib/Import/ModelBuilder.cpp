@@ -27,6 +27,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -343,7 +344,7 @@ loom::buildModelModule(MLIRContext &context, const ModelConfig &config,
                               *o.eodTokenId, config.vocabSize));
   if (!(o.hiddenDropout >= 0.0 && o.hiddenDropout < 1.0))
     return fail(llvm::formatv("hidden dropout {0} is not in [0, 1)",
-                              o.hiddenDropout));
+                              llvm::format("%g", o.hiddenDropout)));
 
   Builder builder(&context);
   Type elt = llvm::StringSwitch<Type>(o.dtype)

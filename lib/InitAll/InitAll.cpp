@@ -7,6 +7,7 @@
 #include "loom/InitAll.h"
 
 #include "dialects/Tfm/TfmDialect.h"
+#include "passes/Plan/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -28,6 +29,4 @@ void loom::registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::tensor::TensorDialect>();
 }
 
-void loom::registerAllPasses() {
-  // Loom's passes register here as their areas land (passes/<Area>).
-}
+void loom::registerAllPasses() { loom::plan::registerTfmPlanPasses(); }

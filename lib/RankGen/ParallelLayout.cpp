@@ -69,8 +69,8 @@ static GroupList buildPositionEmbeddingGroups(const GroupList &pp) {
 ///   e.g. cp group [0..7] with sizes [4, 2]:
 ///     level 0: [0, 1, 2, 3], [4, 5, 6, 7]   level 1: [0, 4], [1, 5], ...
 static GroupList buildHierarchicalGroups(const GroupList &cp,
-                                    const std::vector<int64_t> &sizes,
-                                    size_t level) {
+                                         const std::vector<int64_t> &sizes,
+                                         size_t level) {
   int64_t inner = 1, outer = 1;
   for (size_t i = 0; i < level; ++i)
     inner *= sizes[i];
@@ -194,18 +194,23 @@ Result<ParallelLayout> ParallelLayout::create(const ParallelConfig &config) {
   bool ppLast = cfg.order.size() >= 2 &&
                 cfg.order.compare(cfg.order.size() - 2, 2, "pp") == 0;
   if (!ppLast && cfg.pp != 1 && layout.edp != cfg.dp)
-    return fail("order '" + cfg.order + "' does not end with pp, so expert dp " +
-                str(layout.edp) + " must equal dp " + str(cfg.dp) +
-                " (etp " + str(cfg.etp) + ", ep " + str(cfg.ep) + ")");
-
-  GroupList densePp = layout.denseGen.groupsFor(dimBit(Dim::PP));
-  GroupList expertPp = layout.expertGen.groupsFor(dimBit(Dim::PP));
-  if (densePp != expertPp)
     return fail("order '" + cfg.order +
-                "' gives the dense and expert worlds different pipeline "
-                "groups (tp*cp = " +
-                str(cfg.tp * cfg.cp) + ", etp*ep = " + str(cfg.etp * cfg.ep) +
-                ")");
+                "' does not end with pp, so expert dp " + str(layout.edp) +
+                " must equal dp " + str(cfg.dp) + " (etp " + str(cfg.etp) +
+                ", ep " + str(cfg.ep) + ")");
+
+  // Megatron-Core asserts both worlds have the same pipeline groups. They
+  // are {first + k*stride : k < pp}, so with pp > 1 they agree exactly when
+  // pp has the same stride in both worlds.
+  int64_t denseStride = layout.denseGen.stride(Dim::PP);
+  int64_t expertStride = layout.expertGen.stride(Dim::PP);
+  if (cfg.pp > 1 && denseStride != expertStride)
+    return fail("order '" + cfg.order + "' gives pp stride " +
+                str(denseStride) + " in the dense world but " +
+                str(expertStride) +
+                " in the expert world; pipeline groups must be the same in "
+                "both");
+  GroupList densePp = layout.denseGen.groupsFor(dimBit(Dim::PP));
 
   if (!cfg.hierarchicalCpSizes.empty()) {
     int64_t product = 1;
@@ -218,6 +223,18 @@ Result<ParallelLayout> ParallelLayout::create(const ParallelConfig &config) {
                   listString(cfg.hierarchicalCpSizes) + " multiply to " +
                   str(product) + ", not cp " + str(cfg.cp));
   }
+
+  // Partial distributed optimizer: dp*cp and edp split into equal instances.
+  int64_t instances = cfg.numDistributedOptimizerInstances;
+  if (instances < 1)
+    return fail("distributed optimizer instances must be at least 1, got " +
+                str(instances));
+  if ((cfg.dp * cfg.cp) % instances != 0)
+    return fail("dp*cp = " + str(cfg.dp * cfg.cp) + " is not divisible by " +
+                str(instances) + " distributed optimizer instances");
+  if (layout.edp % instances != 0)
+    return fail("expert dp " + str(layout.edp) + " is not divisible by " +
+                str(instances) + " distributed optimizer instances");
 
   // Dense kinds: the single dimensions first, then Megatron's combinations.
   struct KindSpec {
@@ -254,19 +271,48 @@ Result<ParallelLayout> ParallelLayout::create(const ParallelConfig &config) {
     layout.addKind(World::Expert, std::string("expert:") + k.tokens, k.tokens,
                    k.title, std::move(groups));
   }
-  layout.addKind(World::Derived, "embedding", "", "embedding",
+  layout.addKind(World::Derived, "embedding", "",
+                 "word embedding: first and last pipeline stage",
                  buildEmbeddingGroups(densePp));
   layout.addKind(World::Derived, "position-embedding", "",
-                 "position embedding", buildPositionEmbeddingGroups(densePp));
+                 "position embedding: first pipeline stage",
+                 buildPositionEmbeddingGroups(densePp));
+  // addKind() may grow allKinds, so derived groups are computed from copies
+  // of their source lists, never from references into it.
   if (!cfg.hierarchicalCpSizes.empty()) {
-    const GroupList &cp = layout.denseGroups("cp");
-    for (size_t level = 0; level < cfg.hierarchicalCpSizes.size(); ++level) {
-      GroupList groups =
-          buildHierarchicalGroups(cp, cfg.hierarchicalCpSizes, level);
-      layout.addKind(World::Derived, "hcp:" + str(level), "",
-                     "hierarchical context-parallel level " + str(level),
-                     std::move(groups));
-    }
+    GroupList cp = layout.denseGroups("cp");
+    for (size_t level = 0; level < cfg.hierarchicalCpSizes.size(); ++level)
+      layout.addKind(
+          World::Derived, "hcp:" + str(level), "",
+          "hierarchical context-parallel level " + str(level),
+          buildHierarchicalGroups(cp, cfg.hierarchicalCpSizes, level));
+  }
+  if (instances > 1) {
+    // Consecutive slices of each dp-cp group (Megatron-Core's
+    // INTRA_PARTIAL_DATA_PARALLEL_GROUP_WITH_CP): same flat list, smaller
+    // groups.
+    GroupList dpCp = layout.denseGroups("dp-cp");
+    layout.addKind(World::Derived, "dist-opt:intra-dp-cp", "",
+                   "partial data-parallel with context parallel",
+                   GroupList(dpCp.groupSize() / instances, dpCp.flat()));
+    // Each expert dp group as a two-level hierarchy [edp / instances,
+    // instances]: level 0 shards within an instance, level 1 joins the
+    // replicas across instances.
+    GroupList expertDp = layout.expertGroups("dp");
+    std::vector<int64_t> levels = {layout.edp / instances, instances};
+    layout.addKind(World::Derived, "dist-opt:expert-intra-dp", "",
+                   "intra-partial expert data-parallel",
+                   buildHierarchicalGroups(expertDp, levels, 0));
+    layout.addKind(World::Derived, "dist-opt:expert-inter-dp", "",
+                   "inter-partial expert data-parallel",
+                   buildHierarchicalGroups(expertDp, levels, 1));
+    // One optimizer instance: edp / instances consecutive tp-ep-pp groups
+    // concatenated, in Megatron-Core's order (not sorted).
+    GroupList tpEpPp = layout.expertGroups("tp-ep-pp");
+    layout.addKind(World::Derived, "dist-opt:instance", "",
+                   "distributed optimizer instance",
+                   GroupList(tpEpPp.groupSize() * (layout.edp / instances),
+                             tpEpPp.flat()));
   }
   return layout;
 }
@@ -285,7 +331,7 @@ static const GroupList &emptyGroups() {
 
 const GroupList &ParallelLayout::denseGroups(std::string_view tokens) const {
   const GroupKind *kind = find(tokens);
-  return kind ? kind->groups : emptyGroups();
+  return kind && kind->world == World::Dense ? kind->groups : emptyGroups();
 }
 
 const GroupList &ParallelLayout::expertGroups(std::string_view tokens) const {

@@ -44,8 +44,7 @@ static Result<std::vector<Dim>> parseTokens(std::string_view text,
     std::string token = lower.substr(
         start, dash == std::string::npos ? std::string::npos : dash - start);
     if (token.empty())
-      return fail(std::string(what) + " '" + lower +
-                  "' has an empty token");
+      return fail(std::string(what) + " '" + lower + "' has an empty token");
     int found = -1;
     for (int i = 0; i < kNumDims; ++i)
       if (token == kDimNames[i])

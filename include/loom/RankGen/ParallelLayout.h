@@ -15,7 +15,9 @@
 //    attention layers use the dense groups, the expert MLPs the expert ones);
 //  - embedding groups (first and last stage of each pipeline group, or the
 //    single stage when pp == 1) and position-embedding groups (first stage);
-//  - hierarchical context-parallel groups, one kind per level.
+//  - hierarchical context-parallel groups, one kind per level;
+//  - with several distributed optimizer instances, the partial data-parallel
+//    groups the distributed optimizer shards over and the instance groups.
 //
 // It also answers per-rank questions: coordinates, the group of each kind,
 // pipeline stage and neighbours.
@@ -58,13 +60,18 @@ struct ParallelConfig {
   /// Megatron's hierarchical_context_parallel_sizes, e.g. {4, 2}; empty for
   /// none. The product must equal cp.
   std::vector<int64_t> hierarchicalCpSizes;
+  /// Megatron's num_distributed_optimizer_instances: with N > 1 the
+  /// distributed optimizer shards within N partial data-parallel groups and
+  /// replicates across them. Must divide dp*cp and the expert dp.
+  int64_t numDistributedOptimizerInstances = 1;
 };
 
 /// Which world a group kind belongs to.
 enum class World : uint8_t {
   Dense,  ///< tp*cp*dp*pp: attention and every non-expert layer
   Expert, ///< etp*ep*edp*pp: expert MLPs (MoE folding)
-  Derived ///< built from other groups: embedding, hierarchical cp
+  Derived ///< built from other groups: embedding, hierarchical cp,
+          ///< partial distributed optimizer
 };
 
 /// One kind of process group and all its groups.
@@ -72,7 +79,10 @@ struct GroupKind {
   World world;
   /// Stable key: the token list for dense kinds ("tp-dp"), "expert:" plus
   /// the token list for expert kinds ("expert:tp-ep"), "embedding",
-  /// "position-embedding", "hcp:<level>" for hierarchical cp levels.
+  /// "position-embedding", "hcp:<level>" for hierarchical cp levels, and
+  /// "dist-opt:intra-dp-cp", "dist-opt:expert-intra-dp",
+  /// "dist-opt:expert-inter-dp", "dist-opt:instance" for the partial
+  /// distributed optimizer.
   std::string key;
   /// Token list for dense/expert kinds ("tp-dp"); empty otherwise.
   std::string tokens;
@@ -82,7 +92,10 @@ struct GroupKind {
   /// For each rank, the index of its group, or -1 when it is in none (only
   /// embedding groups leave ranks out).
   std::vector<int32_t> groupOfRank;
-  /// For each rank, its position inside that group (its rank in the group).
+  /// For each rank, its position inside that group. This is its group rank
+  /// for every kind except "dist-opt:instance", whose lists keep
+  /// Megatron-Core's unsorted order (torch numbers a group's members by
+  /// global rank).
   std::vector<int32_t> positionOfRank;
 };
 
@@ -138,8 +151,9 @@ public:
 
   /// All kinds in a stable order for printing: dense (tp, cp, dp, pp, tp-cp,
   /// dp-cp, tp-dp, tp-dp-cp, tp-pp), expert (tp, ep, dp, pp, tp-ep,
-  /// tp-ep-pp, ep-dp), embedding, position-embedding, then one kind per
-  /// hierarchical cp level.
+  /// tp-ep-pp, ep-dp), embedding, position-embedding, one kind per
+  /// hierarchical cp level, then the four partial distributed optimizer
+  /// kinds when there is more than one instance.
   const std::vector<GroupKind> &kinds() const { return allKinds; }
   /// The kind with this key (see GroupKind::key), or null.
   const GroupKind *find(std::string_view key) const;

@@ -1,0 +1,77 @@
+//===- Passes.td - Parallel plan passes --------------------*- tablegen -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_PLAN_PASSES_TD
+#define LOOM_PASSES_PLAN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TfmSetPlan : Pass<"tfm-set-plan", "mlir::ModuleOp"> {
+  let summary = "attach a parallel plan (#tfm.plan) to the module";
+  let description = [{
+    Records the parallel sizes the rest of the pipeline works towards as the
+    module attribute `tfm.plan`. Input: any module (a `tfm.model` attribute,
+    when present, is used to check per-layer options). Output: the module with
+    a verified `tfm.plan`; an existing plan is replaced.
+
+    ```
+    loom-opt m.mlir --tfm-set-plan="tp=2 pp=2 dp=2 sp=true"
+    // module attributes {tfm.plan = #tfm.plan<tp = 2, dp = 2, pp = 2,
+    //                                          sequence_parallel = true>, ...}
+    ```
+    A plan that is not valid (sizes below 1, an unknown order token,
+    hierarchical sizes that do not multiply to cp, a per-layer cp_comm_type
+    list whose length is not the number of layers) is an error naming it.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "Tensor-parallel size">,
+    Option<"cp", "cp", "int64_t", "1", "Context-parallel size">,
+    Option<"dp", "dp", "int64_t", "1", "Data-parallel size">,
+    Option<"pp", "pp", "int64_t", "1", "Pipeline-parallel size">,
+    Option<"vpp", "vpp", "int64_t", "1", "Virtual pipeline stages per rank">,
+    Option<"ep", "ep", "int64_t", "1", "Expert-parallel size">,
+    Option<"etp", "etp", "int64_t", "0",
+           "Expert tensor-parallel size (0 = same as tp)">,
+    Option<"sequenceParallel", "sp", "bool", "false",
+           "Sequence parallelism (with tp)">,
+    ListOption<"cpCommType", "cp-comm-type", "std::string",
+               "Context-parallel communication: p2p, a2a, allgather, "
+               "a2a+p2p; one value, or one per layer">,
+    ListOption<"hierarchicalCpSizes", "hierarchical-cp-sizes", "int64_t",
+               "Sizes of hierarchical context parallelism, inner first">,
+    Option<"order", "order", "std::string", "\"tp-cp-ep-dp-pp\"",
+           "Rank order, fastest-varying first">
+  ];
+  let dependentDialects = ["loom::tfm::TfmDialect"];
+}
+
+def TfmMaterializeMesh : Pass<"tfm-materialize-mesh", "mlir::ModuleOp"> {
+  let summary = "create the mesh.mesh symbols of the module's parallel plan";
+  let description = [{
+    Input: a module with a `tfm.plan`. Output: `mesh.mesh @dense` over the
+    dense world (tp*cp*dp*pp) and, when experts are parallel (ep > 1 or an
+    expert tp that differs from tp), `mesh.mesh @expert` over the expert world
+    (etp*ep*edp*pp). Mesh axes are the plan's order reversed, so the mesh's
+    row-major linear process index is exactly the Megatron-LM global rank and
+    a `mesh` collective over some axes runs over exactly the Megatron process
+    group of those dims, with the same ranks in the same order. Each mesh
+    names its axes in a `tfm.mesh_axes` attribute.
+
+    ```mlir
+    // tfm.plan = #tfm.plan<tp = 4, dp = 2, pp = 2>
+    mesh.mesh @dense(shape = 2x2x1x4) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+    // mesh.all_reduce %x on @dense mesh_axes = [3]  -- the tp group
+    ```
+    With `world-size` set, a plan whose world size differs is an error.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Expected world size (0: the plan's)">
+  ];
+  let dependentDialects = ["mlir::mesh::MeshDialect"];
+}
+
+#endif // LOOM_PASSES_PLAN_PASSES_TD
