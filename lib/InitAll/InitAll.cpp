@@ -7,6 +7,7 @@
 #include "loom/InitAll.h"
 
 #include "dialects/Tfm/TfmDialect.h"
+#include "passes/Lowering/Passes.h"
 #include "passes/Plan/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -29,4 +30,7 @@ void loom::registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::tensor::TensorDialect>();
 }
 
-void loom::registerAllPasses() { loom::plan::registerTfmPlanPasses(); }
+void loom::registerAllPasses() {
+  loom::plan::registerTfmPlanPasses();
+  loom::lowering::registerTfmLoweringPasses();
+}

@@ -12,10 +12,11 @@
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
-#include "mlir/Transforms/Passes.h"
+#include "mlir/InitAllPasses.h"
 
 int main(int argc, char **argv) {
-  mlir::registerTransformsPasses();
+  // Upstream passes run between Loom's (bufferization, conversions to LLVM).
+  mlir::registerAllPasses();
   loom::registerAllPasses();
   mlir::DialectRegistry registry;
   loom::registerAllDialects(registry);

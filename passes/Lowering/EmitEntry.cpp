@@ -1,0 +1,73 @@
+//===- EmitEntry.cpp - Packed C entry points --------------------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace loom::lowering {
+#define GEN_PASS_DEF_TFMEMITENTRY
+#include "passes/Lowering/Passes.h.inc"
+} // namespace loom::lowering
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    auto ptrType = LLVM::LLVMPointerType::get(ctx);
+    auto voidType = LLVM::LLVMVoidType::get(ctx);
+
+    SmallVector<LLVM::LLVMFuncOp> entries;
+    for (auto func : module.getOps<LLVM::LLVMFuncOp>())
+      if (func->hasAttr(lowering::kEntryAttrName))
+        entries.push_back(func);
+
+    for (LLVM::LLVMFuncOp func : entries) {
+      auto symbol = func->getAttrOfType<StringAttr>(lowering::kEntryAttrName);
+      if (!symbol) {
+        func.emitError() << "tfm.entry must be a string naming the C symbol";
+        return signalPassFailure();
+      }
+      LLVM::LLVMFunctionType type = func.getFunctionType();
+      if (!isa<LLVM::LLVMVoidType>(type.getReturnType())) {
+        func.emitError() << "entry @" << func.getName()
+                         << " returns a value; results must be out-params "
+                            "(run buffer-results-to-out-params)";
+        return signalPassFailure();
+      }
+      for (auto [i, t] : llvm::enumerate(type.getParams()))
+        if (!isa<LLVM::LLVMPointerType>(t)) {
+          func.emitError() << "entry @" << func.getName() << " argument " << i
+                           << " has type " << t
+                           << "; entries take buffers only (bare pointers)";
+          return signalPassFailure();
+        }
+
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      Location loc = func.getLoc();
+      auto wrapper = b.create<LLVM::LLVMFuncOp>(
+          loc, symbol.getValue(), LLVM::LLVMFunctionType::get(voidType, {ptrType}));
+      Block *body = wrapper.addEntryBlock(b);
+      b.setInsertionPointToStart(body);
+      Value argv = body->getArgument(0);
+      SmallVector<Value> args;
+      for (unsigned i = 0; i < type.getNumParams(); ++i) {
+        Value slot = b.create<LLVM::GEPOp>(loc, ptrType, ptrType, argv,
+                                           ArrayRef<LLVM::GEPArg>{int32_t(i)});
+        args.push_back(b.create<LLVM::LoadOp>(loc, ptrType, slot));
+      }
+      b.create<LLVM::CallOp>(loc, func, args);
+      b.create<LLVM::ReturnOp>(loc, ValueRange());
+    }
+  }
+};
+
+} // namespace

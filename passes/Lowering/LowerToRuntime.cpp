@@ -1,0 +1,569 @@
+//===- LowerToRuntime.cpp - tfm ops -> runtime calls on buffers -*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every tfm op becomes: allocate its result buffers, then call the runtime
+// kernel with raw pointers and static sizes. Tensor types of functions,
+// calls and returns become memrefs through the same type converter.
+//
+// The kernels' C signatures come from include/loom/Runtime/Entrypoints.def;
+// declarations are created on first use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "dialects/Tfm/TfmOps.h"
+
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace loom::lowering {
+#define GEN_PASS_DEF_TFMLOWERTORUNTIME
+#include "passes/Lowering/Passes.h.inc"
+} // namespace loom::lowering
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::tfm;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Runtime declarations
+//===----------------------------------------------------------------------===//
+
+enum class Kind { VOID, I32, I64, U64, F32, PTR };
+
+struct EntrySignature {
+  Kind result;
+  SmallVector<Kind> args;
+};
+
+const llvm::StringMap<EntrySignature> &entrySignatures() {
+  static const llvm::StringMap<EntrySignature> table = [] {
+    llvm::StringMap<EntrySignature> t;
+    constexpr Kind VOID = Kind::VOID, I32 = Kind::I32, I64 = Kind::I64,
+                   U64 = Kind::U64, F32 = Kind::F32, PTR = Kind::PTR;
+#define LOOMRT_ENTRY(name, result, ...)                                        \
+  t[#name] = EntrySignature{result, {__VA_ARGS__}};
+#include "loom/Runtime/Entrypoints.def"
+    return t;
+  }();
+  return table;
+}
+
+Type typeOf(MLIRContext *ctx, Kind kind) {
+  Builder b(ctx);
+  switch (kind) {
+  case Kind::VOID:
+    return Type();
+  case Kind::I32:
+    return b.getI32Type();
+  case Kind::I64:
+  case Kind::U64:
+    return b.getI64Type();
+  case Kind::F32:
+    return b.getF32Type();
+  case Kind::PTR:
+    return LLVM::LLVMPointerType::get(ctx);
+  }
+  llvm_unreachable("unknown kind");
+}
+
+/// The runtime's dtype code of an element type (LOOMRT_F32/BF16/F16).
+int32_t dtypeCode(Type elementType) {
+  if (elementType.isF32())
+    return 0;
+  if (elementType.isBF16())
+    return 1;
+  assert(elementType.isF16() && "tfm verifiers admit f32, bf16, f16 only");
+  return 2;
+}
+
+//===----------------------------------------------------------------------===//
+// Emitting calls
+//===----------------------------------------------------------------------===//
+
+/// Builds runtime calls at one insertion point.
+class Emitter {
+public:
+  Emitter(ConversionPatternRewriter &rewriter, Location loc, ModuleOp module)
+      : b(rewriter), loc(loc), module(module) {}
+
+  Value i32(int64_t v) {
+    return b.create<arith::ConstantIntOp>(loc, v, b.getI32Type());
+  }
+  Value i64(int64_t v) {
+    return b.create<arith::ConstantIntOp>(loc, v, b.getI64Type());
+  }
+  Value f32(double v) {
+    return b.create<arith::ConstantFloatOp>(loc, APFloat(float(v)),
+                                            b.getF32Type());
+  }
+  Value null() {
+    return b.create<LLVM::ZeroOp>(loc, LLVM::LLVMPointerType::get(b.getContext()));
+  }
+  /// The aligned data pointer of a memref (or a null pointer for no value).
+  Value ptr(Value memref) {
+    if (!memref)
+      return null();
+    Value index =
+        b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, memref);
+    Value asInt = b.create<arith::IndexCastOp>(loc, b.getI64Type(), index);
+    return b.create<LLVM::IntToPtrOp>(
+        loc, LLVM::LLVMPointerType::get(b.getContext()), asInt);
+  }
+  Value dtype(Value tensorOrMemref) {
+    auto shaped = cast<ShapedType>(tensorOrMemref.getType());
+    return i32(dtypeCode(shaped.getElementType()));
+  }
+  Value dtype(Type type) {
+    return i32(dtypeCode(cast<ShapedType>(type).getElementType()));
+  }
+  /// A fresh, uninitialized buffer for a result of tensor type `type`.
+  Value alloc(Type tensorType) {
+    auto t = cast<RankedTensorType>(tensorType);
+    auto memrefType = MemRefType::get(t.getShape(), t.getElementType());
+    return b.create<memref::AllocOp>(loc, memrefType, b.getI64IntegerAttr(64));
+  }
+  void call(StringRef name, ValueRange args) {
+    b.create<func::CallOp>(loc, declare(name), TypeRange(), args);
+  }
+
+private:
+  /// Declares `name` from Entrypoints.def on first use.
+  StringRef declare(StringRef name) {
+    if (SymbolTable::lookupSymbolIn(module, name))
+      return name;
+    auto it = entrySignatures().find(name);
+    assert(it != entrySignatures().end() && "not in Entrypoints.def");
+    MLIRContext *ctx = b.getContext();
+    SmallVector<Type> args;
+    for (Kind k : it->second.args)
+      args.push_back(typeOf(ctx, k));
+    SmallVector<Type> results;
+    if (Type r = typeOf(ctx, it->second.result))
+      results.push_back(r);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(module.getBody());
+    auto func = b.create<func::FuncOp>(loc, name,
+                                       FunctionType::get(ctx, args, results));
+    func.setPrivate();
+    return name;
+  }
+
+  ConversionPatternRewriter &b;
+  Location loc;
+  ModuleOp module;
+};
+
+int64_t numElements(Value v) {
+  return cast<ShapedType>(v.getType()).getNumElements();
+}
+int64_t dim(Value v, int64_t i) {
+  auto shaped = cast<ShapedType>(v.getType());
+  return shaped.getDimSize(i < 0 ? shaped.getRank() + i : i);
+}
+/// Product of all dims but the last: the rows of a last-dim op.
+int64_t rows(Value v) { return numElements(v) / dim(v, -1); }
+
+//===----------------------------------------------------------------------===//
+// One lowering per op
+//===----------------------------------------------------------------------===//
+
+/// Lowers one op: emits calls and returns the buffers that replace its
+/// results. Specialized for every convertible op below.
+template <typename OpT>
+FailureOr<SmallVector<Value>> lower(OpT op, typename OpT::Adaptor a,
+                                    Emitter &e);
+
+template <>
+FailureOr<SmallVector<Value>> lower(EmbeddingOp op, EmbeddingOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_embedding_forward",
+         {e.dtype(out), e.i64(numElements(a.getIds())), e.i64(dim(out, -1)),
+          e.ptr(a.getIds()), e.i64(0), e.i64(dim(a.getTable(), 0)),
+          e.ptr(a.getTable()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(EmbeddingGradOp op,
+                                    EmbeddingGradOp::Adaptor a, Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_embedding_backward",
+         {e.dtype(a.getGrad()), e.i64(numElements(a.getIds())),
+          e.i64(dim(out, -1)), e.ptr(a.getIds()), e.i64(0),
+          e.i64(dim(out, 0)), e.ptr(a.getGrad()), e.dtype(out), e.ptr(out),
+          e.i32(0)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(PositionIdsOp op, PositionIdsOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  std::optional<int64_t> eod = op.getResetAtEod();
+  e.call("loomrt_position_ids",
+         {e.i64(dim(out, 0)), e.i64(dim(out, 1)), e.ptr(a.getTokens()),
+          e.i32(eod ? *eod : 0), e.i32(eod ? 1 : 0), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(LayerNormOp op, LayerNormOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_layer_norm_forward",
+         {e.dtype(out), e.i64(rows(out)), e.i64(dim(out, -1)),
+          e.ptr(a.getInput()), e.ptr(a.getWeight()), e.ptr(a.getBias()),
+          e.f32(op.getEpsilon().convertToDouble()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(LayerNormGradOp op,
+                                    LayerNormGradOp::Adaptor a, Emitter &e) {
+  Value dx = e.alloc(op.getInputGrad().getType());
+  Value dw = e.alloc(op.getWeightGrad().getType());
+  Value db = e.alloc(op.getBiasGrad().getType());
+  e.call("loomrt_layer_norm_backward",
+         {e.dtype(dx), e.i64(rows(dx)), e.i64(dim(dx, -1)),
+          e.ptr(a.getInput()), e.ptr(a.getWeight()), e.ptr(a.getGrad()),
+          e.f32(op.getEpsilon().convertToDouble()), e.ptr(dx), e.dtype(dw),
+          e.ptr(dw), e.ptr(db), e.i32(0)});
+  return SmallVector<Value>{dx, dw, db};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(RmsNormOp op, RmsNormOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_rms_norm_forward",
+         {e.dtype(out), e.i64(rows(out)), e.i64(dim(out, -1)),
+          e.ptr(a.getInput()), e.ptr(a.getWeight()),
+          e.f32(op.getEpsilon().convertToDouble()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(RmsNormGradOp op, RmsNormGradOp::Adaptor a,
+                                    Emitter &e) {
+  Value dx = e.alloc(op.getInputGrad().getType());
+  Value dw = e.alloc(op.getWeightGrad().getType());
+  e.call("loomrt_rms_norm_backward",
+         {e.dtype(dx), e.i64(rows(dx)), e.i64(dim(dx, -1)),
+          e.ptr(a.getInput()), e.ptr(a.getWeight()), e.ptr(a.getGrad()),
+          e.f32(op.getEpsilon().convertToDouble()), e.ptr(dx), e.dtype(dw),
+          e.ptr(dw), e.i32(0)});
+  return SmallVector<Value>{dx, dw};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(LinearOp op, LinearOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_linear_forward",
+         {e.dtype(out), e.i64(rows(out)), e.i64(dim(out, -1)),
+          e.i64(dim(a.getInput(), -1)), e.ptr(a.getInput()),
+          e.ptr(a.getWeight()), e.ptr(a.getBias()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(LinearGradOp op, LinearGradOp::Adaptor a,
+                                    Emitter &e) {
+  Value dx = e.alloc(op.getInputGrad().getType());
+  Value dw = e.alloc(op.getWeightGrad().getType());
+  Value db = op.getBiasGrad() ? e.alloc(op.getBiasGrad().getType()) : Value();
+  Value m = e.i64(rows(dx)), n = e.i64(dim(a.getGrad(), -1)),
+        k = e.i64(dim(dx, -1));
+  e.call("loomrt_linear_backward_data",
+         {e.dtype(dx), m, n, k, e.ptr(a.getGrad()), e.ptr(a.getWeight()),
+          e.ptr(dx), e.i32(0)});
+  e.call("loomrt_linear_backward_weight",
+         {e.dtype(dx), m, n, k, e.ptr(a.getGrad()), e.ptr(a.getInput()),
+          e.dtype(dw), e.ptr(dw), e.ptr(db), e.i32(0)});
+  SmallVector<Value> results = {dx, dw};
+  if (db)
+    results.push_back(db);
+  return results;
+}
+
+template <typename OpT>
+FailureOr<SmallVector<Value>> lowerRope(OpT op, typename OpT::Adaptor a,
+                                        Emitter &e, StringRef kernel) {
+  Value out = e.alloc(op.getType());
+  int64_t headDim = op.getHeadDim();
+  e.call(kernel, {e.dtype(out), e.i64(dim(out, 0)), e.i64(dim(out, 1)),
+                  e.i64(dim(out, 2) / headDim), e.i64(headDim), e.i64(headDim),
+                  e.f32(op.getTheta().convertToDouble()),
+                  e.ptr(a.getPositions()), e.ptr(a.getInput()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+template <>
+FailureOr<SmallVector<Value>> lower(RopeOp op, RopeOp::Adaptor a, Emitter &e) {
+  return lowerRope(op, a, e, "loomrt_rope_forward");
+}
+template <>
+FailureOr<SmallVector<Value>> lower(RopeGradOp op, RopeGradOp::Adaptor a,
+                                    Emitter &e) {
+  return lowerRope(op, a, e, "loomrt_rope_backward");
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(AttentionOp op, AttentionOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getResult().getType());
+  Value lse = e.alloc(op.getLse().getType());
+  Value doc = op.getMask() == MaskKind::causal_document
+                  ? e.ptr(e.alloc(op.getTokens().getType()))
+                  : e.null();
+  if (op.getMask() == MaskKind::causal_document)
+    e.call("loomrt_document_ids",
+           {e.i64(dim(a.getQuery(), 0)), e.i64(dim(a.getQuery(), 1)),
+            e.ptr(a.getTokens()), e.i32(*op.getEod()), doc});
+  e.call("loomrt_attention_forward",
+         {e.dtype(out), e.i64(dim(out, 0)), e.i64(dim(out, 1)),
+          e.i64(dim(a.getKey(), 1)), e.i64(op.getNumHeads()),
+          e.i64(op.getNumKvHeads()), e.i64(op.getHeadDim()),
+          e.f32(op.getScale().convertToDouble()), e.i32(1), e.null(),
+          e.null(), doc, doc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
+          e.ptr(a.getValue()), e.ptr(out), e.ptr(lse)});
+  return SmallVector<Value>{out, lse};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(AttentionGradOp op,
+                                    AttentionGradOp::Adaptor a, Emitter &e) {
+  Value dq = e.alloc(op.getQueryGrad().getType());
+  Value dk = e.alloc(op.getKeyGrad().getType());
+  Value dv = e.alloc(op.getValueGrad().getType());
+  Value doc = op.getMask() == MaskKind::causal_document
+                  ? e.ptr(e.alloc(op.getTokens().getType()))
+                  : e.null();
+  if (op.getMask() == MaskKind::causal_document)
+    e.call("loomrt_document_ids",
+           {e.i64(dim(a.getQuery(), 0)), e.i64(dim(a.getQuery(), 1)),
+            e.ptr(a.getTokens()), e.i32(*op.getEod()), doc});
+  e.call("loomrt_attention_backward",
+         {e.dtype(dq), e.i64(dim(dq, 0)), e.i64(dim(dq, 1)),
+          e.i64(dim(dk, 1)), e.i64(op.getNumHeads()),
+          e.i64(op.getNumKvHeads()), e.i64(op.getHeadDim()),
+          e.f32(op.getScale().convertToDouble()), e.i32(1), e.null(),
+          e.null(), doc, doc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
+          e.ptr(a.getValue()), e.ptr(a.getOut()), e.ptr(a.getLse()),
+          e.ptr(a.getOutGrad()), e.ptr(dq), e.ptr(dk), e.ptr(dv), e.i32(0)});
+  return SmallVector<Value>{dq, dk, dv};
+}
+
+int32_t geluCode(GeluApprox approx) { return approx == GeluApprox::tanh; }
+
+template <>
+FailureOr<SmallVector<Value>> lower(GeluOp op, GeluOp::Adaptor a, Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_gelu_forward",
+         {e.dtype(out), e.i32(geluCode(op.getApproximate())),
+          e.i64(numElements(out)), e.ptr(a.getInput()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(GeluGradOp op, GeluGradOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_gelu_backward",
+         {e.dtype(out), e.i32(geluCode(op.getApproximate())),
+          e.i64(numElements(out)), e.ptr(a.getInput()), e.ptr(a.getGrad()),
+          e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(SiluOp op, SiluOp::Adaptor a, Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_silu_forward", {e.dtype(out), e.i64(numElements(out)),
+                                 e.ptr(a.getInput()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(SiluGradOp op, SiluGradOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_silu_backward",
+         {e.dtype(out), e.i64(numElements(out)), e.ptr(a.getInput()),
+          e.ptr(a.getGrad()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(SwigluOp op, SwigluOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  int64_t f = dim(out, -1);
+  e.call("loomrt_swiglu_forward",
+         {e.dtype(out), e.i64(rows(out)), e.i64(f), e.i64(f),
+          e.ptr(a.getGate()), e.ptr(a.getUp()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(SwigluGradOp op, SwigluGradOp::Adaptor a,
+                                    Emitter &e) {
+  Value dg = e.alloc(op.getGateGrad().getType());
+  Value du = e.alloc(op.getUpGrad().getType());
+  int64_t f = dim(dg, -1);
+  e.call("loomrt_swiglu_backward",
+         {e.dtype(dg), e.i64(rows(dg)), e.i64(f), e.i64(f), e.ptr(a.getGate()),
+          e.ptr(a.getUp()), e.ptr(a.getGrad()), e.ptr(dg), e.ptr(du)});
+  return SmallVector<Value>{dg, du};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(AddOp op, AddOp::Adaptor a, Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_add", {e.dtype(out), e.i64(numElements(out)),
+                        e.ptr(a.getLhs()), e.ptr(a.getRhs()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(DropoutOp op, DropoutOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  int64_t n = numElements(out);
+  // The whole (global) tensor is one row: the mask is keyed by the element's
+  // index in it, which the sharding passes will offset per rank.
+  e.call("loomrt_dropout_forward",
+         {e.dtype(out), e.i64(1), e.i64(n), e.ptr(a.getInput()), e.ptr(out),
+          e.f32(op.getP().convertToDouble()), e.i64(op.getSeed()), e.i64(0),
+          e.i64(n)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(CastOp op, CastOp::Adaptor a, Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_cast", {e.dtype(a.getInput()), e.ptr(a.getInput()),
+                         e.dtype(out), e.ptr(out), e.i64(numElements(out))});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(CrossEntropyOp op,
+                                    CrossEntropyOp::Adaptor a, Emitter &e) {
+  Value loss = e.alloc(op.getType());
+  e.call("loomrt_cross_entropy_forward",
+         {e.dtype(a.getLogits()), e.i64(rows(a.getLogits())),
+          e.i64(dim(a.getLogits(), -1)), e.ptr(a.getLogits()),
+          e.ptr(a.getLabels()), e.ptr(a.getLossMask()), e.ptr(loss),
+          e.null()});
+  return SmallVector<Value>{loss};
+}
+
+/// Lowers through `lower<OpT>` and replaces the op with its buffers.
+template <typename OpT>
+struct RuntimeCallPattern : OpConversionPattern<OpT> {
+  using OpConversionPattern<OpT>::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(OpT op, typename OpT::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e(rewriter, op.getLoc(), op->template getParentOfType<ModuleOp>());
+    FailureOr<SmallVector<Value>> results = lower(op, adaptor, e);
+    if (failed(results))
+      return failure();
+    rewriter.replaceOp(op, *results);
+    return success();
+  }
+};
+
+/// cross_entropy_grad reads its upstream gradient as a scalar value.
+struct CrossEntropyGradPattern : OpConversionPattern<CrossEntropyGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(CrossEntropyGradOp op, OpAdaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e(rewriter, op.getLoc(), op->getParentOfType<ModuleOp>());
+    Value out = e.alloc(op.getType());
+    Value dloss =
+        rewriter.create<memref::LoadOp>(op.getLoc(), a.getGrad(), ValueRange());
+    e.call("loomrt_cross_entropy_backward",
+           {e.dtype(out), e.i64(rows(out)), e.i64(dim(out, -1)),
+            e.ptr(a.getLogits()), e.ptr(a.getLabels()), e.ptr(a.getLossMask()),
+            dloss, e.ptr(out)});
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+struct LowerToRuntimePass
+    : lowering::impl::TfmLowerToRuntimeBase<LowerToRuntimePass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    TypeConverter converter;
+    converter.addConversion([](Type t) { return t; });
+    converter.addConversion([](RankedTensorType t) -> Type {
+      return MemRefType::get(t.getShape(), t.getElementType());
+    });
+    // Tensor values that meet memref values during conversion.
+    auto materialize = [](OpBuilder &b, Type type, ValueRange inputs,
+                          Location loc) -> Value {
+      return b.create<UnrealizedConversionCastOp>(loc, type, inputs)
+          .getResult(0);
+    };
+    converter.addSourceMaterialization(materialize);
+    converter.addTargetMaterialization(materialize);
+
+    RewritePatternSet patterns(ctx);
+    patterns.add<
+        RuntimeCallPattern<EmbeddingOp>, RuntimeCallPattern<EmbeddingGradOp>,
+        RuntimeCallPattern<PositionIdsOp>, RuntimeCallPattern<LayerNormOp>,
+        RuntimeCallPattern<LayerNormGradOp>, RuntimeCallPattern<RmsNormOp>,
+        RuntimeCallPattern<RmsNormGradOp>, RuntimeCallPattern<LinearOp>,
+        RuntimeCallPattern<LinearGradOp>, RuntimeCallPattern<RopeOp>,
+        RuntimeCallPattern<RopeGradOp>, RuntimeCallPattern<AttentionOp>,
+        RuntimeCallPattern<AttentionGradOp>, RuntimeCallPattern<GeluOp>,
+        RuntimeCallPattern<GeluGradOp>, RuntimeCallPattern<SiluOp>,
+        RuntimeCallPattern<SiluGradOp>, RuntimeCallPattern<SwigluOp>,
+        RuntimeCallPattern<SwigluGradOp>, RuntimeCallPattern<AddOp>,
+        RuntimeCallPattern<DropoutOp>, RuntimeCallPattern<CastOp>,
+        RuntimeCallPattern<CrossEntropyOp>, CrossEntropyGradPattern>(converter,
+                                                                     ctx);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
+                                                                   converter);
+    populateCallOpTypeConversionPattern(patterns, converter);
+    populateReturnOpTypeConversionPattern(patterns, converter);
+
+    ConversionTarget target(*ctx);
+    target.addLegalDialect<arith::ArithDialect, memref::MemRefDialect,
+                           LLVM::LLVMDialect>();
+    target.addIllegalDialect<TfmDialect>();
+    target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp f) {
+      return converter.isSignatureLegal(f.getFunctionType()) &&
+             converter.isLegal(&f.getBody());
+    });
+    target.addDynamicallyLegalOp<func::CallOp, func::ReturnOp>(
+        [&](Operation *op) { return converter.isLegal(op); });
+
+    // Parameters are the runtime's buffers, passed in as arguments; their
+    // declarations have no code.
+    for (ParamOp param :
+         llvm::make_early_inc_range(getOperation().getOps<ParamOp>()))
+      param.erase();
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

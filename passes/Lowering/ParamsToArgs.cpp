@@ -1,0 +1,68 @@
+//===- ParamsToArgs.cpp - Parameters become function arguments --*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "dialects/Tfm/TfmOps.h"
+
+#include "llvm/ADT/MapVector.h"
+
+namespace loom::lowering {
+#define GEN_PASS_DEF_TFMPARAMSTOARGS
+#include "passes/Lowering/Passes.h.inc"
+} // namespace loom::lowering
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+struct ParamsToArgsPass
+    : lowering::impl::TfmParamsToArgsBase<ParamsToArgsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // Declaration order of the parameters fixes the argument order.
+    llvm::StringMap<unsigned> position;
+    for (auto [i, param] : llvm::enumerate(module.getOps<tfm::ParamOp>()))
+      position[param.getSymName()] = i;
+
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      // Parameter name -> its reads, in declaration order.
+      std::map<unsigned, SmallVector<tfm::GetParamOp>> reads;
+      WalkResult walk = func.walk([&](Operation *op) {
+        if (isa<tfm::BlockOp>(op)) {
+          op->emitError() << "inline tfm.block regions (tfm-inline-blocks) "
+                             "before tfm-params-to-args";
+          return WalkResult::interrupt();
+        }
+        if (auto get = dyn_cast<tfm::GetParamOp>(op))
+          reads[position.lookup(get.getName())].push_back(get);
+        return WalkResult::advance();
+      });
+      if (walk.wasInterrupted())
+        return signalPassFailure();
+
+      Block &entry = func.getBody().front();
+      for (auto &[pos, gets] : reads) {
+        tfm::GetParamOp first = gets.front();
+        unsigned index = func.getNumArguments();
+        NamedAttrList attrs;
+        attrs.append(lowering::kParamArgAttrName, first.getNameAttr().getAttr());
+        func.insertArgument(index, first.getType(),
+                            attrs.getDictionary(&getContext()),
+                            first.getLoc());
+        for (tfm::GetParamOp get : gets) {
+          get.replaceAllUsesWith(entry.getArgument(index));
+          get.erase();
+        }
+      }
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,108 @@
+//===- Passes.td - Lowering passes -------------------------*- tablegen -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// From tfm ops at local shapes to LLVM dialect code that calls the runtime:
+//
+//   tfm-inline-blocks -> tfm-params-to-args -> tfm-lower-to-runtime
+//   -> (upstream: buffer-results-to-out-params, buffer deallocation,
+//       arith/memref/func to LLVM) -> tfm-emit-entry
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_LOWERING_PASSES_TD
+#define LOOM_PASSES_LOWERING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TfmInlineBlocks : Pass<"tfm-inline-blocks", "mlir::func::FuncOp"> {
+  let summary = "inline every tfm.block into its parent";
+  let description = [{
+    Once the passes that need the model's structure (pipeline splitting,
+    recomputation) have run, the blocks are only grouping. This pass moves
+    each block's ops into the parent, replacing the region arguments with the
+    block's inputs and the block's results with the yielded values.
+
+    ```mlir
+    %y = tfm.block layer 0 ins(%x : tensor<..>) -> tensor<..> {
+    ^bb0(%a: tensor<..>):
+      %r = tfm.silu %a : tensor<..>
+      tfm.yield %r : tensor<..>
+    }
+    // becomes
+    %y = tfm.silu %x : tensor<..>
+    ```
+  }];
+  let dependentDialects = ["loom::tfm::TfmDialect"];
+}
+
+def TfmParamsToArgs : Pass<"tfm-params-to-args", "mlir::ModuleOp"> {
+  let summary = "pass parameters into functions as arguments";
+  let description = [{
+    Every function that reads parameters with `tfm.get_param` gets one extra
+    argument per parameter it reads, in the order of the module's `tfm.param`
+    declarations, appended after its own arguments and marked with the
+    argument attribute `tfm.param = "name"`. The reads are replaced by the
+    arguments. The runtime owns parameter memory and passes it in, so the
+    compiled code holds no global state. Nested `tfm.block` regions must be
+    inlined first (their isolation forbids using function arguments).
+
+    ```mlir
+    func.func @forward(%t: tensor<2x8xi32>) -> ... {
+      %w = tfm.get_param @wte : tensor<64x32xf32>
+    // becomes
+    func.func @forward(%t: tensor<2x8xi32>,
+                       %w: tensor<64x32xf32> {tfm.param = "wte"}) -> ...
+    ```
+  }];
+  let dependentDialects = ["loom::tfm::TfmDialect"];
+}
+
+def TfmLowerToRuntime : Pass<"tfm-lower-to-runtime", "mlir::ModuleOp"> {
+  let summary = "lower tfm ops to calls of the Loom runtime on buffers";
+  let description = [{
+    Converts tensors to memrefs and every tfm op to `memref.alloc` of its
+    results plus a `func.call` of the runtime kernel (declared from
+    include/loom/Runtime/Entrypoints.def, the list of loomrt.h symbols), with
+    pointers taken by `memref.extract_aligned_pointer_as_index`. Input: no
+    `tfm.block` and no `tfm.get_param` (run tfm-inline-blocks and
+    tfm-params-to-args first); an op that cannot be lowered is reported as
+    "failed to legalize". Output: func, memref, arith and llvm ops only; the
+    `tfm.param` declarations are dropped (the runtime owns parameters and
+    the arguments still name them).
+
+    ```mlir
+    %y = tfm.silu %x : tensor<2x8x64xf32>
+    // becomes
+    %y = memref.alloc() {alignment = 64 : i64} : memref<2x8x64xf32>
+    func.call @loomrt_silu_forward(%f32, %c1024, %px, %py)
+        : (i32, i64, !llvm.ptr, !llvm.ptr) -> ()
+    ```
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect", "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect", "mlir::LLVM::LLVMDialect"];
+}
+
+def TfmEmitEntry : Pass<"tfm-emit-entry", "mlir::ModuleOp"> {
+  let summary = "emit the packed C entry point of each compiled function";
+  let description = [{
+    Runs on the LLVM dialect, after functions were lowered with the bare
+    pointer calling convention. For every `llvm.func` carrying
+    `tfm.entry = "<symbol>"`, emits `void <symbol>(void **args)` that loads
+    one pointer per argument from `args` and calls the function, so the
+    runtime driver can call any entry through one C type.
+
+    ```mlir
+    llvm.func @forward(%a: !llvm.ptr, %b: !llvm.ptr) attributes {tfm.entry = "loom_forward"}
+    // adds
+    llvm.func @loom_forward(%args: !llvm.ptr) {
+      // %a = load args[0], %b = load args[1]; call @forward(%a, %b)
+    }
+    ```
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
+#endif // LOOM_PASSES_LOWERING_PASSES_TD
