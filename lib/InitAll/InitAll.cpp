@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/InitAll.h"
+#include "loom/Pipelines.h"
 
 #include "dialects/Tfm/TfmDialect.h"
 #include "passes/Lowering/Passes.h"
@@ -33,4 +34,5 @@ void loom::registerAllDialects(mlir::DialectRegistry &registry) {
 void loom::registerAllPasses() {
   loom::plan::registerTfmPlanPasses();
   loom::lowering::registerTfmLoweringPasses();
+  loom::registerAllPipelines();
 }

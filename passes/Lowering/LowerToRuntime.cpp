@@ -18,6 +18,7 @@
 #include "dialects/Tfm/TfmOps.h"
 
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -560,6 +561,12 @@ struct LowerToRuntimePass
     for (ParamOp param :
          llvm::make_early_inc_range(getOperation().getOps<ParamOp>()))
       param.erase();
+    // Meshes only name the groups of collectives; once none refers to a
+    // mesh it has no code either.
+    for (mesh::MeshOp mesh :
+         llvm::make_early_inc_range(getOperation().getOps<mesh::MeshOp>()))
+      if (SymbolTable::symbolKnownUseEmpty(mesh, getOperation()))
+        mesh.erase();
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

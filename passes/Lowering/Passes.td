@@ -71,7 +71,8 @@ def TfmLowerToRuntime : Pass<"tfm-lower-to-runtime", "mlir::ModuleOp"> {
     tfm-params-to-args first); an op that cannot be lowered is reported as
     "failed to legalize". Output: func, memref, arith and llvm ops only; the
     `tfm.param` declarations are dropped (the runtime owns parameters and
-    the arguments still name them).
+    the arguments still name them), and so are `mesh.mesh` declarations that
+    no collective refers to any more.
 
     ```mlir
     %y = tfm.silu %x : tensor<2x8x64xf32>

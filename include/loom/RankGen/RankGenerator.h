@@ -137,6 +137,12 @@ public:
   int64_t stride(Dim dim) const { return strides[idx(dim)]; }
   /// All five dimensions, fastest-varying first (after appending).
   const std::array<Dim, kNumDims> &order() const { return axes; }
+  /// The axes slowest-varying first, as a row-major device mesh (MLIR's
+  /// mesh.mesh) lists them: with shape [size(a) for a in rowMajorAxes()],
+  /// a device's linear mesh index equals its rank here.
+  std::array<Dim, kNumDims> rowMajorAxes() const {
+    return {axes[4], axes[3], axes[2], axes[1], axes[0]};
+  }
   /// The order as written by the user, lowercased, e.g. "tp-cp-ep-dp-pp".
   const std::string &orderString() const { return userOrder; }
 

@@ -1,0 +1,57 @@
+//===- Compiler.h - Ahead-of-time compilation to rank programs --*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The library behind loom-compile: a tfm module and a parallel plan in,
+// a directory of per-rank executables, a manifest and a launcher out
+// (docs/MANIFEST.md). The tool only parses flags.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DRIVER_COMPILER_H
+#define LOOM_DRIVER_COMPILER_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace loom::driver {
+
+struct CompileOptions {
+  /// Parallel sizes (Megatron meanings); see #tfm.plan.
+  int64_t tp = 1, cp = 1, dp = 1, pp = 1, vpp = 1, ep = 1, etp = 0;
+  bool sequenceParallel = false;
+  std::string order = "tp-cp-ep-dp-pp";
+  /// Micro-batches per step (gradient accumulation).
+  int64_t numMicrobatches = 1;
+  /// Where rank-XXXXX, manifest.json and launch are written.
+  std::string outputDir = "out";
+  /// Keep the LLVM IR of every distinct program next to its object.
+  bool keepIntermediates = false;
+  /// Receives one line per stage ("[2/6] lowering to LLVM").
+  std::function<void(llvm::StringRef)> progress;
+};
+
+/// Compiles `module` (tfm IR at global shapes with a @forward function) for
+/// the plan in `options`. Plans that need passes Loom does not have yet are
+/// rejected with an error naming the flag. When `report` is non-null, writes
+/// the per-rank report (memory and communication) to it.
+llvm::Error compileModel(mlir::ModuleOp module, const CompileOptions &options,
+                         llvm::raw_ostream *report = nullptr);
+
+} // namespace loom::driver
+
+#endif // LOOM_DRIVER_COMPILER_H

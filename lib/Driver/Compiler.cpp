@@ -1,0 +1,419 @@
+//===- Compiler.cpp - Ahead-of-time compilation to rank programs -*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The stages, as loom-compile prints them:
+//   1. plan      attach #tfm.plan, build the process groups and meshes
+//   2. prepare   inline blocks, parameters become arguments
+//   3. lower     tfm -> runtime calls -> LLVM dialect
+//   4. codegen   LLVM IR -> object file (in process)
+//   5. link      object + runtime -> one executable per rank
+//   6. manifest  manifest.json and the launcher
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Driver/Compiler.h"
+
+#include "HfNames.h"
+#include "Linker.h"
+#include "ObjectEmitter.h"
+
+#include "dialects/Tfm/TfmOps.h"
+#include "loom/Pipelines.h"
+#include "loom/RankGen/ParallelLayout.h"
+#include "passes/Lowering/Passes.h"
+#include "passes/Plan/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::driver;
+using llvm::Error;
+using llvm::Twine;
+
+namespace {
+
+Error fail(const Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// A parameter as the manifest describes it.
+struct ParamInfo {
+  std::string name;
+  SmallVector<int64_t> shape;
+  Type elementType;
+  tfm::InitKind init;
+  double std = 0.0;
+};
+
+StringRef dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isBF16())
+    return "bf16";
+  return "f16";
+}
+
+/// Rejects what the compiler cannot build yet, naming the flag.
+Error checkSupported(const CompileOptions &o) {
+  auto notYet = [](StringRef flag, int64_t value, StringRef what) {
+    return fail(llvm::formatv("{0} {1}: {2} is not implemented yet; this "
+                              "compiler builds data-parallel plans only "
+                              "(--tp 1 --cp 1 --pp 1)",
+                              flag, value, what));
+  };
+  if (o.tp != 1)
+    return notYet("--tp", o.tp, "tensor parallelism");
+  if (o.cp != 1)
+    return notYet("--cp", o.cp, "context parallelism");
+  if (o.pp != 1)
+    return notYet("--pp", o.pp, "pipeline parallelism");
+  if (o.vpp != 1)
+    return notYet("--vpp", o.vpp, "virtual pipeline stages");
+  if (o.ep != 1)
+    return notYet("--ep", o.ep, "expert parallelism");
+  if (o.numMicrobatches < 1)
+    return fail(llvm::formatv("--num-microbatches {0} must be at least 1",
+                              o.numMicrobatches));
+  return Error::success();
+}
+
+Error runPasses(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build,
+                StringRef stage) {
+  PassManager pm(module->getContext());
+  build(pm);
+  if (failed(pm.run(module)))
+    return fail("the " + stage + " stage failed (see the diagnostics above)");
+  return Error::success();
+}
+
+/// Peak bytes of simultaneously live buffers in a lowered function: its
+/// allocations and deallocations in program order (straight-line code).
+int64_t peakBufferBytes(func::FuncOp func) {
+  int64_t live = 0, peak = 0;
+  func.walk([&](Operation *op) {
+    auto bytes = [](MemRefType t) {
+      return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+    };
+    if (auto alloc = dyn_cast<memref::AllocOp>(op))
+      peak = std::max(peak, live += bytes(alloc.getType()));
+    else if (auto dealloc = dyn_cast<memref::DeallocOp>(op))
+      live -= bytes(cast<MemRefType>(dealloc.getMemref().getType()));
+  });
+  return peak;
+}
+
+llvm::json::Array shapeJson(ArrayRef<int64_t> shape) {
+  llvm::json::Array a;
+  for (int64_t d : shape)
+    a.push_back(d);
+  return a;
+}
+
+llvm::json::Array groupsJson(const rankgen::GroupList &groups) {
+  llvm::json::Array out;
+  for (size_t g = 0; g < groups.numGroups(); ++g) {
+    llvm::json::Array ranks;
+    for (int64_t r : groups[g])
+      ranks.push_back(r);
+    out.push_back(std::move(ranks));
+  }
+  return out;
+}
+
+Error writeFileAtomically(StringRef path, StringRef contents,
+                          bool executable = false) {
+  std::string tmp = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      return fail("cannot write '" + tmp + "': " + ec.message());
+    os << contents;
+  }
+  if (executable)
+    llvm::sys::fs::setPermissions(tmp, llvm::sys::fs::perms(0755));
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+    return fail("cannot write '" + path + "': " + ec.message());
+  return Error::success();
+}
+
+/// Runs the rank's program under mpirun or Slurm: picks the binary of the
+/// rank from the launcher's environment (docs/MANIFEST.md).
+constexpr const char *kLaunchScript = R"SH(#!/bin/sh
+# Generated by loom-compile. Run once per rank by mpirun (loom-run does it):
+# picks this rank's executable and runs it with the given arguments.
+dir=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+rank=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${SLURM_PROCID:-}}}}
+if [ -z "$rank" ]; then
+  echo "launch: error: no MPI rank in the environment; start it with loom-run or mpirun" >&2
+  exit 1
+fi
+exec "$dir/$(printf 'rank-%05d' "$rank")" --manifest "$dir/manifest.json" "$@"
+)SH";
+
+} // namespace
+
+Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
+                                 llvm::raw_ostream *report) {
+  MLIRContext *ctx = module->getContext();
+  auto start = std::chrono::steady_clock::now();
+  int stageNumber = 0;
+  auto stage = [&](StringRef what) {
+    if (!o.progress)
+      return;
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    o.progress(llvm::formatv("[{0}/6] {1} ({2:F2} s)", ++stageNumber, what,
+                             seconds)
+                   .str());
+  };
+
+  if (Error e = checkSupported(o))
+    return e;
+
+  // The program: @forward(tokens, labels, loss_mask) -> loss.
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return fail("the module has no @forward function (import a model with "
+                "loom-import)");
+  FunctionType fwdType = forward.getFunctionType();
+  if (fwdType.getNumInputs() != 3 || fwdType.getNumResults() != 1)
+    return fail("@forward must take (tokens, labels, loss_mask) and return "
+                "the loss");
+  auto tokensType = dyn_cast<RankedTensorType>(fwdType.getInput(0));
+  if (!tokensType || tokensType.getRank() != 2)
+    return fail("@forward's tokens must be a [batch, seq] tensor");
+  auto model = module->getAttrOfType<DictionaryAttr>("tfm.model");
+  StringRef family = "gpt2";
+  int64_t hidden = 0, vocab = 0;
+  if (model) {
+    if (auto f = model.getAs<StringAttr>("family"))
+      family = f.getValue();
+    if (auto h = model.getAs<IntegerAttr>("hidden_size"))
+      hidden = h.getInt();
+    if (auto v = model.getAs<IntegerAttr>("vocab_size"))
+      vocab = v.getInt();
+  }
+
+  // 1. Plan.
+  stage("plan: process groups and meshes");
+  plan::TfmSetPlanOptions planOptions;
+  planOptions.tp = o.tp;
+  planOptions.cp = o.cp;
+  planOptions.dp = o.dp;
+  planOptions.pp = o.pp;
+  planOptions.vpp = o.vpp;
+  planOptions.ep = o.ep;
+  planOptions.etp = o.etp;
+  planOptions.sequenceParallel = o.sequenceParallel;
+  planOptions.order = o.order;
+  if (Error e = runPasses(
+          module,
+          [&](OpPassManager &pm) {
+            pm.addPass(plan::createTfmSetPlan(planOptions));
+            pm.addPass(plan::createTfmMaterializeMesh());
+          },
+          "plan"))
+    return e;
+  auto planAttr = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
+  auto layout = rankgen::ParallelLayout::create(planAttr.toParallelConfig());
+  if (!layout)
+    return fail("plan: " + layout.error());
+  int64_t world = layout->worldSize();
+
+  SmallVector<ParamInfo> params;
+  for (auto p : module.getOps<tfm::ParamOp>())
+    params.push_back({p.getSymName().str(),
+                      SmallVector<int64_t>(p.getTensorType().getShape()),
+                      p.getTensorType().getElementType(), p.getInit(),
+                      p.getStd() ? p.getStd()->convertToDouble() : 0.0});
+
+  // 2. Prepare: the argument list of the entry point is fixed here.
+  stage("prepare: inline blocks, parameters become arguments");
+  forward->setAttr(lowering::kEntryAttrName,
+                   StringAttr::get(ctx, "loom_forward"));
+  if (Error e = runPasses(module, buildTfmPrepareLoweringPipeline, "prepare"))
+    return e;
+  llvm::json::Array entryArgs;
+  for (StringRef kind : {"tokens", "labels", "loss_mask"})
+    entryArgs.push_back(llvm::json::Object{{"kind", kind}});
+  for (unsigned i = 3; i < forward.getNumArguments(); ++i) {
+    auto name =
+        forward.getArgAttrOfType<StringAttr>(i, lowering::kParamArgAttrName);
+    if (!name)
+      return fail(llvm::formatv("@forward argument {0} is not a parameter", i));
+    entryArgs.push_back(
+        llvm::json::Object{{"kind", "param"}, {"name", name.getValue()}});
+  }
+  entryArgs.push_back(llvm::json::Object{{"kind", "loss"}});
+
+  // 3. Lower. The buffer plan is read off the lowered function before it
+  // becomes LLVM.
+  stage("lower: runtime calls, buffers, LLVM dialect");
+  if (Error e = runPasses(module, buildTfmLowerToBuffersPipeline, "lower"))
+    return e;
+  int64_t activationBytes = peakBufferBytes(forward);
+  if (Error e = runPasses(module, buildTfmBuffersToLLVMPipeline, "lower"))
+    return e;
+
+  // 4. Codegen. Every rank of a data-parallel plan runs the same code.
+  stage("codegen: LLVM IR -> object file");
+  if (std::error_code ec = llvm::sys::fs::create_directories(o.outputDir))
+    return fail("cannot create '" + o.outputDir + "': " + ec.message());
+  SmallString<256> objectPath(o.outputDir), llPath(o.outputDir);
+  llvm::sys::path::append(objectPath, "program-0.o");
+  llvm::sys::path::append(llPath, "program-0.ll");
+  if (Error e = emitObjectFile(module, objectPath,
+                               o.keepIntermediates ? StringRef(llPath) : ""))
+    return e;
+
+  // 5. Link once, then give every rank its executable (hard links of the
+  // one program).
+  stage("link: rank executables");
+  auto rankBinary = [](int64_t r) { return llvm::formatv("rank-{0:d5}", r).str(); };
+  SmallString<256> first(o.outputDir);
+  llvm::sys::path::append(first, rankBinary(0));
+  if (Error e = linkExecutable(objectPath, first))
+    return e;
+  for (int64_t r = 1; r < world; ++r) {
+    SmallString<256> path(o.outputDir);
+    llvm::sys::path::append(path, rankBinary(r));
+    llvm::sys::fs::remove(path);
+    if (llvm::sys::fs::create_hard_link(first, path) &&
+        llvm::sys::fs::copy_file(first, path))
+      return fail("cannot create '" + path + "'");
+    llvm::sys::fs::setPermissions(path, llvm::sys::fs::perms(0755));
+  }
+  if (!o.keepIntermediates)
+    llvm::sys::fs::remove(objectPath);
+
+  // 6. Manifest and launcher.
+  stage("manifest and launcher");
+  const rankgen::ParallelConfig &config = layout->config();
+  llvm::json::Object planJson{
+      {"tp", config.tp},       {"cp", config.cp},
+      {"dp", config.dp},       {"pp", config.pp},
+      {"vpp", o.vpp},          {"ep", config.ep},
+      {"etp", config.etp},     {"sequence_parallel", o.sequenceParallel},
+      {"order", config.order}};
+  llvm::json::Object groups;
+  for (const rankgen::GroupKind &kind : layout->kinds())
+    groups[kind.key] = groupsJson(kind.groups);
+
+  // The loss is printed by data-parallel rank 0 of the last stage, tp and cp
+  // rank 0: the rank whose dense coordinates are all 0 but pp.
+  llvm::json::Array ranks;
+  for (int64_t r = 0; r < world; ++r) {
+    auto info = layout->rankInfo(r);
+    const rankgen::DimArray &c = info->dense;
+    bool logsLoss = info->lastStage &&
+                    c[size_t(rankgen::Dim::TP)] == 0 &&
+                    c[size_t(rankgen::Dim::CP)] == 0 &&
+                    c[size_t(rankgen::Dim::DP)] == 0;
+    ranks.push_back(llvm::json::Object{
+        {"rank", r}, {"binary", rankBinary(r)}, {"logs_loss", logsLoss}});
+  }
+
+  llvm::json::Array paramsJson;
+  int64_t paramBytes = 0;
+  for (const ParamInfo &p : params) {
+    llvm::json::Object init{{"kind", tfm::stringifyInitKind(p.init)}};
+    if (p.init == tfm::InitKind::normal)
+      init["std"] = p.std;
+    HfPlacement hf = hfPlacement(family, p.name, p.shape, hidden);
+    llvm::json::Array shards;
+    for (int64_t r = 0; r < world; ++r)
+      shards.push_back(llvm::json::Object{
+          {"rank", r},
+          {"offset", shapeJson(SmallVector<int64_t>(p.shape.size(), 0))},
+          {"shape", shapeJson(p.shape)}});
+    int64_t elements = 1;
+    for (int64_t d : p.shape)
+      elements *= d;
+    paramBytes += elements * int64_t(p.elementType.getIntOrFloatBitWidth() / 8);
+    paramsJson.push_back(llvm::json::Object{
+        {"name", p.name},
+        {"shape", shapeJson(p.shape)},
+        {"dtype", dtypeName(p.elementType)},
+        {"init", std::move(init)},
+        {"hf", llvm::json::Object{{"name", hf.name},
+                                  {"shape", shapeJson(hf.shape)},
+                                  {"transpose", hf.transpose},
+                                  {"offset", shapeJson(hf.offset)}}},
+        {"shards", std::move(shards)}});
+  }
+
+  llvm::json::Object manifest{
+      {"format", "loom-manifest"},
+      {"version", 1},
+      {"model", model ? llvm::json::Value(llvm::json::Object{}) : nullptr},
+      {"plan", std::move(planJson)},
+      {"world_size", world},
+      {"micro_batch_size", tokensType.getDimSize(0)},
+      {"seq_length", tokensType.getDimSize(1)},
+      {"num_microbatches", o.numMicrobatches},
+      {"dtype", params.empty() ? "f32" : dtypeName(params.front().elementType)},
+      {"vocab_size", vocab},
+      {"eod_token_id", nullptr},
+      {"groups", std::move(groups)},
+      {"ranks", std::move(ranks)},
+      {"params", std::move(paramsJson)},
+      {"entries",
+       llvm::json::Object{
+           {"forward", llvm::json::Object{{"symbol", "loom_forward"},
+                                          {"args", std::move(entryArgs)}}}}}};
+  if (model) {
+    llvm::json::Object m;
+    for (NamedAttribute a : model) {
+      if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
+        m[a.getName().getValue()] = i.getInt();
+      else if (auto b = dyn_cast<BoolAttr>(a.getValue()))
+        m[a.getName().getValue()] = b.getValue();
+      else if (auto s = dyn_cast<StringAttr>(a.getValue()))
+        m[a.getName().getValue()] = s.getValue();
+    }
+    manifest["model"] = std::move(m);
+  }
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  SmallString<256> manifestPath(o.outputDir), launchPath(o.outputDir);
+  llvm::sys::path::append(manifestPath, "manifest.json");
+  llvm::sys::path::append(launchPath, "launch");
+  if (Error e = writeFileAtomically(manifestPath, text))
+    return e;
+  if (Error e = writeFileAtomically(launchPath, kLaunchScript,
+                                    /*executable=*/true))
+    return e;
+
+  if (report) {
+    *report << "plan: tp " << config.tp << ", cp " << config.cp << ", dp "
+            << config.dp << ", pp " << config.pp << " (world size " << world
+            << ")\n";
+    for (int64_t r = 0; r < world; ++r)
+      *report << llvm::formatv(
+          "rank {0}: parameters {1} bytes, peak activation buffers {2} bytes "
+          "per micro-batch; collectives per step in the compiled program: "
+          "none (0 bytes)\n",
+          r, paramBytes, activationBytes);
+  }
+  return Error::success();
+}

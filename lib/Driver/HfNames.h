@@ -1,0 +1,36 @@
+//===- HfNames.h - Where a parameter lives in an HF checkpoint --*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_LIB_DRIVER_HFNAMES_H
+#define LOOM_LIB_DRIVER_HFNAMES_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace loom::driver {
+
+/// The parameter is hf[offset : offset + shape] of the Hugging Face tensor
+/// `name` (of full shape `shape`), or its transpose is (docs/MANIFEST.md).
+struct HfPlacement {
+  std::string name;
+  llvm::SmallVector<int64_t> shape;
+  bool transpose = false;
+  llvm::SmallVector<int64_t> offset;
+};
+
+/// Maps a Loom parameter of the GPT-2 ("gpt2") or Llama ("llama") family to
+/// its place in the family's Hugging Face checkpoint. GPT-2 stores linear
+/// weights as Conv1D [in, out] and fuses q, k and v into c_attn; Llama's
+/// names and layouts are Loom's.
+HfPlacement hfPlacement(llvm::StringRef family, llvm::StringRef name,
+                        llvm::ArrayRef<int64_t> shape, int64_t hiddenSize);
+
+} // namespace loom::driver
+
+#endif // LOOM_LIB_DRIVER_HFNAMES_H

@@ -1,0 +1,25 @@
+//===- Linker.h - Link a rank object with the runtime -----------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_LIB_DRIVER_LINKER_H
+#define LOOM_LIB_DRIVER_LINKER_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+namespace loom::driver {
+
+/// Links `objectPath` with the runtime driver (libloomrt_main) and the cpu
+/// backend (libloomrt_cpu) into the executable `outputPath`, with the host's
+/// C++ compiler driver (it knows the C++ runtime and the system libraries).
+/// The runtime directory defaults to the one this build produced; the
+/// LOOM_RUNTIME_DIR environment variable overrides it.
+llvm::Error linkExecutable(llvm::StringRef objectPath,
+                           llvm::StringRef outputPath);
+
+} // namespace loom::driver
+
+#endif // LOOM_LIB_DRIVER_LINKER_H

@@ -1,0 +1,92 @@
+//===- ObjectEmitter.cpp - LLVM dialect -> host object file -----*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ObjectEmitter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace llvm;
+
+static Error fail(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+/// The standard O2 pipeline. The glue code is mostly calls, but constant
+/// pointer arithmetic and the argument unpacking fold away.
+static void optimize(Module &module, TargetMachine &tm) {
+  LoopAnalysisManager lam;
+  FunctionAnalysisManager fam;
+  CGSCCAnalysisManager cgam;
+  ModuleAnalysisManager mam;
+  PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(OptimizationLevel::O2).run(module, mam);
+}
+
+Error loom::driver::emitObjectFile(mlir::ModuleOp module, StringRef objectPath,
+                                   StringRef llPath) {
+  mlir::DialectRegistry registry;
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  module->getContext()->appendDialectRegistry(registry);
+
+  LLVMContext llvmContext;
+  std::unique_ptr<Module> llvmModule =
+      mlir::translateModuleToLLVMIR(module, llvmContext, "loom");
+  if (!llvmModule)
+    return fail("cannot translate the lowered module to LLVM IR");
+
+  InitializeNativeTarget();
+  InitializeNativeTargetAsmPrinter();
+  std::string triple = sys::getDefaultTargetTriple();
+  std::string error;
+  const Target *target = TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return fail("no LLVM target for " + triple + ": " + error);
+  // Position-independent, for the default PIE executables of the host.
+  std::unique_ptr<TargetMachine> tm(target->createTargetMachine(
+      triple, "generic", "", TargetOptions(), Reloc::PIC_));
+  llvmModule->setTargetTriple(triple);
+  llvmModule->setDataLayout(tm->createDataLayout());
+  optimize(*llvmModule, *tm);
+
+  if (!llPath.empty()) {
+    std::error_code ec;
+    raw_fd_ostream ll(llPath, ec, sys::fs::OF_Text);
+    if (ec)
+      return fail("cannot write '" + llPath + "': " + ec.message());
+    llvmModule->print(ll, nullptr);
+  }
+
+  std::error_code ec;
+  ToolOutputFile out(objectPath, ec, sys::fs::OF_None);
+  if (ec)
+    return fail("cannot write '" + objectPath + "': " + ec.message());
+  legacy::PassManager codegen;
+  if (tm->addPassesToEmitFile(codegen, out.os(), nullptr,
+                              CodeGenFileType::ObjectFile))
+    return fail("the host target cannot emit object files");
+  codegen.run(*llvmModule);
+  out.keep();
+  return Error::success();
+}

@@ -1,0 +1,69 @@
+//===- Pipelines.cpp - Named pass pipelines ---------------------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Pipelines.h"
+
+#include "passes/Lowering/Passes.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(lowering::createTfmInlineBlocks());
+  pm.addPass(lowering::createTfmParamsToArgs());
+}
+
+void loom::buildTfmLowerToBuffersPipeline(OpPassManager &pm) {
+  pm.addPass(lowering::createTfmLowerToRuntime());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // The loss (and later gradients) leave through caller-owned buffers.
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass());
+  // Free every intermediate buffer after its last use.
+  pm.addNestedPass<func::FuncOp>(
+      bufferization::createOwnershipBasedBufferDeallocationPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
+  pm.addPass(bufferization::createLowerDeallocationsPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void loom::buildTfmBuffersToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // Static shapes only: a memref argument is just its data pointer, which is
+  // what the runtime driver hands in.
+  ConvertFuncToLLVMPassOptions funcOptions;
+  funcOptions.useBarePtrCallConv = true;
+  pm.addPass(createConvertFuncToLLVMPass(funcOptions));
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(lowering::createTfmEmitEntry());
+}
+
+void loom::buildTfmLowerToLLVMPipeline(OpPassManager &pm) {
+  buildTfmLowerToBuffersPipeline(pm);
+  buildTfmBuffersToLLVMPipeline(pm);
+}
+
+void loom::registerAllPipelines() {
+  PassPipelineRegistration<>(
+      "tfm-prepare-lowering",
+      "Inline tfm.block regions and turn parameters into arguments",
+      buildTfmPrepareLoweringPipeline);
+  PassPipelineRegistration<>(
+      "tfm-lower-to-llvm",
+      "Lower tfm ops to runtime calls and everything to the LLVM dialect",
+      buildTfmLowerToLLVMPipeline);
+}

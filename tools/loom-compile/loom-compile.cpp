@@ -1,0 +1,140 @@
+//===- loom-compile.cpp - Ahead-of-time compiler driver ---------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+//   loom-compile model.mlir --dp 2 -o out/
+//
+// Parses flags and hands the module to loom::driver::compileModel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Driver/Compiler.h"
+#include "loom/InitAll.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+
+#include "mlir/IR/Diagnostics.h"
+
+using namespace llvm;
+
+static cl::OptionCategory category("loom-compile options");
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.mlir>"),
+                                      cl::cat(category));
+static cl::opt<std::string> outputDir("o", cl::init("out"),
+                                      cl::desc("Output directory (default out)"),
+                                      cl::value_desc("dir"), cl::cat(category));
+
+// Parallel sizes, with Megatron-LM's long names as aliases.
+static cl::opt<int64_t> tp("tp", cl::init(1), cl::desc("Tensor-parallel size"),
+                           cl::cat(category));
+static cl::alias tpLong("tensor-model-parallel-size", cl::aliasopt(tp),
+                        cl::desc("Alias for --tp"));
+static cl::opt<int64_t> cp("cp", cl::init(1), cl::desc("Context-parallel size"),
+                           cl::cat(category));
+static cl::alias cpLong("context-parallel-size", cl::aliasopt(cp),
+                        cl::desc("Alias for --cp"));
+static cl::opt<int64_t> pp("pp", cl::init(1),
+                           cl::desc("Pipeline-parallel size"),
+                           cl::cat(category));
+static cl::alias ppLong("pipeline-model-parallel-size", cl::aliasopt(pp),
+                        cl::desc("Alias for --pp"));
+static cl::opt<int64_t> dp("dp", cl::init(1), cl::desc("Data-parallel size"),
+                           cl::cat(category));
+static cl::opt<int64_t> vpp("vpp", cl::init(1),
+                            cl::desc("Virtual pipeline stages per rank"),
+                            cl::cat(category));
+static cl::opt<int64_t> ep("ep", cl::init(1), cl::desc("Expert-parallel size"),
+                           cl::cat(category));
+static cl::alias epLong("expert-model-parallel-size", cl::aliasopt(ep),
+                        cl::desc("Alias for --ep"));
+static cl::opt<int64_t> etp("etp", cl::init(0),
+                            cl::desc("Expert tensor-parallel size (default tp)"),
+                            cl::cat(category));
+static cl::alias etpLong("expert-tensor-parallel-size", cl::aliasopt(etp),
+                         cl::desc("Alias for --etp"));
+static cl::opt<bool> sp("sp", cl::desc("Sequence parallelism"),
+                        cl::cat(category));
+static cl::alias spLong("sequence-parallel", cl::aliasopt(sp),
+                        cl::desc("Alias for --sp"));
+static cl::opt<std::string> order("order", cl::init("tp-cp-ep-dp-pp"),
+                                  cl::desc("Rank order, fastest first"),
+                                  cl::cat(category));
+static cl::opt<int64_t> numMicrobatches(
+    "num-microbatches", cl::init(1),
+    cl::desc("Micro-batches per step (default 1)"), cl::cat(category));
+static cl::opt<bool> report("report",
+                            cl::desc("Print per-rank memory and communication"),
+                            cl::cat(category));
+static cl::opt<bool> keep("keep-intermediates",
+                          cl::desc("Keep the object file and LLVM IR"),
+                          cl::cat(category));
+static cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"),
+                           cl::cat(category));
+
+static int error(const Twine &message) {
+  WithColor::error(errs(), "loom-compile") << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "Loom ahead-of-time compiler: tfm IR + parallel plan -> per-rank "
+      "executables, manifest.json and a launcher\n");
+
+  mlir::DialectRegistry registry;
+  loom::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  std::string message;
+  auto file = mlir::openInputFile(inputPath, &message);
+  if (!file)
+    return error(message);
+  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return error("cannot parse '" + inputPath + "'");
+
+  loom::driver::CompileOptions options;
+  options.tp = tp;
+  options.cp = cp;
+  options.dp = dp;
+  options.pp = pp;
+  options.vpp = vpp;
+  options.ep = ep;
+  options.etp = etp;
+  options.sequenceParallel = sp;
+  options.order = order;
+  options.numMicrobatches = numMicrobatches;
+  options.outputDir = outputDir;
+  options.keepIntermediates = keep;
+  if (!quiet)
+    options.progress = [](StringRef line) { errs() << line << "\n"; };
+
+  if (Error e = loom::driver::compileModel(*module, options,
+                                           report ? &outs() : nullptr))
+    return error(toString(std::move(e)));
+  if (!quiet)
+    errs() << "wrote " << outputDir << "/ (run it with: loom-run " << outputDir
+           << " --steps N)\n";
+  return 0;
+}
