@@ -12,7 +12,6 @@
 
 #include "loom/RankGen/ParallelLayout.h"
 
-#include <cassert>
 
 using namespace loom::rankgen;
 
@@ -189,8 +188,8 @@ Result<ParallelLayout> ParallelLayout::create(const ParallelConfig &config) {
     return fail(expert.error());
   layout.expertGen = expert.take();
 
-  // With pp not outermost, dense and expert layers must agree on dp so that
-  // both worlds put the pipeline stages on the same ranks.
+  // Megatron-Core: unless pp is the outermost (last) dimension, the dense
+  // and expert layers must have the same dp.
   bool ppLast = cfg.order.size() >= 2 &&
                 cfg.order.compare(cfg.order.size() - 2, 2, "pp") == 0;
   if (!ppLast && cfg.pp != 1 && layout.edp != cfg.dp)
@@ -210,7 +209,6 @@ Result<ParallelLayout> ParallelLayout::create(const ParallelConfig &config) {
                 str(expertStride) +
                 " in the expert world; pipeline groups must be the same in "
                 "both");
-  GroupList densePp = layout.denseGen.groupsFor(dimBit(Dim::PP));
 
   if (!cfg.hierarchicalCpSizes.empty()) {
     int64_t product = 1;
@@ -273,12 +271,12 @@ Result<ParallelLayout> ParallelLayout::create(const ParallelConfig &config) {
   }
   layout.addKind(World::Derived, "embedding", "",
                  "word embedding: first and last pipeline stage",
-                 buildEmbeddingGroups(densePp));
+                 buildEmbeddingGroups(layout.denseGroups("pp")));
   layout.addKind(World::Derived, "position-embedding", "",
                  "position embedding: first pipeline stage",
-                 buildPositionEmbeddingGroups(densePp));
-  // addKind() may grow allKinds, so derived groups are computed from copies
-  // of their source lists, never from references into it.
+                 buildPositionEmbeddingGroups(layout.denseGroups("pp")));
+  // addKind() may grow allKinds, so a derived list must be computed before
+  // the call or from a copy, never from a reference held across it.
   if (!cfg.hierarchicalCpSizes.empty()) {
     GroupList cp = layout.denseGroups("cp");
     for (size_t level = 0; level < cfg.hierarchicalCpSizes.size(); ++level)

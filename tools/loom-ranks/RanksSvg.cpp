@@ -20,9 +20,9 @@ namespace {
 
 // Geometry in SVG user units (pixels).
 constexpr int kCellW = 46, kCellH = 38, kGap = 4;
-constexpr int kPad = 14;          // inside a panel
-constexpr int kPanelGap = 18;     // between panels
-constexpr int kTitleH = 40;       // panel title + subtitle
+constexpr int kPad = 14;      // inside a panel
+constexpr int kPanelGap = 18; // between panels
+constexpr int kTitleH = 40;   // panel title + subtitle
 constexpr int kLegendLineH = 17;
 constexpr int kMaxLegendLines = 8; // longer legends end with "... N more"
 constexpr double kCharW = 6.4;     // average width of an 11px monospace glyph
@@ -32,11 +32,20 @@ std::string escape(const std::string &text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '&': out += "&amp;"; break;
-    case '"': out += "&quot;"; break;
-    default: out += c;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '&':
+      out += "&amp;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    default:
+      out += c;
     }
   }
   return out;
@@ -48,12 +57,25 @@ std::string hsl(double h, double s, double l) {
   double hp = std::fmod(h, 360.0) / 60.0;
   double x = c * (1 - std::fabs(std::fmod(hp, 2.0) - 1));
   double r = 0, g = 0, b = 0;
-  if (hp < 1) { r = c; g = x; }
-  else if (hp < 2) { r = x; g = c; }
-  else if (hp < 3) { g = c; b = x; }
-  else if (hp < 4) { g = x; b = c; }
-  else if (hp < 5) { r = x; b = c; }
-  else { r = c; b = x; }
+  if (hp < 1) {
+    r = c;
+    g = x;
+  } else if (hp < 2) {
+    r = x;
+    g = c;
+  } else if (hp < 3) {
+    g = c;
+    b = x;
+  } else if (hp < 4) {
+    g = x;
+    b = c;
+  } else if (hp < 5) {
+    r = x;
+    b = c;
+  } else {
+    r = c;
+    b = x;
+  }
   double m = l - c / 2;
   char buf[8];
   snprintf(buf, sizeof(buf), "#%02x%02x%02x", int(std::lround((r + m) * 255)),
@@ -112,9 +134,9 @@ void loom::ranks::writeSvg(llvm::raw_ostream &os, const std::string &heading,
                                    groupText((*panel.groups)[g]))
                                       .size());
     box.entryW = int(longest * kCharW) + 26;
-    int innerW = std::max({gridW, box.entryW, 300,
-                           int((panel.name.size() + panel.title.size() + 4) *
-                               kCharW * 1.2)});
+    int innerW = std::max(
+        {gridW, box.entryW, 300,
+         int((panel.name.size() + panel.title.size() + 4) * kCharW * 1.2)});
     box.legendCols = std::max(1, (innerW + 10) / (box.entryW + 10));
     size_t n = panel.groups->numGroups();
     size_t shown = std::min<size_t>(n, kMaxLegendLines * box.legendCols);
@@ -180,8 +202,9 @@ void loom::ranks::writeSvg(llvm::raw_ostream &os, const std::string &heading,
        << "stroke=\"#c8c8c8\"/>\n"
        << "<text x=\"" << px + kPad << "\" y=\"" << py + 20
        << "\" font-size=\"15\" font-weight=\"bold\" fill=\"#202020\">"
-       << escape(panel.name) << "<tspan font-weight=\"normal\" fill=\"#404040\">"
-       << "  " << escape(panel.title) << "</tspan></text>\n"
+       << escape(panel.name)
+       << "<tspan dx=\"10\" font-weight=\"normal\" fill=\"#404040\">"
+       << escape(panel.title) << "</tspan></text>\n"
        << "<text x=\"" << px + kPad << "\" y=\"" << py + 35
        << "\" font-size=\"11\" fill=\"#606060\">" << groups.numGroups()
        << (groups.numGroups() == 1 ? " group" : " groups") << " of "

@@ -37,92 +37,134 @@ using namespace loom::rankgen;
 // Options. Short names follow Loom's other tools, the aliases Megatron-LM's.
 //===----------------------------------------------------------------------===//
 
-static cl::OptionCategory category("loom-ranks options");
-
-static cl::opt<int64_t> optWorldSize("world-size",
-                                  cl::desc("Number of ranks (default: tp*cp*pp"
-                                           "*dp with --dp, else required)"),
-                                  cl::init(0), cl::cat(category));
-static cl::alias worldAlias("world", cl::desc("Alias for --world-size"),
-                            cl::aliasopt(optWorldSize), cl::cat(category));
-
-static cl::opt<int64_t> optTp("tp", cl::desc("Tensor model-parallel size"),
-                           cl::init(1), cl::cat(category));
-static cl::alias tpAlias("tensor-model-parallel-size",
-                         cl::desc("Alias for --tp"), cl::aliasopt(optTp),
-                         cl::cat(category));
-
-static cl::opt<int64_t> optCp("cp", cl::desc("Context-parallel size"), cl::init(1),
-                           cl::cat(category));
-static cl::alias cpAlias("context-parallel-size", cl::desc("Alias for --cp"),
-                         cl::aliasopt(optCp), cl::cat(category));
-
-static cl::opt<int64_t> optPp("pp", cl::desc("Pipeline model-parallel size"),
-                           cl::init(1), cl::cat(category));
-static cl::alias ppAlias("pipeline-model-parallel-size",
-                         cl::desc("Alias for --pp"), cl::aliasopt(optPp),
-                         cl::cat(category));
-
-static cl::opt<int64_t> optDp("dp",
-                           cl::desc("Data-parallel size (default: derived "
-                                    "from --world-size)"),
-                           cl::init(0), cl::cat(category));
-
-static cl::opt<int64_t> optEp("ep", cl::desc("Expert model-parallel size"),
-                           cl::init(1), cl::cat(category));
-static cl::alias epAlias("expert-model-parallel-size",
-                         cl::desc("Alias for --ep"), cl::aliasopt(optEp),
-                         cl::cat(category));
-
-static cl::opt<int64_t> optEtp("etp",
-                            cl::desc("Expert tensor-parallel size (default: "
-                                     "--tp)"),
-                            cl::init(0), cl::cat(category));
-static cl::alias etpAlias("expert-tensor-parallel-size",
-                          cl::desc("Alias for --etp"), cl::aliasopt(optEtp),
-                          cl::cat(category));
-
-static cl::opt<std::string>
-    optOrder("order",
-          cl::desc("Rank order, fastest-varying first (tp-cp-ep-dp-pp or "
-                   "tp-cp-ep-pp-dp)"),
-          cl::init(kDefaultOrder), cl::cat(category));
-static cl::opt<bool>
-    optTpPpDpMapping("use-tp-pp-dp-mapping",
-                  cl::desc("Megatron-LM's switch for --order tp-cp-ep-pp-dp"),
-                  cl::cat(category));
-
-static cl::list<int64_t> optHierarchicalCp(
-    "hierarchical-context-parallel-sizes",
-    cl::desc("Hierarchical context-parallel sizes, innermost first, e.g. 4,2"),
-    cl::CommaSeparated, cl::cat(category));
-
-static cl::opt<int64_t> optRank("rank",
-                             cl::desc("Print the coordinates and groups of "
-                                      "this rank"),
-                             cl::init(-1), cl::cat(category));
-static cl::list<std::string>
-    optKinds("kinds",
-          cl::desc("Only these group kinds, comma-separated; any dense token "
-                   "combination (tp-cp-dp-pp) or expert:<tokens> is allowed"),
-          cl::CommaSeparated, cl::cat(category));
-static cl::opt<bool> optJson("json", cl::desc("Print one JSON object"),
-                          cl::cat(category));
-static cl::opt<std::string> optSvgFile("svg",
-                                    cl::desc("Draw the groups into this SVG "
-                                             "file"),
-                                    cl::value_desc("file"), cl::cat(category));
-static cl::opt<int64_t> optSvgColumns("svg-columns",
-                                   cl::desc("Ranks per grid row in the SVG"),
-                                   cl::init(8), cl::cat(category));
-
-/// The SVG has one cell per optRank and panel; beyond this it is unreadable.
-static constexpr int64_t kMaxSvgRanks = 1024;
-
 static int error(const Twine &message) {
   WithColor::error(errs(), "loom-ranks") << message << "\n";
   return 1;
 }
+
+namespace {
+/// The value of an integer flag. A type of its own so that cl::parser<Int>
+/// below, not cl's integer parser (which prints its complaint in a format of
+/// its own), reads it: a malformed number is reported like every other error.
+struct Int {
+  int64_t value = 0;
+};
+} // namespace
+
+namespace llvm {
+namespace cl {
+template <> class parser<Int> : public basic_parser<Int> {
+public:
+  parser(Option &option) : basic_parser(option) {}
+  bool parse(Option &, StringRef argName, StringRef arg, Int &out) {
+    if (!arg.getAsInteger(0, out.value))
+      return false;
+    error("--" + argName + " expects an integer, got '" + arg + "'");
+    return true;
+  }
+  StringRef getValueName() const override { return "n"; }
+  // Used by --print-options; the value is not worth printing there.
+  void printOptionDiff(const Option &option, Int, const OptionValue<Int> &,
+                       size_t globalWidth) const {
+    printOptionNoValue(option, globalWidth);
+  }
+};
+} // namespace cl
+} // namespace llvm
+
+using IntOpt = cl::opt<Int>;
+
+static cl::OptionCategory category("loom-ranks options");
+
+static IntOpt optWorldSize("world-size",
+                           cl::desc("Number of ranks (default: tp*cp*pp"
+                                    "*dp with --dp, else required)"),
+                           cl::init(Int{0}), cl::cat(category));
+static cl::alias worldAlias("world", cl::desc("Alias for --world-size"),
+                            cl::aliasopt(optWorldSize), cl::NotHidden,
+                            cl::cat(category));
+
+static IntOpt optTp("tp", cl::desc("Tensor model-parallel size"),
+                    cl::init(Int{1}), cl::value_desc("n"), cl::cat(category));
+static cl::alias tpAlias("tensor-model-parallel-size",
+                         cl::desc("Alias for --tp"), cl::aliasopt(optTp),
+                         cl::NotHidden, cl::cat(category));
+
+static IntOpt optCp("cp", cl::desc("Context-parallel size"), cl::init(Int{1}),
+                    cl::value_desc("n"), cl::cat(category));
+static cl::alias cpAlias("context-parallel-size", cl::desc("Alias for --cp"),
+                         cl::aliasopt(optCp), cl::NotHidden, cl::cat(category));
+
+static IntOpt optPp("pp", cl::desc("Pipeline model-parallel size"),
+                    cl::init(Int{1}), cl::value_desc("n"), cl::cat(category));
+static cl::alias ppAlias("pipeline-model-parallel-size",
+                         cl::desc("Alias for --pp"), cl::aliasopt(optPp),
+                         cl::NotHidden, cl::cat(category));
+
+static IntOpt optDp("dp",
+                    cl::desc("Data-parallel size (default: derived "
+                             "from --world-size)"),
+                    cl::init(Int{0}), cl::value_desc("n"), cl::cat(category));
+
+static IntOpt optEp("ep", cl::desc("Expert model-parallel size"),
+                    cl::init(Int{1}), cl::value_desc("n"), cl::cat(category));
+static cl::alias epAlias("expert-model-parallel-size",
+                         cl::desc("Alias for --ep"), cl::aliasopt(optEp),
+                         cl::NotHidden, cl::cat(category));
+
+static IntOpt optEtp("etp",
+                     cl::desc("Expert tensor-parallel size (default: "
+                              "--tp)"),
+                     cl::init(Int{0}), cl::value_desc("n"), cl::cat(category));
+static cl::alias etpAlias("expert-tensor-parallel-size",
+                          cl::desc("Alias for --etp"), cl::aliasopt(optEtp),
+                          cl::NotHidden, cl::cat(category));
+
+static cl::opt<std::string>
+    optOrder("order",
+             cl::desc("Rank order, fastest-varying first (tp-cp-ep-dp-pp or "
+                      "tp-cp-ep-pp-dp)"),
+             cl::init(kDefaultOrder), cl::value_desc("order"),
+             cl::cat(category));
+static cl::opt<bool> optTpPpDpMapping(
+    "use-tp-pp-dp-mapping",
+    cl::desc("Megatron-LM's switch for --order tp-cp-ep-pp-dp"),
+    cl::cat(category));
+
+static cl::list<Int> optHierarchicalCp(
+    "hierarchical-context-parallel-sizes",
+    cl::desc("Hierarchical context-parallel sizes, innermost first, e.g. 4,2"),
+    cl::CommaSeparated, cl::value_desc("n,n,..."), cl::cat(category));
+
+static IntOpt optInstances(
+    "num-distributed-optimizer-instances",
+    cl::desc("Distributed optimizer instances (partial data-parallel groups)"),
+    cl::init(Int{1}), cl::cat(category));
+
+static IntOpt optRank("rank",
+                      cl::desc("Print the coordinates and groups of "
+                               "this rank"),
+                      cl::init(Int{-1}), cl::value_desc("n"),
+                      cl::cat(category));
+static cl::list<std::string> optKinds(
+    "kinds",
+    cl::desc("Only these group kinds, comma-separated; any dense token "
+             "combination (tp-cp-dp-pp) or expert:<tokens> is allowed"),
+    cl::CommaSeparated, cl::value_desc("kind,..."), cl::cat(category));
+static cl::opt<bool> optJson("json", cl::desc("Print one JSON object"),
+                             cl::cat(category));
+static cl::opt<std::string> optSvgFile("svg",
+                                       cl::desc("Draw the groups into this SVG "
+                                                "file"),
+                                       cl::value_desc("file"),
+                                       cl::cat(category));
+static IntOpt optSvgColumns("svg-columns",
+                            cl::desc("Ranks per grid row in the SVG"),
+                            cl::init(Int{8}), cl::value_desc("n"),
+                            cl::cat(category));
+
+/// The SVG has one cell per rank and panel; beyond this it is unreadable.
+static constexpr int64_t kMaxSvgRanks = 1024;
 
 //===----------------------------------------------------------------------===//
 // What to show
@@ -130,7 +172,7 @@ static int error(const Twine &message) {
 
 namespace {
 /// A group kind to show: one of the layout's, or a token combination the
-/// user asked for with --optKinds.
+/// user asked for with --kinds.
 struct Shown {
   std::string key;
   std::string title;
@@ -145,8 +187,16 @@ static bool expertRequested() {
   return optEp.getNumOccurrences() > 0 || optEtp.getNumOccurrences() > 0;
 }
 
-/// The optKinds to print: all of the layout's (expert ones only when --optEp or
-/// --optEtp was given), or exactly those named by --optKinds.
+/// Whether any expert kind is shown (then the expert sizes are printed too).
+static bool showsExpert(const std::vector<Shown> &shown) {
+  for (const Shown &s : shown)
+    if (s.world == World::Expert)
+      return true;
+  return false;
+}
+
+/// The kinds to print: all of the layout's (expert ones only when --ep or
+/// --etp was given), or exactly those named by --kinds.
 static Result<std::vector<Shown>> selectKinds(const ParallelLayout &layout,
                                               std::deque<GroupList> &extra) {
   std::vector<Shown> shown;
@@ -170,9 +220,10 @@ static Result<std::vector<Shown>> selectKinds(const ParallelLayout &layout,
     if (!groups)
       return fail(groups.error());
     extra.push_back(groups.take());
-    shown.push_back({key, isExpert ? "expert groups" : "groups",
-                     isExpert ? World::Expert : World::Dense, tokens.str(),
-                     &extra.back(), nullptr});
+    shown.push_back(
+        {key, isExpert ? "expert token combination" : "token combination",
+         isExpert ? World::Expert : World::Dense, tokens.str(), &extra.back(),
+         nullptr});
   }
   return shown;
 }
@@ -188,15 +239,19 @@ static std::string groupString(RankSpan ranks) {
   return out + "]";
 }
 
-static void printSizes(raw_ostream &os, const ParallelLayout &layout) {
+static void printSizes(raw_ostream &os, const ParallelLayout &layout,
+                       const std::vector<Shown> &shown) {
   const ParallelConfig &c = layout.config();
-  os << "world size " << c.worldSize << " = optTp " << c.tp << " x optCp " << c.cp
-     << " x optDp " << c.dp << " x optPp " << c.pp << ", optOrder " << c.order << "\n";
-  if (expertRequested())
-    os << "expert world: optEtp " << c.etp << " x optEp " << c.ep << " x edp "
-       << layout.expertDp() << " x optPp " << c.pp << "\n";
+  os << "world size " << c.worldSize << " = tp " << c.tp << " x cp " << c.cp
+     << " x dp " << c.dp << " x pp " << c.pp << ", order " << c.order << "\n";
+  if (showsExpert(shown))
+    os << "expert world: etp " << c.etp << " x ep " << c.ep << " x edp "
+       << layout.expertDp() << " x pp " << c.pp << "\n";
+  if (c.numDistributedOptimizerInstances > 1)
+    os << "distributed optimizer instances: "
+       << c.numDistributedOptimizerInstances << "\n";
   if (!c.hierarchicalCpSizes.empty()) {
-    os << "hierarchical optCp sizes:";
+    os << "hierarchical cp sizes:";
     for (int64_t s : c.hierarchicalCpSizes)
       os << " " << s;
     os << "\n";
@@ -206,10 +261,11 @@ static void printSizes(raw_ostream &os, const ParallelLayout &layout) {
 /// Every kind, each as a header line and its groups wrapped at 100 columns.
 static void printTable(raw_ostream &os, const ParallelLayout &layout,
                        const std::vector<Shown> &shown) {
-  printSizes(os, layout);
+  printSizes(os, layout, shown);
   for (const Shown &s : shown) {
     size_t n = s.groups->numGroups();
-    os << "\n" << s.key << " (" << s.title << "): " << n
+    os << "\n"
+       << s.key << " (" << s.title << "): " << n
        << (n == 1 ? " group of " : " groups of ") << s.groups->groupSize()
        << "\n";
     size_t column = 0;
@@ -219,14 +275,14 @@ static void printTable(raw_ostream &os, const ParallelLayout &layout,
         os << "\n";
         column = 0;
       }
-      os << (column == 0 ? "  " : "  ") << text;
+      os << "  " << text;
       column += 2 + text.size();
     }
     os << "\n";
   }
 }
 
-/// Finds `optRank` in a list of groups: (group, position) or (-1, -1).
+/// Finds `rank` in a list of groups: (group, position) or (-1, -1).
 static std::pair<int64_t, int64_t> findRank(const GroupList &groups,
                                             int64_t r) {
   const std::vector<int64_t> &flat = groups.flat();
@@ -253,17 +309,17 @@ static Membership membershipOf(const Shown &s, const RankInfo &info) {
 static void printRank(raw_ostream &os, const ParallelLayout &layout,
                       const std::vector<Shown> &shown, const RankInfo &info) {
   const ParallelConfig &c = layout.config();
-  os << "rank " << info.rank << " of " << c.worldSize << " (optOrder " << c.order
+  os << "rank " << info.rank << " of " << c.worldSize << " (order " << c.order
      << ")\n";
-  os << "  coordinates: optTp " << info.dense[int(Dim::TP)] << "/" << c.tp
-     << ", optCp " << info.dense[int(Dim::CP)] << "/" << c.cp << ", optDp "
-     << info.dense[int(Dim::DP)] << "/" << c.dp << ", optPp "
+  os << "  coordinates: tp " << info.dense[int(Dim::TP)] << "/" << c.tp
+     << ", cp " << info.dense[int(Dim::CP)] << "/" << c.cp << ", dp "
+     << info.dense[int(Dim::DP)] << "/" << c.dp << ", pp "
      << info.dense[int(Dim::PP)] << "/" << c.pp << "\n";
-  if (expertRequested())
-    os << "  expert coordinates: optEtp " << info.expert[int(Dim::TP)] << "/"
-       << c.etp << ", optEp " << info.expert[int(Dim::EP)] << "/" << c.ep
+  if (showsExpert(shown))
+    os << "  expert coordinates: etp " << info.expert[int(Dim::TP)] << "/"
+       << c.etp << ", ep " << info.expert[int(Dim::EP)] << "/" << c.ep
        << ", edp " << info.expert[int(Dim::DP)] << "/" << layout.expertDp()
-       << ", optPp " << info.expert[int(Dim::PP)] << "/" << c.pp << "\n";
+       << ", pp " << info.expert[int(Dim::PP)] << "/" << c.pp << "\n";
   os << "  pipeline: stage " << info.pipelineStage << " of " << info.numStages;
   if (info.firstStage || info.lastStage)
     os << " ("
@@ -271,7 +327,7 @@ static void printRank(raw_ostream &os, const ParallelLayout &layout,
            : info.firstStage                 ? "first"
                                              : "last")
        << ")";
-  os << ", previous optRank " << info.prevRank << ", next optRank " << info.nextRank
+  os << ", previous rank " << info.prevRank << ", next rank " << info.nextRank
      << "\n";
   os << "  groups:\n";
   for (const Shown &s : shown) {
@@ -281,7 +337,7 @@ static void printRank(raw_ostream &os, const ParallelLayout &layout,
       os << "none\n";
       continue;
     }
-    os << groupString(m.ranks) << "  (group " << m.group << ", optRank "
+    os << groupString(m.ranks) << "  (group " << m.group << ", rank "
        << m.position << " in it)\n";
   }
 }
@@ -290,7 +346,7 @@ static void printRank(raw_ostream &os, const ParallelLayout &layout,
 // JSON output
 //===----------------------------------------------------------------------===//
 
-static void writeGroups(optJson::OStream &j, const GroupList &groups) {
+static void writeGroups(json::OStream &j, const GroupList &groups) {
   j.array([&] {
     for (size_t g = 0; g < groups.numGroups(); ++g)
       j.array([&] {
@@ -303,7 +359,7 @@ static void writeGroups(optJson::OStream &j, const GroupList &groups) {
 static void printJson(raw_ostream &os, const ParallelLayout &layout,
                       const std::vector<Shown> &shown) {
   const ParallelConfig &c = layout.config();
-  optJson::OStream j(os);
+  json::OStream j(os);
   j.object([&] {
     j.attribute("world_size", c.worldSize);
     j.attribute("order", c.order);
@@ -312,7 +368,7 @@ static void printJson(raw_ostream &os, const ParallelLayout &layout,
       j.attribute("cp", c.cp);
       j.attribute("dp", c.dp);
       j.attribute("pp", c.pp);
-      if (expertRequested()) {
+      if (showsExpert(shown)) {
         j.attribute("etp", c.etp);
         j.attribute("ep", c.ep);
         j.attribute("edp", layout.expertDp());
@@ -324,10 +380,7 @@ static void printJson(raw_ostream &os, const ParallelLayout &layout,
           j.attributeBegin(s.tokens), writeGroups(j, *s.groups),
               j.attributeEnd();
     });
-    bool anyExpert = false;
-    for (const Shown &s : shown)
-      anyExpert |= s.world == World::Expert;
-    if (anyExpert)
+    if (showsExpert(shown))
       j.attributeObject("expert", [&] {
         for (const Shown &s : shown)
           if (s.world == World::Expert)
@@ -342,6 +395,20 @@ static void printJson(raw_ostream &os, const ParallelLayout &layout,
         j.attributeEnd();
       }
     }
+    // Partial distributed optimizer groups, keyed without their "dist-opt:"
+    // prefix.
+    bool anyDistOpt = false;
+    for (const Shown &s : shown)
+      anyDistOpt |= StringRef(s.key).starts_with("dist-opt:");
+    if (anyDistOpt)
+      j.attributeObject("distributed_optimizer", [&] {
+        for (const Shown &s : shown)
+          if (StringRef(s.key).starts_with("dist-opt:")) {
+            j.attributeBegin(StringRef(s.key).drop_front(9));
+            writeGroups(j, *s.groups);
+            j.attributeEnd();
+          }
+      });
     if (!c.hierarchicalCpSizes.empty()) {
       j.attributeArray("hierarchical_cp", [&] {
         for (size_t l = 0; l < c.hierarchicalCpSizes.size(); ++l)
@@ -355,7 +422,7 @@ static void printJson(raw_ostream &os, const ParallelLayout &layout,
 static void printRankJson(raw_ostream &os, const ParallelLayout &layout,
                           const std::vector<Shown> &shown,
                           const RankInfo &info) {
-  optJson::OStream j(os);
+  json::OStream j(os);
   j.object([&] {
     j.attribute("rank", info.rank);
     j.attribute("world_size", layout.worldSize());
@@ -403,35 +470,52 @@ static void printRankJson(raw_ostream &os, const ParallelLayout &layout,
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "loom-ranks: print or draw the process groups of a parallel plan, as "
-      "Megatron-Core builds them\n");
+  // Let cl report bad flags into a string so they come out in the same
+  // "loom-ranks: error: ..." form as every other error.
+  std::string flagErrors;
+  raw_string_ostream flagErrorStream(flagErrors);
+  if (!cl::ParseCommandLineOptions(
+          argc, argv,
+          "loom-ranks: print or draw the process groups of a parallel plan, "
+          "as Megatron-Core builds them\n",
+          &flagErrorStream)) {
+    StringRef text = StringRef(flagErrors).trim();
+    SmallVector<StringRef> lines;
+    text.split(lines, '\n', -1, /*KeepEmpty=*/false);
+    for (StringRef line : lines) {
+      line.consume_front("loom-ranks: ");
+      error(line.trim());
+    }
+    return 1;
+  }
 
   ParallelConfig config;
-  config.worldSize = optWorldSize;
-  config.tp = optTp;
-  config.cp = optCp;
-  config.pp = optPp;
-  config.dp = optDp;
-  config.ep = optEp;
-  config.etp = optEtp;
+  config.worldSize = optWorldSize.value;
+  config.tp = optTp.value;
+  config.cp = optCp.value;
+  config.pp = optPp.value;
+  config.dp = optDp.value;
+  config.ep = optEp.value;
+  config.etp = optEtp.value;
   config.order = optOrder;
   if (optTpPpDpMapping) {
-    if (optOrder.getNumOccurrences() && StringRef(optOrder).lower() != kTpPpDpOrder)
-      return error("--use-optTp-optPp-optDp-mapping conflicts with --optOrder " + optOrder);
+    if (optOrder.getNumOccurrences() &&
+        StringRef(optOrder).lower() != kTpPpDpOrder)
+      return error("--use-tp-pp-dp-mapping conflicts with --order " + optOrder);
     config.order = kTpPpDpOrder;
   }
-  config.hierarchicalCpSizes.assign(optHierarchicalCp.begin(),
-                                    optHierarchicalCp.end());
-  if (optWorldSize.getNumOccurrences() && optWorldSize <= 0)
-    return error("world size must be at least 1, got " + Twine(optWorldSize));
-  if (optDp.getNumOccurrences() && optDp <= 0)
-    return error("dp must be at least 1, got " + Twine(optDp));
-  if (optEtp.getNumOccurrences() && optEtp <= 0)
-    return error("etp must be at least 1, got " + Twine(optEtp));
+  config.numDistributedOptimizerInstances = optInstances.value;
+  for (const Int &size : optHierarchicalCp)
+    config.hierarchicalCpSizes.push_back(size.value);
+  if (optWorldSize.getNumOccurrences() && optWorldSize.value <= 0)
+    return error("world size must be at least 1, got " +
+                 Twine(optWorldSize.value));
+  if (optDp.getNumOccurrences() && optDp.value <= 0)
+    return error("dp must be at least 1, got " + Twine(optDp.value));
+  if (optEtp.getNumOccurrences() && optEtp.value <= 0)
+    return error("etp must be at least 1, got " + Twine(optEtp.value));
   if (!optWorldSize.getNumOccurrences() && !optDp.getNumOccurrences())
-    return error("--world-size is required (or give --optDp)");
+    return error("--world-size is required (or give --dp)");
 
   Result<ParallelLayout> layout = ParallelLayout::create(config);
   if (!layout)
@@ -443,37 +527,37 @@ int main(int argc, char **argv) {
     return error(shown.error());
 
   if (!optSvgFile.empty()) {
-    if (layout->optWorldSize() > kMaxSvgRanks)
+    if (layout->worldSize() > kMaxSvgRanks)
       return error("--svg draws at most " + Twine(kMaxSvgRanks) +
                    " ranks, but the world size is " +
-                   Twine(layout->optWorldSize()));
-    if (optSvgColumns < 1)
+                   Twine(layout->worldSize()));
+    if (optSvgColumns.value < 1)
       return error("--svg-columns must be at least 1, got " +
-                   Twine(optSvgColumns));
+                   Twine(optSvgColumns.value));
     std::error_code ec;
     ToolOutputFile out(optSvgFile, ec, sys::fs::OF_Text);
     if (ec)
       return error("cannot write '" + optSvgFile + "': " + ec.message());
     const ParallelConfig &c = layout->config();
     std::string heading = "world size " + std::to_string(c.worldSize) +
-                          ": optTp " + std::to_string(c.tp) + ", optCp " +
-                          std::to_string(c.cp) + ", optDp " +
-                          std::to_string(c.dp) + ", optPp " +
-                          std::to_string(c.pp);
-    if (expertRequested())
-      heading += "; expert: optEtp " + std::to_string(c.etp) + ", optEp " +
+                          ": tp " + std::to_string(c.tp) + ", cp " +
+                          std::to_string(c.cp) + ", dp " +
+                          std::to_string(c.dp) + ", pp " + std::to_string(c.pp);
+    if (showsExpert(*shown))
+      heading += "; expert: etp " + std::to_string(c.etp) + ", ep " +
                  std::to_string(c.ep) + ", edp " +
                  std::to_string(layout->expertDp());
-    heading += " (optOrder " + c.order + ")";
+    heading += " (order " + c.order + ")";
     std::vector<loom::ranks::SvgPanel> panels;
     for (const Shown &s : *shown)
       panels.push_back({s.key, s.title, s.groups});
-    loom::ranks::writeSvg(out.os(), heading, c.worldSize, optSvgColumns, panels);
+    loom::ranks::writeSvg(out.os(), heading, c.worldSize, optSvgColumns.value,
+                          panels);
     out.keep();
   }
 
   if (optRank.getNumOccurrences()) {
-    Result<RankInfo> info = layout->rankInfo(optRank);
+    Result<RankInfo> info = layout->rankInfo(optRank.value);
     if (!info)
       return error(info.error());
     if (optJson)

@@ -314,6 +314,65 @@ TEST(ParallelLayout, HierarchicalCpDocstring224) {
 }
 
 //===----------------------------------------------------------------------===//
+// Partial distributed optimizer (num_distributed_optimizer_instances)
+//===----------------------------------------------------------------------===//
+
+TEST(ParallelLayout, DistributedOptimizerInstances) {
+  ParallelConfig c = config(32, 2, 2, 2);
+  c.ep = 4;
+  c.etp = 1;
+  c.numDistributedOptimizerInstances = 2;
+  ParallelLayout layout = make(c);
+  auto groupsOf = [&](const char *key) {
+    const GroupKind *kind = layout.find(key);
+    EXPECT_NE(kind, nullptr) << key;
+    return kind ? kind->groups.toVectors() : Groups{};
+  };
+  // Each dp-cp group [0, 2, 4, ..., 14] is cut into two halves.
+  EXPECT_EQ(groupsOf("dist-opt:intra-dp-cp"), (Groups{{0, 2, 4, 6},
+                                                      {8, 10, 12, 14},
+                                                      {1, 3, 5, 7},
+                                                      {9, 11, 13, 15},
+                                                      {16, 18, 20, 22},
+                                                      {24, 26, 28, 30},
+                                                      {17, 19, 21, 23},
+                                                      {25, 27, 29, 31}}));
+  // Expert dp group [0, 4, 8, 12] as a [2, 2] hierarchy.
+  Groups intra = groupsOf("dist-opt:expert-intra-dp");
+  Groups inter = groupsOf("dist-opt:expert-inter-dp");
+  ASSERT_EQ(intra.size(), 16u);
+  ASSERT_EQ(inter.size(), 16u);
+  EXPECT_EQ(intra[0], (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(intra[1], (std::vector<int64_t>{8, 12}));
+  EXPECT_EQ(inter[0], (std::vector<int64_t>{0, 8}));
+  EXPECT_EQ(inter[1], (std::vector<int64_t>{4, 12}));
+  // Instances concatenate edp / 2 = 2 tp-ep-pp groups, unsorted as in
+  // Megatron-Core.
+  EXPECT_EQ(
+      groupsOf("dist-opt:instance"),
+      (Groups{{0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23},
+              {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31}}));
+  // With one instance (the default) none of these kinds exist.
+  EXPECT_EQ(make(config(32, 2, 2, 2)).find("dist-opt:instance"), nullptr);
+}
+
+TEST(ParallelLayout, DistributedOptimizerErrors) {
+  ParallelConfig c = config(24, 2, 2); // dp 6
+  c.numDistributedOptimizerInstances = 4;
+  EXPECT_EQ(createError(c),
+            "dp*cp = 6 is not divisible by 4 distributed optimizer instances");
+  ParallelConfig expert = config(16, 1, 2); // dp 8, expert dp 2
+  expert.ep = 4;
+  expert.numDistributedOptimizerInstances = 4;
+  EXPECT_EQ(
+      createError(expert),
+      "expert dp 2 is not divisible by 4 distributed optimizer instances");
+  expert.numDistributedOptimizerInstances = 0;
+  EXPECT_EQ(createError(expert),
+            "distributed optimizer instances must be at least 1, got 0");
+}
+
+//===----------------------------------------------------------------------===//
 // Per-rank queries
 //===----------------------------------------------------------------------===//
 

@@ -195,8 +195,14 @@ TEST(RankGenerator, GroupsPartitionTheWorldAndLocateAgrees) {
         EXPECT_TRUE(std::all_of(seen.begin(), seen.end(),
                                 [](int n) { return n == 1; }));
       }
-      for (int64_t r = 0; r < gen.worldSize(); ++r)
+      for (int64_t r = 0; r < gen.worldSize(); ++r) {
         EXPECT_EQ(gen.rankAt(gen.coordinates(r)), r);
+        // Row-major linearization over rowMajorAxes() gives the rank back.
+        int64_t linear = 0;
+        for (Dim axis : gen.rowMajorAxes())
+          linear = linear * gen.size(axis) + gen.coordinate(r, axis);
+        EXPECT_EQ(linear, r);
+      }
     }
   }
 }
