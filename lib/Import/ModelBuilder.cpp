@@ -232,6 +232,8 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
   auto maskType = RankedTensorType::get({batch, seq}, b.getF32Type());
   auto func = b.create<func::FuncOp>(
       loc, "forward", b.getFunctionType({ids(), ids(), maskType}, {lossType}));
+  // The compiled program exports @forward as this C symbol.
+  func->setAttr("tfm.entry", b.getStringAttr("loom_forward"));
   paramBuilder.setInsertionPoint(func);
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);

@@ -67,12 +67,14 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
       b.create<LLVM::CallOp>(loc, func, args);
       b.create<LLVM::ReturnOp>(loc, ValueRange());
 
-      // The Loom attributes have served their purpose (the driver read them
-      // before lowering); LLVM IR has no place for them.
       func->removeAttr(lowering::kEntryAttrName);
-      for (unsigned i = 0; i < type.getNumParams(); ++i)
-        func.removeArgAttr(i, lowering::kParamArgAttrName);
     }
+
+    // The parameter names have served their purpose (the driver read them
+    // before lowering); LLVM IR has no place for them.
+    for (auto func : module.getOps<LLVM::LLVMFuncOp>())
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        func.removeArgAttr(i, lowering::kParamArgAttrName);
   }
 };
 

@@ -24,15 +24,23 @@ struct InlineBlocksPass
     : lowering::impl::TfmInlineBlocksBase<InlineBlocksPass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
-    // Blocks do not nest, but walking post-order would handle it anyway.
-    getOperation().walk<WalkOrder::PostOrder>([&](tfm::BlockOp block) {
+    SmallVector<tfm::BlockOp> blocks;
+    getOperation().walk([&](tfm::BlockOp block) { blocks.push_back(block); });
+    for (tfm::BlockOp block : blocks) {
       Block &body = block.getBody().front();
       auto yield = cast<tfm::YieldOp>(body.getTerminator());
-      SmallVector<Value> results(yield.getValues());
+      // A yielded region argument stands for the matching input.
+      SmallVector<Value> results;
+      for (Value v : yield.getValues()) {
+        auto arg = dyn_cast<BlockArgument>(v);
+        results.push_back(arg && arg.getOwner() == &body
+                              ? block.getInputs()[arg.getArgNumber()]
+                              : v);
+      }
       rewriter.eraseOp(yield);
       rewriter.inlineBlockBefore(&body, block, block.getInputs());
       rewriter.replaceOp(block, results);
-    });
+    }
   }
 };
 

@@ -93,7 +93,8 @@ def TfmEmitEntry : Pass<"tfm-emit-entry", "mlir::ModuleOp"> {
     pointer calling convention. For every `llvm.func` carrying
     `tfm.entry = "<symbol>"`, emits `void <symbol>(void **args)` that loads
     one pointer per argument from `args` and calls the function, so the
-    runtime driver can call any entry through one C type.
+    runtime driver can call any entry through one C type. The `tfm.entry`
+    and `tfm.param` attributes are removed (LLVM IR has no place for them).
 
     ```mlir
     llvm.func @forward(%a: !llvm.ptr, %b: !llvm.ptr) attributes {tfm.entry = "loom_forward"}

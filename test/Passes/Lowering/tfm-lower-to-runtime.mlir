@@ -1,0 +1,142 @@
+// RUN: loom-opt %s -split-input-file --tfm-lower-to-runtime --canonicalize -verify-diagnostics | FileCheck %s
+
+// Each tfm op becomes an aligned buffer for its result and one runtime call
+// with the sizes as constants (dtype codes: f32 0, bf16 1, f16 2).
+
+// CHECK-LABEL: func.func @linear
+// CHECK-SAME: (%[[X:.*]]: memref<2x4x8xf32>, %[[W:.*]]: memref<16x8xf32>, %[[B:.*]]: memref<16xf32>) -> memref<2x4x16xf32>
+// CHECK-DAG: %[[F32:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[M:.*]] = arith.constant 8 : i64
+// CHECK-DAG: %[[N:.*]] = arith.constant 16 : i64
+// CHECK: %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x4x16xf32>
+// CHECK: %[[XI:.*]] = memref.extract_aligned_pointer_as_index %[[X]]
+// CHECK: %[[XP:.*]] = llvm.inttoptr
+// CHECK: call @loomrt_linear_forward(%[[F32]], %[[M]], %[[N]], %[[M]], %[[XP]], %{{.*}}, %{{.*}}, %{{.*}}) : (i32, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK: return %[[Y]]
+func.func @linear(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>) -> tensor<2x4x16xf32> {
+  %y = tfm.linear %x, %w, %b : tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}
+
+// A missing bias is a null pointer.
+// CHECK-LABEL: func.func @linear_no_bias
+// CHECK: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: call @loomrt_linear_forward({{.*}}, %[[NULL]], %{{.*}})
+func.func @linear_no_bias(%x: tensor<4x8xbf16>, %w: tensor<16x8xbf16>) -> tensor<4x16xbf16> {
+  %y = tfm.linear %x, %w : tensor<4x8xbf16>, tensor<16x8xbf16> -> tensor<4x16xbf16>
+  return %y : tensor<4x16xbf16>
+}
+
+// Gradients: two calls, data then weight (and bias) gradients.
+// CHECK-LABEL: func.func @linear_grad
+// CHECK: call @loomrt_linear_backward_data
+// CHECK: call @loomrt_linear_backward_weight
+// CHECK: return {{.*}} : memref<4x8xf16>, memref<16x8xf16>, memref<16xf16>
+func.func @linear_grad(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>, %dy: tensor<4x16xf16>) -> (tensor<4x8xf16>, tensor<16x8xf16>, tensor<16xf16>) {
+  %dx, %dw, %db = tfm.linear_grad %x, %w, %dy : tensor<4x8xf16>, tensor<16x8xf16>, tensor<4x16xf16> -> tensor<16xf16>
+  return %dx, %dw, %db : tensor<4x8xf16>, tensor<16x8xf16>, tensor<16xf16>
+}
+
+// CHECK-LABEL: func.func @norms_and_activations
+// CHECK-DAG: %[[EPS:.*]] = arith.constant 9.99999974E-6 : f32
+// CHECK-DAG: %[[TANH:.*]] = arith.constant 1 : i32
+// CHECK: call @loomrt_layer_norm_forward({{.*}}, %[[EPS]], %{{.*}})
+// CHECK: call @loomrt_rms_norm_forward
+// CHECK: call @loomrt_gelu_forward(%{{.*}}, %[[TANH]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: call @loomrt_silu_forward
+// CHECK: call @loomrt_swiglu_forward
+// CHECK: call @loomrt_add
+// CHECK: call @loomrt_dropout_forward
+// CHECK: call @loomrt_cast
+func.func @norms_and_activations(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xbf16> {
+  %0 = tfm.layer_norm %x, %w, %w eps 1.0e-5 : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %1 = tfm.rms_norm %0, %w eps 1.0e-5 : tensor<2x4x8xf32>, tensor<8xf32>
+  %2 = tfm.gelu %1 tanh : tensor<2x4x8xf32>
+  %3 = tfm.silu %2 : tensor<2x4x8xf32>
+  %4 = tfm.swiglu %3, %2 : tensor<2x4x8xf32>
+  %5 = tfm.add %4, %x : tensor<2x4x8xf32>
+  %6 = tfm.dropout %5 p 0.1 seed 7 : tensor<2x4x8xf32>
+  %7 = tfm.cast %6 : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+  return %7 : tensor<2x4x8xbf16>
+}
+
+// A document mask computes document ids from the tokens first.
+// CHECK-LABEL: func.func @attention_document
+// CHECK-DAG: %[[EOD:.*]] = arith.constant 3 : i32
+// CHECK: %[[DOC:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x8xi32>
+// CHECK: call @loomrt_document_ids(%{{.*}}, %{{.*}}, %{{.*}}, %[[EOD]], %{{.*}})
+// CHECK: call @loomrt_attention_forward
+// CHECK: return {{.*}} : memref<2x8x64xf32>, memref<2x4x8xf32>
+func.func @attention_document(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) -> (tensor<2x8x64xf32>, tensor<2x4x8xf32>) {
+  %o, %l = tfm.attention %q, %k, %v tokens %t heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal_document eod 3
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  return %o, %l : tensor<2x8x64xf32>, tensor<2x4x8xf32>
+}
+
+// CHECK-LABEL: func.func @embedding_rope_loss
+// CHECK: call @loomrt_position_ids
+// CHECK: call @loomrt_embedding_forward
+// CHECK: call @loomrt_rope_forward
+// CHECK: %[[LOSS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<f32>
+// CHECK: call @loomrt_cross_entropy_forward
+// CHECK: return %[[LOSS]] : memref<f32>
+func.func @embedding_rope_loss(%t: tensor<2x8xi32>, %table: tensor<64x32xf32>, %mask: tensor<2x8xf32>) -> tensor<f32> {
+  %p = tfm.position_ids %t reset_at_eod 0 : tensor<2x8xi32>
+  %e = tfm.embedding %t, %table : tensor<2x8xi32>, tensor<64x32xf32> -> tensor<2x8x32xf32>
+  %r = tfm.rope %e, %p head_dim 16 theta 1.0e4 : tensor<2x8x32xf32>, tensor<2x8xi32>
+  %logits = tfm.linear %r, %table : tensor<2x8x32xf32>, tensor<64x32xf32> -> tensor<2x8x64xf32>
+  %loss = tfm.cross_entropy %logits, %t, %mask : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// The backward ops lower too.
+// CHECK-LABEL: func.func @backward
+// CHECK: call @loomrt_cross_entropy_backward
+// CHECK: call @loomrt_attention_backward
+// CHECK: call @loomrt_rope_backward
+// CHECK: call @loomrt_layer_norm_backward
+// CHECK: call @loomrt_rms_norm_backward
+// CHECK: call @loomrt_gelu_backward
+// CHECK: call @loomrt_silu_backward
+// CHECK: call @loomrt_swiglu_backward
+// CHECK: call @loomrt_embedding_backward
+// The runtime functions are declared once each, at the end, from
+// Entrypoints.def.
+// CHECK: func.func private @loomrt_linear_forward(i32, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
+// CHECK-NOT: func.func private @loomrt_linear_forward
+func.func @backward(%logits: tensor<2x8x64xf32>, %t: tensor<2x8xi32>, %m: tensor<2x8xf32>, %g: tensor<f32>,
+                    %q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %l: tensor<2x4x8xf32>, %w: tensor<64xf32>) {
+  %0 = tfm.cross_entropy_grad %logits, %t, %m, %g : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
+  %1:3 = tfm.attention_grad %q, %k, %k, %q, %l, %0 heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>
+  %2 = tfm.rope_grad %1#0, %t head_dim 16 theta 1.0e4 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  %3:3 = tfm.layer_norm_grad %q, %w, %2 eps 1.0e-5 : tensor<2x8x64xf32>, tensor<64xf32>
+  %4:2 = tfm.rms_norm_grad %q, %w, %3#0 eps 1.0e-5 : tensor<2x8x64xf32>, tensor<64xf32>
+  %5 = tfm.gelu_grad %q, %4#0 none : tensor<2x8x64xf32>
+  %6 = tfm.silu_grad %q, %5 : tensor<2x8x64xf32>
+  %7:2 = tfm.swiglu_grad %q, %q, %6 : tensor<2x8x64xf32>
+  %8 = tfm.embedding_grad %t, %7#0 : tensor<2x8xi32>, tensor<2x8x64xf32> -> tensor<100x64xf32>
+  return
+}
+
+// -----
+
+// Parameter reads must have become arguments first.
+tfm.param @w init(ones) : tensor<8xf32>
+func.func @unprepared() -> tensor<8xf32> {
+  // expected-error @+1 {{failed to legalize operation 'tfm.get_param'}}
+  %w = tfm.get_param @w : tensor<8xf32>
+  return %w : tensor<8xf32>
+}
+
+// -----
+
+// So must blocks have been inlined.
+func.func @blocked(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{failed to legalize operation 'tfm.block'}}
+  %y = tfm.block layer 0 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    tfm.yield %a : tensor<2x4x8xf32>
+  }
+  return %y : tensor<2x4x8xf32>
+}
