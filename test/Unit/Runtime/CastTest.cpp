@@ -73,9 +73,9 @@ std::vector<float> roundingCorpus() {
     v.push_back(small(gen) * std::pow(2.0f, -float(i % 40)));
   for (uint32_t m = 0; m < 2000; ++m) {
     // Halfway cases: the dropped bits are exactly 100...0.
-    v.push_back(floatOf((0x3f800000u + (m << 16)) | 0x8000u));   // bf16 tie
-    v.push_back(floatOf((0x3f800000u + (m << 13)) | 0x1000u));   // f16 tie
-    v.push_back(floatOf((0x33800000u + (m << 13)) | 0x1000u));   // f16 subnormal
+    v.push_back(floatOf((0x3f800000u + (m << 16)) | 0x8000u)); // bf16 tie
+    v.push_back(floatOf((0x3f800000u + (m << 13)) | 0x1000u)); // f16 tie
+    v.push_back(floatOf((0x33800000u + (m << 13)) | 0x1000u)); // f16 subnormal
   }
   return v;
 }
@@ -91,7 +91,8 @@ TEST(CastTest, F16WideningIsExactForAllBitPatterns) {
       EXPECT_TRUE(std::isnan(got)) << std::hex << h;
       continue;
     }
-    ASSERT_EQ(bitsOf(got), bitsOf(float(ref))) << "f16 bits 0x" << std::hex << h;
+    ASSERT_EQ(bitsOf(got), bitsOf(float(ref)))
+        << "f16 bits 0x" << std::hex << h;
     // Every f16 survives the round trip.
     ASSERT_EQ(toBits(LOOMRT_F16, got), h16) << "round trip 0x" << std::hex << h;
   }
@@ -99,11 +100,11 @@ TEST(CastTest, F16WideningIsExactForAllBitPatterns) {
 
 TEST(CastTest, F32ToF16MatchesCompilerRounding) {
   std::vector<float> v = roundingCorpus();
-  v.insert(v.end(), {65504.0f, 65519.99f, 65520.0f, 1e6f, -1e6f, 0.0f, -0.0f,
-                     std::numeric_limits<float>::infinity(),
-                     -std::numeric_limits<float>::infinity(),
-                     std::numeric_limits<float>::denorm_min(), 2.98e-8f,
-                     2.99e-8f});
+  v.insert(v.end(),
+           {65504.0f, 65519.99f, 65520.0f, 1e6f, -1e6f, 0.0f, -0.0f,
+            std::numeric_limits<float>::infinity(),
+            -std::numeric_limits<float>::infinity(),
+            std::numeric_limits<float>::denorm_min(), 2.98e-8f, 2.99e-8f});
   std::vector<uint16_t> got(v.size());
   loomrt_cast(LOOMRT_F32, v.data(), LOOMRT_F16, got.data(), int64_t(v.size()));
   for (size_t i = 0; i < v.size(); ++i)
@@ -114,8 +115,7 @@ TEST(CastTest, F32ToF16MatchesCompilerRounding) {
 TEST(CastTest, F32ToBf16RoundsToNearestEven) {
   std::vector<float> v = roundingCorpus();
   std::vector<uint16_t> got(v.size());
-  loomrt_cast(LOOMRT_F32, v.data(), LOOMRT_BF16, got.data(),
-              int64_t(v.size()));
+  loomrt_cast(LOOMRT_F32, v.data(), LOOMRT_BF16, got.data(), int64_t(v.size()));
   for (size_t i = 0; i < v.size(); ++i)
     ASSERT_EQ(got[i], bf16Reference(v[i]))
         << "value " << v[i] << " (0x" << std::hex << bitsOf(v[i]) << ")";
@@ -138,7 +138,8 @@ TEST(CastTest, SpecialValues) {
   EXPECT_TRUE(std::isnan(fromBits(LOOMRT_F16, toBits(LOOMRT_F16, nan))));
   // A signalling-looking NaN whose payload sits in the dropped bits must
   // not turn into inf.
-  EXPECT_TRUE(std::isnan(fromBits(LOOMRT_BF16, toBits(LOOMRT_BF16, floatOf(0x7f800001u)))));
+  EXPECT_TRUE(std::isnan(
+      fromBits(LOOMRT_BF16, toBits(LOOMRT_BF16, floatOf(0x7f800001u)))));
   EXPECT_EQ(toBits(LOOMRT_F16, 70000.0f), 0x7c00);
   EXPECT_EQ(toBits(LOOMRT_F16, -70000.0f), 0xfc00);
 }
@@ -152,7 +153,8 @@ TEST(CastTest, Bf16ToF16AndSameDtypeCopy) {
   for (size_t i = 0; i < v.size(); ++i)
     EXPECT_EQ(f16Bits(_Float16(bv[i])), toBits(LOOMRT_F16, hv[i]));
   Buf copy(LOOMRT_BF16, v.size());
-  loomrt_cast(LOOMRT_BF16, b.data(), LOOMRT_BF16, copy.data(), int64_t(v.size()));
+  loomrt_cast(LOOMRT_BF16, b.data(), LOOMRT_BF16, copy.data(),
+              int64_t(v.size()));
   EXPECT_EQ(copy.bytes, b.bytes);
 }
 
@@ -169,18 +171,22 @@ TEST(NonfiniteTest, DetectsInfAndNanInEveryDtype) {
   for (loomrt_dtype dt : {LOOMRT_F32, LOOMRT_BF16, LOOMRT_F16}) {
     SCOPED_TRACE(dtypeName(dt));
     std::vector<float> v = randomVec(70000, 5, -1000.0f, 1000.0f);
-    EXPECT_EQ(loomrt_has_nonfinite(dt, Buf(dt, v).data(), int64_t(v.size())), 0);
+    EXPECT_EQ(loomrt_has_nonfinite(dt, Buf(dt, v).data(), int64_t(v.size())),
+              0);
     v[12345] = std::numeric_limits<float>::infinity();
-    EXPECT_EQ(loomrt_has_nonfinite(dt, Buf(dt, v).data(), int64_t(v.size())), 1);
+    EXPECT_EQ(loomrt_has_nonfinite(dt, Buf(dt, v).data(), int64_t(v.size())),
+              1);
     v[12345] = 1.0f;
     v[69999] = std::numeric_limits<float>::quiet_NaN();
-    EXPECT_EQ(loomrt_has_nonfinite(dt, Buf(dt, v).data(), int64_t(v.size())), 1);
+    EXPECT_EQ(loomrt_has_nonfinite(dt, Buf(dt, v).data(), int64_t(v.size())),
+              1);
     EXPECT_EQ(loomrt_has_nonfinite(dt, Buf(dt, v).data(), 69999), 0)
         << "only the first n elements are inspected";
   }
   // Overflow in a narrowing cast is what loss scaling must notice.
   std::vector<float> big = {1.0f, 1e5f};
-  EXPECT_EQ(loomrt_has_nonfinite(LOOMRT_F16, Buf(LOOMRT_F16, big).data(), 2), 1);
+  EXPECT_EQ(loomrt_has_nonfinite(LOOMRT_F16, Buf(LOOMRT_F16, big).data(), 2),
+            1);
 }
 
 TEST(ElementwiseTest, ScaleAxpyAddSumSquares) {
@@ -240,6 +246,19 @@ TEST(SupportTest, AllocIsAlignedAndClockAdvances) {
   EXPECT_EQ(loomrt_get_num_threads(), 1);
   loomrt_set_num_threads(0);
   EXPECT_GE(loomrt_get_num_threads(), 1);
+}
+
+TEST(SupportTest, Copy2dSlicesAndConcatenates) {
+  // Split a fused [4, 3*2] "QKV" row layout into its middle [4, 2] part and
+  // write it back into a zeroed [4, 6] buffer at the same columns.
+  std::vector<float> fused(24), mid(8), back(24, 0.0f);
+  for (int i = 0; i < 24; ++i)
+    fused[i] = float(i);
+  loomrt_copy_2d(mid.data(), 2 * 4, fused.data() + 2, 6 * 4, 4, 2 * 4);
+  EXPECT_EQ(mid, (std::vector<float>{2, 3, 8, 9, 14, 15, 20, 21}));
+  loomrt_copy_2d(back.data() + 2, 6 * 4, mid.data(), 2 * 4, 4, 2 * 4);
+  for (int i = 0; i < 24; ++i)
+    EXPECT_EQ(back[i], (i % 6 == 2 || i % 6 == 3) ? float(i) : 0.0f) << i;
 }
 
 TEST(SupportDeathTest, MisuseAbortsWithTheFunctionName) {

@@ -8,12 +8,11 @@ using namespace loomrt_test;
 
 namespace {
 /// Naive batched row-major reference, reading stored matrices like BLAS.
-std::vector<double> refGemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                            double alpha, const std::vector<float> &A,
-                            int64_t lda, int64_t sa, const std::vector<float> &B,
-                            int64_t ldb, int64_t sb, double beta,
-                            const std::vector<float> &C, int64_t ldc,
-                            int64_t sc, int64_t batch) {
+std::vector<double>
+refGemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+        const std::vector<float> &A, int64_t lda, int64_t sa,
+        const std::vector<float> &B, int64_t ldb, int64_t sb, double beta,
+        const std::vector<float> &C, int64_t ldc, int64_t sc, int64_t batch) {
   std::vector<double> out(C.begin(), C.end());
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < M; ++i)
@@ -58,9 +57,8 @@ TEST(GemmTest, BroadcastOperandAndBetaZeroIgnoresNaN) {
   std::vector<float> B = randomVec(size_t(K * N), 5); // shared: stride 0
   std::vector<float> C(size_t(M * N * batch),
                        std::numeric_limits<float>::quiet_NaN());
-  std::vector<double> want =
-      refGemm(false, false, M, N, K, 1.0, A, K, M * K, B, N, 0, 0.0, C, N,
-              M * N, batch);
+  std::vector<double> want = refGemm(false, false, M, N, K, 1.0, A, K, M * K, B,
+                                     N, 0, 0.0, C, N, M * N, batch);
   loomrt_gemm(0, 0, M, N, K, 1.0f, LOOMRT_F32, A.data(), K, M * K, LOOMRT_F32,
               B.data(), N, 0, 0.0f, LOOMRT_F32, C.data(), N, M * N, batch);
   expectClose(C, want, 1e-6, 1e-6, "C");

@@ -79,15 +79,16 @@ TEST(LayerNormTest, ForwardAndBackward) {
 TEST(LayerNormTest, AccumulatesParameterGradients) {
   std::vector<float> x = randomVec(kRows * kH, 5), w = randomVec(kH, 6);
   std::vector<float> dy = randomVec(kRows * kH, 7);
-  std::vector<float> dx(x.size()), dw1(size_t(kH)), db1(size_t(kH));
+  std::vector<float> dx(x.size()), dw1(static_cast<size_t>(kH)),
+      db1(static_cast<size_t>(kH));
   loomrt_layer_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(),
-                             dy.data(), kEps, dx.data(), LOOMRT_F32,
-                             dw1.data(), db1.data(), 0);
+                             dy.data(), kEps, dx.data(), LOOMRT_F32, dw1.data(),
+                             db1.data(), 0);
   std::vector<float> dw2 = dw1, db2 = db1;
   loomrt_layer_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(),
-                             dy.data(), kEps, dx.data(), LOOMRT_F32,
-                             dw2.data(), db2.data(), 1);
-  std::vector<double> twice(size_t(kH));
+                             dy.data(), kEps, dx.data(), LOOMRT_F32, dw2.data(),
+                             db2.data(), 1);
+  std::vector<double> twice(static_cast<size_t>(kH));
   for (int64_t i = 0; i < kH; ++i)
     twice[i] = 2.0 * dw1[i];
   expectClose(dw2, twice, 1e-6, 1e-6, "dw");
@@ -116,9 +117,11 @@ TEST(RmsNormTest, ForwardAndBackward) {
                           y.data());
   expectClose(y, refRmsNorm(X, Wd), 1e-5, 1e-5, "y");
 
-  auto gx = numericGrad([&](const auto &v) { return dot(refRmsNorm(v, Wd), dy); }, X);
-  auto gw = numericGrad([&](const auto &v) { return dot(refRmsNorm(X, v), dy); }, Wd);
-  std::vector<float> dx(x.size()), dw(size_t(kH));
+  auto gx =
+      numericGrad([&](const auto &v) { return dot(refRmsNorm(v, Wd), dy); }, X);
+  auto gw =
+      numericGrad([&](const auto &v) { return dot(refRmsNorm(X, v), dy); }, Wd);
+  std::vector<float> dx(x.size()), dw(static_cast<size_t>(kH));
   loomrt_rms_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(), dy.data(),
                            kEps, dx.data(), LOOMRT_F32, dw.data(), 0);
   expectClose(dx, gx, 1e-4, 1e-4, "dx");
@@ -135,7 +138,7 @@ TEST(RmsNormTest, ManyRowsTakeTheParallelPath) {
   const int64_t rows = 4096, H = 64;
   std::vector<float> x = randomVec(size_t(rows * H), 13);
   std::vector<float> w(size_t(H), 1.0f), dy(size_t(rows * H), 1.0f);
-  std::vector<float> dx(x.size()), dw(size_t(H));
+  std::vector<float> dx(x.size()), dw(static_cast<size_t>(H));
   loomrt_rms_norm_backward(LOOMRT_F32, rows, H, x.data(), w.data(), dy.data(),
                            kEps, dx.data(), LOOMRT_F32, dw.data(), 0);
   std::vector<double> want(size_t(H), 0.0);

@@ -38,7 +38,9 @@ TEST(RopeTest, ForwardMatchesHfAndBackwardIsTheTranspose) {
     // Angles up to 100 rad in f32: a few ulps of the angle.
     expectClose(y, refRope(toDouble(x), pos, rotDim, 10000.0), 2e-5, 2e-5, "y");
     auto gx = numericGrad(
-        [&](const auto &v) { return dot(refRope(v, pos, rotDim, 10000.0), dy); },
+        [&](const auto &v) {
+          return dot(refRope(v, pos, rotDim, 10000.0), dy);
+        },
         toDouble(x));
     std::vector<float> dx(x.size());
     loomrt_rope_backward(LOOMRT_F32, kB, kS, kN, kD, rotDim, 10000.0f,
@@ -77,7 +79,7 @@ TEST(RopeTest, Bf16) {
 TEST(MaskIdsTest, DocumentIdsIncrementAfterEod) {
   const int32_t eod = 0;
   // Two rows; the EOD belongs to the document it ends.
-  std::vector<int32_t> tokens = {5, 6, 0, 7, 0, 0, 8,   //
+  std::vector<int32_t> tokens = {5, 6, 0, 7, 0, 0, 8, //
                                  0, 9, 9, 9, 9, 9, 0};
   std::vector<int32_t> doc(tokens.size()), pos(tokens.size());
   loomrt_document_ids(2, 7, tokens.data(), eod, doc.data());

@@ -47,7 +47,8 @@ struct Buf {
   loomrt_dtype dt;
   std::vector<unsigned char> bytes;
 
-  Buf(loomrt_dtype dt, size_t n) : dt(dt), bytes(n * size_t(loomrt_dtype_size(dt))) {}
+  Buf(loomrt_dtype dt, size_t n)
+      : dt(dt), bytes(n * size_t(loomrt_dtype_size(dt))) {}
   Buf(loomrt_dtype dt, const std::vector<float> &v) : Buf(dt, v.size()) {
     loomrt_cast(LOOMRT_F32, v.data(), dt, data(), int64_t(v.size()));
   }
@@ -62,7 +63,8 @@ struct Buf {
 };
 
 /// Rounds v through dt and back: the values a kernel actually sees.
-inline std::vector<float> rounded(const std::vector<float> &v, loomrt_dtype dt) {
+inline std::vector<float> rounded(const std::vector<float> &v,
+                                  loomrt_dtype dt) {
   return Buf(dt, v).values();
 }
 
@@ -81,8 +83,8 @@ inline void expectClose(const std::vector<float> &got,
     if (!ok) {
       ++bad;
       if (reported++ < 5)
-        ADD_FAILURE() << what << "[" << i << "]: got " << got[i]
-                      << ", want " << want[i] << " (err " << err << ")";
+        ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want "
+                      << want[i] << " (err " << err << ")";
     }
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()

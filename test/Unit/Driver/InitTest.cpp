@@ -1,0 +1,105 @@
+//===- InitTest.cpp - Plan-independent parameter initialization -----------===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestManifests.h"
+
+#include "runtime/driver/Layout.h"
+#include "runtime/driver/ParamInit.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace loom::driver;
+using loom::driver::testing::fusedQkvManifest;
+
+namespace {
+
+/// The global tensor of `name` assembled from the shards of a tp-way plan,
+/// each initialized on its own.
+std::vector<float> assembled(int tp, const std::string &name, uint64_t seed) {
+  Manifest m = parseManifest(fusedQkvManifest(tp).dump(), "m.json");
+  const ParamSpec &p = *m.findParam(name);
+  std::vector<float> global(numElements(p.shape), NAN);
+  for (int r = 0; r < tp; ++r) {
+    const Shard &s = *p.shardOf(r);
+    std::vector<float> local(numElements(s.box.shape));
+    initializeBox(p, s.box, seed, local.data());
+    StridedView dst{0, contiguousStrides(p.shape)};
+    for (size_t d = 0; d < p.shape.size(); ++d)
+      dst.base += s.box.offset[d] * dst.strides[d];
+    copyStrided(s.box.shape, 4, local.data(), {0, contiguousStrides(s.box.shape)},
+                global.data(), dst);
+  }
+  return global;
+}
+
+TEST(Init, SameGlobalTensorsWhateverTheSharding) {
+  for (const char *name : {"attn.q.weight", "attn.k.bias", "wte.weight"}) {
+    std::vector<float> one = assembled(1, name, 7);
+    for (int tp : {2, 4}) {
+      std::vector<float> many = assembled(tp, name, 7);
+      ASSERT_EQ(one.size(), many.size());
+      EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * 4), 0)
+          << name << " differs between tp 1 and tp " << tp;
+    }
+  }
+}
+
+TEST(Init, SeedAndNameSelectTheStream) {
+  std::vector<float> a = assembled(1, "attn.q.weight", 1);
+  std::vector<float> b = assembled(1, "attn.q.weight", 2);
+  std::vector<float> c = assembled(1, "attn.k.weight", 1);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(a, assembled(1, "attn.q.weight", 1));
+}
+
+TEST(Init, NormalStatistics) {
+  // 2^16 draws of N(0, 0.02^2): mean and std within a few standard errors.
+  ParamSpec p;
+  p.name = "big";
+  p.shape = {256, 256};
+  p.std = 0.02;
+  std::vector<float> v(256 * 256);
+  initializeBox(p, {{0, 0}, {256, 256}}, 1234, v.data());
+  double sum = 0, sq = 0;
+  for (float x : v) {
+    sum += x;
+    sq += double(x) * x;
+  }
+  double mean = sum / v.size(), std = std::sqrt(sq / v.size() - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 4 * 0.02 / 256);
+  EXPECT_NEAR(std, 0.02, 0.02 * 0.02);
+}
+
+TEST(Init, ZerosOnesAndLowPrecision) {
+  Manifest m = parseManifest(fusedQkvManifest(1, "bf16").dump(), "m.json");
+  const ParamSpec &ln = *m.findParam("ln_f.weight");
+  std::vector<uint16_t> ones(6);
+  initializeBox(ln, ln.shards[0].box, 1, ones.data());
+  for (uint16_t x : ones)
+    EXPECT_EQ(x, 0x3F80); // 1.0 in bf16
+  // A bf16 tensor is the f32 tensor rounded.
+  const ParamSpec &q = *m.findParam("attn.q.weight");
+  std::vector<uint16_t> low(24);
+  initializeBox(q, q.shards[0].box, 3, low.data());
+  std::vector<float> widened(24);
+  loomrt_cast(LOOMRT_BF16, low.data(), LOOMRT_F32, widened.data(), 24);
+  std::vector<float> full = assembled(1, "attn.q.weight", 3);
+  for (int i = 0; i < 24; ++i)
+    EXPECT_NEAR(widened[i], full[i], std::fabs(full[i]) / 128) << i;
+  ParamSpec zeros;
+  zeros.name = "z";
+  zeros.shape = {5};
+  zeros.init = InitKind::Zeros;
+  std::vector<float> z(5, 1.0f);
+  initializeBox(zeros, {{0}, {5}}, 1, z.data());
+  EXPECT_EQ(z, std::vector<float>(5, 0.0f));
+}
+
+} // namespace

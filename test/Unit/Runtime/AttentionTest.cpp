@@ -1,0 +1,360 @@
+//===- AttentionTest.cpp - Masked GQA attention, merge, backward ----------===//
+//
+// The reference is the textbook softmax(q k^T * scale + mask) v in double.
+// Its analytic backward is itself checked against finite differences on a
+// small case, then used for shapes too large for finite differences.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include <limits>
+
+using namespace loomrt_test;
+
+namespace {
+const double kInf = std::numeric_limits<double>::infinity();
+
+struct Problem {
+  int64_t B, S, Sk, Nq, Nkv, D;
+  float scale;
+  bool causal = true;
+  std::vector<int32_t> qPos, kPos, qDoc, kDoc; // empty = NULL
+  std::vector<float> q, k, v, dout;
+
+  Problem(int64_t B, int64_t S, int64_t Sk, int64_t Nq, int64_t Nkv, int64_t D,
+          uint32_t seed)
+      : B(B), S(S), Sk(Sk), Nq(Nq), Nkv(Nkv), D(D),
+        scale(float(1.0 / std::sqrt(double(D)))) {
+    q = randomVec(size_t(B * S * Nq * D), seed, -2.0f, 2.0f);
+    k = randomVec(size_t(B * Sk * Nkv * D), seed + 1, -2.0f, 2.0f);
+    v = randomVec(size_t(B * Sk * Nkv * D), seed + 2);
+    dout = randomVec(size_t(B * S * Nq * D), seed + 3);
+  }
+  const int32_t *ptr(const std::vector<int32_t> &a) const {
+    return a.empty() ? nullptr : a.data();
+  }
+  bool visible(int64_t b, int64_t i, int64_t j) const {
+    int32_t qp = qPos.empty() ? int32_t(i) : qPos[b * S + i];
+    int32_t kp = kPos.empty() ? int32_t(j) : kPos[b * Sk + j];
+    if (causal && kp > qp)
+      return false;
+    return qDoc.empty() || qDoc[b * S + i] == kDoc[b * Sk + j];
+  }
+  size_t qIdx(int64_t b, int64_t i, int64_t h) const {
+    return size_t(((b * S + i) * Nq + h) * D);
+  }
+  size_t kIdx(int64_t b, int64_t j, int64_t h) const {
+    return size_t(((b * Sk + j) * Nkv + h) * D);
+  }
+};
+
+struct RefOut {
+  std::vector<double> o, lse;
+};
+
+RefOut refForward(const Problem &p, const std::vector<double> &q,
+                  const std::vector<double> &k, const std::vector<double> &v) {
+  RefOut r{std::vector<double>(q.size(), 0.0),
+           std::vector<double>(size_t(p.B * p.Nq * p.S), -kInf)};
+  const int64_t group = p.Nq / p.Nkv;
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Nq; ++h)
+      for (int64_t i = 0; i < p.S; ++i) {
+        std::vector<double> s(size_t(p.Sk), -kInf);
+        double m = -kInf;
+        for (int64_t j = 0; j < p.Sk; ++j) {
+          if (!p.visible(b, i, j))
+            continue;
+          double acc = 0;
+          for (int64_t d = 0; d < p.D; ++d)
+            acc += q[p.qIdx(b, i, h) + d] * k[p.kIdx(b, j, h / group) + d];
+          s[j] = acc * p.scale;
+          m = std::max(m, s[j]);
+        }
+        if (m == -kInf)
+          continue;
+        double sum = 0;
+        for (int64_t j = 0; j < p.Sk; ++j)
+          sum += std::exp(s[j] - m);
+        r.lse[(b * p.Nq + h) * p.S + i] = m + std::log(sum);
+        for (int64_t j = 0; j < p.Sk; ++j) {
+          double w = std::exp(s[j] - m) / sum;
+          for (int64_t d = 0; d < p.D; ++d)
+            r.o[p.qIdx(b, i, h) + d] += w * v[p.kIdx(b, j, h / group) + d];
+        }
+      }
+  return r;
+}
+
+struct RefGrads {
+  std::vector<double> dq, dk, dv;
+};
+
+/// Analytic backward in double: dS = P * (dP - rowsum(dO * O)).
+RefGrads refBackward(const Problem &p) {
+  auto q = toDouble(p.q), k = toDouble(p.k), v = toDouble(p.v);
+  RefOut f = refForward(p, q, k, v);
+  RefGrads g{std::vector<double>(q.size(), 0.0),
+             std::vector<double>(k.size(), 0.0),
+             std::vector<double>(v.size(), 0.0)};
+  const int64_t group = p.Nq / p.Nkv;
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Nq; ++h)
+      for (int64_t i = 0; i < p.S; ++i) {
+        const double lse = f.lse[(b * p.Nq + h) * p.S + i];
+        if (lse == -kInf)
+          continue;
+        double rowDot = 0;
+        for (int64_t d = 0; d < p.D; ++d)
+          rowDot += p.dout[p.qIdx(b, i, h) + d] * f.o[p.qIdx(b, i, h) + d];
+        for (int64_t j = 0; j < p.Sk; ++j) {
+          if (!p.visible(b, i, j))
+            continue;
+          const size_t qi = p.qIdx(b, i, h), kj = p.kIdx(b, j, h / group);
+          double s = 0, dP = 0;
+          for (int64_t d = 0; d < p.D; ++d) {
+            s += q[qi + d] * k[kj + d];
+            dP += p.dout[qi + d] * v[kj + d];
+          }
+          const double prob = std::exp(s * p.scale - lse);
+          const double dS = prob * (dP - rowDot) * p.scale;
+          for (int64_t d = 0; d < p.D; ++d) {
+            g.dv[kj + d] += prob * p.dout[qi + d];
+            g.dq[qi + d] += dS * k[kj + d];
+            g.dk[kj + d] += dS * q[qi + d];
+          }
+        }
+      }
+  return g;
+}
+
+struct KernelOut {
+  std::vector<float> o, lse;
+};
+
+KernelOut runForward(const Problem &p, loomrt_dtype dt = LOOMRT_F32) {
+  Buf o(dt, p.q.size());
+  std::vector<float> lse(size_t(p.B * p.Nq * p.S), 123.0f);
+  loomrt_attention_forward(
+      dt, p.B, p.S, p.Sk, p.Nq, p.Nkv, p.D, p.scale, p.causal, p.ptr(p.qPos),
+      p.ptr(p.kPos), p.ptr(p.qDoc), p.ptr(p.kDoc), Buf(dt, p.q).data(),
+      Buf(dt, p.k).data(), Buf(dt, p.v).data(), o.data(), lse.data());
+  return {o.values(), lse};
+}
+
+void runBackward(const Problem &p, const std::vector<float> &o,
+                 const std::vector<float> &lse, std::vector<float> &dq,
+                 std::vector<float> &dk, std::vector<float> &dv,
+                 int32_t accumulate) {
+  loomrt_attention_backward(
+      LOOMRT_F32, p.B, p.S, p.Sk, p.Nq, p.Nkv, p.D, p.scale, p.causal,
+      p.ptr(p.qPos), p.ptr(p.kPos), p.ptr(p.qDoc), p.ptr(p.kDoc), p.q.data(),
+      p.k.data(), p.v.data(), o.data(), lse.data(), p.dout.data(), dq.data(),
+      dk.data(), dv.data(), accumulate);
+}
+
+void expectForward(const Problem &p, double tol) {
+  RefOut want = refForward(p, toDouble(p.q), toDouble(p.k), toDouble(p.v));
+  KernelOut got = runForward(p);
+  expectClose(got.o, want.o, tol, tol, "o");
+  expectClose(got.lse, want.lse, tol, tol, "lse");
+}
+
+/// Keeps keys [j0, j1) of p (with their positions and documents).
+Problem keySlice(const Problem &p, int64_t j0, int64_t j1) {
+  Problem c = p;
+  c.Sk = j1 - j0;
+  c.k.clear();
+  c.v.clear();
+  c.kPos.clear();
+  c.kDoc.clear();
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t j = j0; j < j1; ++j) {
+      c.k.insert(c.k.end(), p.k.begin() + p.kIdx(b, j, 0),
+                 p.k.begin() + p.kIdx(b, j, 0) + p.Nkv * p.D);
+      c.v.insert(c.v.end(), p.v.begin() + p.kIdx(b, j, 0),
+                 p.v.begin() + p.kIdx(b, j, 0) + p.Nkv * p.D);
+      c.kPos.push_back(p.kPos.empty() ? int32_t(j) : p.kPos[b * p.Sk + j]);
+      if (!p.kDoc.empty())
+        c.kDoc.push_back(p.kDoc[b * p.Sk + j]);
+    }
+  return c;
+}
+} // namespace
+
+TEST(AttentionTest, ForwardGqaNoMask) {
+  Problem p(2, 5, 7, 4, 2, 8, 1);
+  p.causal = false;
+  expectForward(p, 1e-5);
+}
+
+TEST(AttentionTest, ForwardCausalWithDocuments) {
+  Problem p(2, 6, 6, 4, 1, 4, 2);
+  std::vector<int32_t> tokens = {3, 1, 0, 4, 0, 5, //
+                                 0, 2, 2, 0, 0, 2};
+  p.qDoc.resize(12);
+  loomrt_document_ids(2, 6, tokens.data(), 0, p.qDoc.data());
+  p.kDoc = p.qDoc;
+  expectForward(p, 1e-5);
+}
+
+TEST(AttentionTest, FullyMaskedRowsGiveZeroAndMinusInf) {
+  // A context-parallel chunk: queries at positions 0..3 see keys at 2..5
+  // causally, so queries 0 and 1 see nothing.
+  Problem p(1, 4, 4, 2, 2, 4, 3);
+  p.qPos = {0, 1, 2, 3};
+  p.kPos = {2, 3, 4, 5};
+  KernelOut got = runForward(p);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(got.lse[h * 4 + i], -std::numeric_limits<float>::infinity());
+      for (int64_t d = 0; d < 4; ++d)
+        EXPECT_EQ(got.o[p.qIdx(0, i, h) + d], 0.0f);
+    }
+  expectForward(p, 1e-5);
+  std::vector<float> dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
+  runBackward(p, got.o, got.lse, dq, dk, dv, 0);
+  for (float x : dq)
+    ASSERT_FALSE(std::isnan(x));
+  RefGrads want = refBackward(p);
+  expectClose(dq, want.dq, 1e-5, 1e-4, "dq");
+  expectClose(dk, want.dk, 1e-5, 1e-4, "dk");
+  expectClose(dv, want.dv, 1e-5, 1e-4, "dv");
+}
+
+TEST(AttentionTest, UnsortedKeyPositionsAndHiddenKeyChunks) {
+  // The kernel trims trailing keys that no query of a block can see; keys
+  // in arbitrary order (zigzag context-parallel chunks) must still be
+  // masked one by one, and a chunk entirely in the future yields nothing.
+  Problem p(2, 4, 6, 2, 1, 4, 10);
+  p.qPos = {3, 4, 5, 6, 0, 1, 2, 3};
+  p.kPos = {5, 0, 9, 1, 2, 4, 7, 6, 1, 8, 0, 3};
+  expectForward(p, 1e-5);
+  KernelOut f = runForward(p);
+  std::vector<float> dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
+  runBackward(p, f.o, f.lse, dq, dk, dv, 0);
+  RefGrads want = refBackward(p);
+  expectClose(dq, want.dq, 1e-5, 1e-4, "dq");
+  expectClose(dk, want.dk, 1e-5, 1e-4, "dk");
+  expectClose(dv, want.dv, 1e-5, 1e-4, "dv");
+
+  p.kPos = {7, 8, 9, 10, 11, 12, 7, 8, 9, 10, 11, 12};
+  f = runForward(p);
+  for (size_t i = 0; i < f.lse.size(); ++i)
+    EXPECT_EQ(f.lse[i], -std::numeric_limits<float>::infinity());
+  for (float x : f.o)
+    EXPECT_EQ(x, 0.0f);
+  std::fill(dk.begin(), dk.end(), 3.0f);
+  runBackward(p, f.o, f.lse, dq, dk, dv, 0);
+  for (float x : dk)
+    EXPECT_EQ(x, 0.0f) << "overwrite mode zeroes untouched gradients";
+}
+
+TEST(AttentionTest, MergeOfKeyChunksEqualsFullAttention) {
+  Problem p(2, 6, 8, 4, 2, 4, 4);
+  p.qPos = {2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5};
+  KernelOut full = runForward(p);
+  // Ring order: the chunk with the later keys first, so some rows start
+  // fully masked (-inf) and are filled by the merge.
+  KernelOut acc = runForward(keySlice(p, 4, 8));
+  KernelOut part = runForward(keySlice(p, 0, 4));
+  EXPECT_TRUE(std::count(acc.lse.begin(), acc.lse.end(),
+                         -std::numeric_limits<float>::infinity()) > 0);
+  loomrt_attention_merge(LOOMRT_F32, p.B, p.S, p.Nq, p.D, acc.o.data(),
+                         acc.lse.data(), part.o.data(), part.lse.data());
+  expectClose(acc.o, full.o, 1e-5, 1e-5, "merged o");
+  expectClose(acc.lse, full.lse, 1e-5, 1e-5, "merged lse");
+}
+
+TEST(AttentionTest, ReferenceBackwardMatchesFiniteDifferences) {
+  // Guards the analytic reference used by the larger tests below.
+  Problem p(1, 4, 5, 2, 1, 3, 5);
+  p.qPos = {1, 2, 3, 4};
+  p.qDoc = {0, 0, 1, 1};
+  p.kDoc = {0, 0, 0, 1, 1};
+  RefGrads g = refBackward(p);
+  auto q = toDouble(p.q), k = toDouble(p.k), v = toDouble(p.v);
+  auto L = [&](const std::vector<double> &qq, const std::vector<double> &kk,
+               const std::vector<double> &vv) {
+    return dot(refForward(p, qq, kk, vv).o, p.dout);
+  };
+  auto cast = [](const std::vector<double> &x) {
+    return std::vector<float>(x.begin(), x.end());
+  };
+  expectClose(cast(g.dq),
+              numericGrad([&](const auto &x) { return L(x, k, v); }, q), 1e-7,
+              1e-6, "ref dq");
+  expectClose(cast(g.dk),
+              numericGrad([&](const auto &x) { return L(q, x, v); }, k), 1e-7,
+              1e-6, "ref dk");
+  expectClose(cast(g.dv),
+              numericGrad([&](const auto &x) { return L(q, k, x); }, v), 1e-7,
+              1e-6, "ref dv");
+}
+
+TEST(AttentionTest, BackwardGqaCausalDocuments) {
+  Problem p(2, 5, 5, 4, 2, 4, 6);
+  p.qDoc = {0, 0, 1, 1, 1, 0, 0, 0, 0, 1};
+  p.kDoc = p.qDoc;
+  KernelOut f = runForward(p);
+  std::vector<float> dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
+  runBackward(p, f.o, f.lse, dq, dk, dv, 0);
+  RefGrads want = refBackward(p);
+  expectClose(dq, want.dq, 1e-5, 1e-4, "dq");
+  expectClose(dk, want.dk, 1e-5, 1e-4, "dk");
+  expectClose(dv, want.dv, 1e-5, 1e-4, "dv");
+}
+
+TEST(AttentionTest, BackwardOverKeyChunksAccumulates) {
+  // Ring-attention backward: every step sees the final o/lse and one chunk
+  // of keys; dq accumulates, each chunk's dk/dv belong to that chunk.
+  Problem p(1, 6, 6, 2, 2, 4, 7);
+  KernelOut f = runForward(p);
+  RefGrads want = refBackward(p);
+  std::vector<float> dq(p.q.size(), 0.0f), dk, dv;
+  for (int64_t j0 : {3, 0}) {
+    Problem c = keySlice(p, j0, j0 + 3);
+    std::vector<float> dkc(c.k.size(), 5.0f), dvc(c.v.size(), 5.0f);
+    loomrt_attention_backward(
+        LOOMRT_F32, c.B, c.S, c.Sk, c.Nq, c.Nkv, c.D, c.scale, c.causal,
+        nullptr, c.kPos.data(), nullptr, nullptr, c.q.data(), c.k.data(),
+        c.v.data(), f.o.data(), f.lse.data(), c.dout.data(), dq.data(),
+        dkc.data(), dvc.data(), /*accumulate=*/j0 == 0 ? 1 : 0);
+    // The first step (overwrite) ignores the 5.0 fill of dk/dv; the second
+    // (accumulate) adds onto it, and onto the first step's dq.
+    if (j0 == 0)
+      for (size_t i = 0; i < dkc.size(); ++i) {
+        dkc[i] -= 5.0f;
+        dvc[i] -= 5.0f;
+      }
+    dk.insert(dk.begin(), dkc.begin(), dkc.end());
+    dv.insert(dv.begin(), dvc.begin(), dvc.end());
+  }
+  expectClose(dq, want.dq, 1e-5, 1e-4, "dq");
+  expectClose(dk, want.dk, 1e-5, 1e-4, "dk");
+  expectClose(dv, want.dv, 1e-5, 1e-4, "dv");
+}
+
+TEST(AttentionTest, LargerThanOneQueryBlock) {
+  // 300 queries span three 128-row blocks of the kernel.
+  Problem p(1, 300, 300, 2, 1, 16, 8);
+  expectForward(p, 1e-5);
+  KernelOut f = runForward(p);
+  std::vector<float> dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
+  runBackward(p, f.o, f.lse, dq, dk, dv, 0);
+  RefGrads want = refBackward(p);
+  expectClose(dq, want.dq, 1e-4, 1e-3, "dq");
+  expectClose(dk, want.dk, 1e-4, 1e-3, "dk");
+  expectClose(dv, want.dv, 1e-4, 1e-3, "dv");
+}
+
+TEST(AttentionTest, Bf16Forward) {
+  Problem p(1, 8, 8, 2, 2, 8, 9);
+  for (auto *t : {&p.q, &p.k, &p.v})
+    *t = rounded(*t, LOOMRT_BF16);
+  RefOut want = refForward(p, toDouble(p.q), toDouble(p.k), toDouble(p.v));
+  KernelOut got = runForward(p, LOOMRT_BF16);
+  expectClose(got.o, want.o, 1e-2, 1.0 / 128, "o");
+  expectClose(got.lse, want.lse, 1e-5, 1e-5, "lse (f32 from bf16 inputs)");
+}

@@ -1,0 +1,220 @@
+//===- LossTest.cpp - Embedding, cross-entropy, AdamW ---------------------===//
+
+#include "TestUtil.h"
+
+using namespace loomrt_test;
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+TEST(EmbeddingTest, VocabRangeLookupAndScatterAdd) {
+  const int64_t H = 3, start = 4, end = 8; // vocab [4, 8) of this rank
+  std::vector<float> table = randomVec(size_t((end - start) * H), 1);
+  std::vector<int32_t> ids = {4, 0, 7, 4, 9, 5};
+  std::vector<float> out(ids.size() * H, -1.0f);
+  loomrt_embedding_forward(LOOMRT_F32, int64_t(ids.size()), H, ids.data(),
+                           start, end, table.data(), out.data());
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t c = 0; c < H; ++c) {
+      bool local = ids[i] >= start && ids[i] < end;
+      EXPECT_EQ(out[i * H + c], local ? table[(ids[i] - start) * H + c] : 0.0f)
+          << "token " << i << " (id " << ids[i] << ")";
+    }
+
+  // Backward: id 4 appears twice and sums; out-of-range ids are ignored.
+  std::vector<float> dout = randomVec(ids.size() * H, 2);
+  std::vector<double> want(table.size(), 0.5);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= start && ids[i] < end)
+      for (int64_t c = 0; c < H; ++c)
+        want[(ids[i] - start) * H + c] += dout[i * H + c];
+  std::vector<float> dtable(table.size(), 0.5f);
+  loomrt_embedding_backward(LOOMRT_F32, int64_t(ids.size()), H, ids.data(),
+                            start, end, dout.data(), LOOMRT_F32, dtable.data(),
+                            1);
+  expectClose(dtable, want, 1e-6, 1e-6, "dtable accumulated");
+  // bf16 gradients into an f32 table gradient, overwrite mode.
+  std::vector<float> doutB = rounded(dout, LOOMRT_BF16);
+  want.assign(table.size(), 0.0);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= start && ids[i] < end)
+      for (int64_t c = 0; c < H; ++c)
+        want[(ids[i] - start) * H + c] += doutB[i * H + c];
+  loomrt_embedding_backward(LOOMRT_BF16, int64_t(ids.size()), H, ids.data(),
+                            start, end, Buf(LOOMRT_BF16, dout).data(),
+                            LOOMRT_F32, dtable.data(), 0);
+  expectClose(dtable, want, 1e-6, 1e-6, "dtable from bf16");
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr int64_t kN = 6, kV = 11;
+
+double refLoss(const std::vector<double> &logits,
+               const std::vector<int32_t> &labels,
+               const std::vector<float> &mask) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < kN; ++i) {
+    double m = -1e300, s = 0;
+    for (int64_t j = 0; j < kV; ++j)
+      m = std::max(m, logits[i * kV + j]);
+    for (int64_t j = 0; j < kV; ++j)
+      s += std::exp(logits[i * kV + j] - m);
+    num += mask[i] * (m + std::log(s) - logits[i * kV + labels[i]]);
+    den += mask[i];
+  }
+  return num / den;
+}
+
+struct CECase {
+  std::vector<float> logits = randomVec(size_t(kN * kV), 1, -5.0f, 5.0f);
+  std::vector<int32_t> labels = {0, 10, 3, 3, 7, 5};
+  std::vector<float> mask = {1, 0, 1, 1, 0.5f, 1};
+};
+} // namespace
+
+TEST(CrossEntropyTest, ForwardAndBackward) {
+  CECase t;
+  // Large logits must not overflow: the max is subtracted.
+  t.logits[0] += 80.0f;
+  float loss = 0;
+  std::vector<float> rowLoss(static_cast<size_t>(kN));
+  loomrt_cross_entropy_forward(LOOMRT_F32, kN, kV, t.logits.data(),
+                               t.labels.data(), t.mask.data(), &loss,
+                               rowLoss.data());
+  auto X = toDouble(t.logits);
+  EXPECT_NEAR(loss, refLoss(X, t.labels, t.mask), 1e-5);
+  std::vector<float> ones(size_t(kN), 1.0f);
+  float plain = 0;
+  loomrt_cross_entropy_forward(LOOMRT_F32, kN, kV, t.logits.data(),
+                               t.labels.data(), nullptr, &plain, nullptr);
+  EXPECT_NEAR(plain, refLoss(X, t.labels, ones), 1e-5) << "NULL mask = ones";
+  double sum = 0;
+  for (float r : rowLoss)
+    sum += r;
+  EXPECT_NEAR(sum / kN, plain, 1e-5);
+
+  const float dloss = 0.7f;
+  auto g = numericGrad(
+      [&](const auto &v) { return dloss * refLoss(v, t.labels, t.mask); }, X);
+  std::vector<float> dlogits(t.logits.size());
+  loomrt_cross_entropy_backward(LOOMRT_F32, kN, kV, t.logits.data(),
+                                t.labels.data(), t.mask.data(), dloss,
+                                dlogits.data());
+  expectClose(dlogits, g, 1e-6, 1e-4, "dlogits");
+  // In place, as the header allows.
+  std::vector<float> inPlace = t.logits;
+  loomrt_cross_entropy_backward(LOOMRT_F32, kN, kV, inPlace.data(),
+                                t.labels.data(), t.mask.data(), dloss,
+                                inPlace.data());
+  EXPECT_EQ(inPlace, dlogits);
+}
+
+TEST(CrossEntropyTest, AllMaskedGivesZero) {
+  CECase t;
+  std::vector<float> zeros(size_t(kN), 0.0f), d(t.logits.size(), 1.0f);
+  float loss = 1;
+  loomrt_cross_entropy_forward(LOOMRT_F32, kN, kV, t.logits.data(),
+                               t.labels.data(), zeros.data(), &loss, nullptr);
+  EXPECT_EQ(loss, 0.0f);
+  loomrt_cross_entropy_backward(LOOMRT_F32, kN, kV, t.logits.data(),
+                                t.labels.data(), zeros.data(), 1.0f, d.data());
+  for (float v : d)
+    EXPECT_EQ(v, 0.0f);
+}
+
+TEST(CrossEntropyTest, VocabParallelPiecesReproduceTheFullLoss) {
+  // Three "ranks" own vocab [0,4), [4,8), [8,11); the test performs the
+  // all-reduces that the compiled program would.
+  CECase t;
+  const int64_t bounds[] = {0, 4, 8, kV};
+  auto shard = [&](int r) {
+    std::vector<float> s;
+    for (int64_t i = 0; i < kN; ++i)
+      s.insert(s.end(), t.logits.begin() + i * kV + bounds[r],
+               t.logits.begin() + i * kV + bounds[r + 1]);
+    return Buf(LOOMRT_BF16, s);
+  };
+  // bf16 logits: the reference uses the rounded values.
+  std::vector<float> roundedLogits = rounded(t.logits, LOOMRT_BF16);
+  std::vector<float> gmax(size_t(kN), -1e30f), gsum(size_t(kN), 0.0f),
+      gtarget(size_t(kN), 0.0f);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> m(static_cast<size_t>(kN));
+    loomrt_ce_local_max(LOOMRT_BF16, kN, bounds[r + 1] - bounds[r],
+                        shard(r).data(), m.data());
+    for (int64_t i = 0; i < kN; ++i)
+      gmax[i] = std::max(gmax[i], m[i]);
+  }
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> s(static_cast<size_t>(kN)), tg(static_cast<size_t>(kN));
+    const int64_t Vl = bounds[r + 1] - bounds[r];
+    loomrt_ce_local_sum_exp(LOOMRT_BF16, kN, Vl, shard(r).data(), gmax.data(),
+                            s.data());
+    loomrt_ce_local_target(LOOMRT_BF16, kN, Vl, shard(r).data(),
+                           t.labels.data(), bounds[r], tg.data());
+    for (int64_t i = 0; i < kN; ++i) {
+      gsum[i] += s[i];
+      gtarget[i] += tg[i];
+    }
+  }
+  float maskedSum = 0, maskSum = 0;
+  std::vector<float> rowLoss(static_cast<size_t>(kN));
+  loomrt_ce_loss_from_parts(kN, gmax.data(), gsum.data(), gtarget.data(),
+                            t.mask.data(), rowLoss.data(), &maskedSum,
+                            &maskSum);
+  EXPECT_NEAR(maskSum, 4.5f, 1e-6);
+  EXPECT_NEAR(maskedSum / maskSum,
+              refLoss(toDouble(roundedLogits), t.labels, t.mask), 1e-5);
+
+  // Backward shards, concatenated, equal the full backward.
+  std::vector<float> full(t.logits.size());
+  loomrt_cross_entropy_backward(LOOMRT_F32, kN, kV, roundedLogits.data(),
+                                t.labels.data(), t.mask.data(), 2.0f,
+                                full.data());
+  for (int r = 0; r < 3; ++r) {
+    const int64_t Vl = bounds[r + 1] - bounds[r];
+    Buf d(LOOMRT_BF16, size_t(kN * Vl)); // dlogits share the logits' dtype
+    loomrt_ce_vocab_parallel_backward(
+        LOOMRT_BF16, kN, Vl, shard(r).data(), t.labels.data(), bounds[r],
+        gmax.data(), gsum.data(), t.mask.data(), 2.0f / maskSum, d.data());
+    std::vector<float> dv = d.values();
+    for (int64_t i = 0; i < kN; ++i)
+      for (int64_t j = 0; j < Vl; ++j)
+        EXPECT_NEAR(dv[i * Vl + j], full[i * kV + bounds[r] + j],
+                    1e-6 + std::fabs(full[i * kV + bounds[r] + j]) / 128)
+            << "rank " << r << " row " << i << " col " << j;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW
+//===----------------------------------------------------------------------===//
+
+TEST(AdamWTest, ThreeStepsMatchTorchFormula) {
+  const int64_t n = 50;
+  std::vector<float> p = randomVec(size_t(n), 1), m(size_t(n), 0.0f),
+                     v(size_t(n), 0.0f);
+  std::vector<double> P = toDouble(p), M(size_t(n), 0.0), Vv(size_t(n), 0.0);
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+  for (int64_t step = 1; step <= 3; ++step) {
+    std::vector<float> g = randomVec(size_t(n), uint32_t(10 + step));
+    loomrt_adamw(n, p.data(), g.data(), m.data(), v.data(), float(lr),
+                 float(b1), float(b2), float(eps), float(wd), step);
+    for (int64_t i = 0; i < n; ++i) {
+      P[i] -= lr * wd * P[i];
+      M[i] = b1 * M[i] + (1 - b1) * g[i];
+      Vv[i] = b2 * Vv[i] + (1 - b2) * g[i] * g[i];
+      const double mh = M[i] / (1 - std::pow(b1, step));
+      const double vh = Vv[i] / (1 - std::pow(b2, step));
+      P[i] -= lr * mh / (std::sqrt(vh) + eps);
+    }
+  }
+  expectClose(p, P, 1e-6, 1e-5, "param");
+  expectClose(m, M, 1e-7, 1e-5, "exp_avg");
+  expectClose(v, Vv, 1e-8, 1e-5, "exp_avg_sq");
+}
