@@ -23,7 +23,8 @@ namespace loom {
 void buildTfmPrepareLoweringPipeline(mlir::OpPassManager &pm);
 
 /// tfm ops -> runtime calls on buffers: tfm-lower-to-runtime, results to
-/// out-params, a free after every buffer's last use.
+/// out-params, a free after every buffer's last use, then one arena with
+/// compile-time offsets (tfm-plan-buffers).
 void buildTfmLowerToBuffersPipeline(mlir::OpPassManager &pm);
 
 /// Buffers and runtime calls -> LLVM dialect (bare pointer calling

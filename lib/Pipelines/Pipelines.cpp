@@ -38,6 +38,8 @@ void loom::buildTfmLowerToBuffersPipeline(OpPassManager &pm) {
   pm.addPass(bufferization::createLowerDeallocationsPass());
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
+  // One arena per call, with offsets fixed at compile time.
+  pm.addNestedPass<func::FuncOp>(lowering::createTfmPlanBuffers());
 }
 
 void loom::buildTfmBuffersToLLVMPipeline(OpPassManager &pm) {

@@ -86,6 +86,37 @@ def TfmLowerToRuntime : Pass<"tfm-lower-to-runtime", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect", "mlir::LLVM::LLVMDialect"];
 }
 
+def TfmPlanBuffers : Pass<"tfm-plan-buffers", "mlir::func::FuncOp"> {
+  let summary = "place a function's temporary buffers in one arena at compile time";
+  let description = [{
+    Input: straight-line code where every temporary is a static
+    `memref.alloc` freed by one `memref.dealloc` in the same block (what
+    the buffer deallocation passes produce). Output: one arena allocated at
+    the start of the function and freed before it returns; each temporary is
+    a `memref.view` at a fixed offset. Offsets come from the buffers' live
+    ranges (alloc to dealloc), placed largest first at the lowest offset that
+    does not overlap a buffer live at the same time, 64-byte aligned. Allocs
+    without a matching dealloc in the block are left alone.
+
+    ```mlir
+    %a = memref.alloc() : memref<4x8xf32>   ... memref.dealloc %a
+    %b = memref.alloc() : memref<16xf32>    ... memref.dealloc %b
+    // becomes
+    %arena = memref.alloc() {alignment = 64 : i64} : memref<128xi8>
+    %a = memref.view %arena[%c0][] : memref<128xi8> to memref<4x8xf32>
+    %b = memref.view %arena[%c0][] : memref<128xi8> to memref<16xf32>  // a is dead
+    memref.dealloc %arena
+    ```
+  }];
+  let statistics = [
+    Statistic<"numPlanned", "planned-buffers", "Buffers placed in the arena">,
+    Statistic<"arenaBytes", "arena-bytes", "Size of the arena in bytes">,
+    Statistic<"unplannedBytes", "unplanned-bytes",
+              "Bytes the buffers would take without reuse">
+  ];
+  let dependentDialects = ["mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
 def TfmEmitEntry : Pass<"tfm-emit-entry", "mlir::ModuleOp"> {
   let summary = "emit the packed C entry point of each compiled function";
   let description = [{

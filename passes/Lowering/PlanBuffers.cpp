@@ -1,0 +1,130 @@
+//===- PlanBuffers.cpp - Compile-time placement of temporaries --*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Static shapes and straight-line code make every temporary's size and live
+// range known at compile time, so the program needs one allocation per call
+// instead of one per op. Upstream has buffer deallocation but no offset
+// planner, hence this pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+
+namespace loom::lowering {
+#define GEN_PASS_DEF_TFMPLANBUFFERS
+#include "passes/Lowering/Passes.h.inc"
+} // namespace loom::lowering
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+struct Interval {
+  memref::AllocOp alloc;
+  memref::DeallocOp dealloc;
+  int64_t begin, end; // op positions in the block
+  int64_t bytes;
+  int64_t offset = 0;
+};
+
+int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+struct PlanBuffersPass : lowering::impl::TfmPlanBuffersBase<PlanBuffersPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal() || !func.getBody().hasOneBlock())
+      return;
+    Block &block = func.getBody().front();
+
+    // Live ranges of the plannable buffers.
+    DenseMap<Operation *, int64_t> position;
+    for (auto [i, op] : llvm::enumerate(block))
+      position[&op] = i;
+    std::vector<Interval> intervals;
+    for (auto alloc : block.getOps<memref::AllocOp>()) {
+      MemRefType type = alloc.getType();
+      if (!type.hasStaticShape() || !type.getLayout().isIdentity() ||
+          type.getMemorySpace())
+        continue;
+      memref::DeallocOp dealloc;
+      bool escapes = false;
+      for (Operation *user : alloc->getUsers()) {
+        if (auto d = dyn_cast<memref::DeallocOp>(user)) {
+          if (dealloc || d->getBlock() != &block)
+            escapes = true;
+          dealloc = d;
+        } else if (user->getBlock() != &block) {
+          escapes = true;
+        }
+      }
+      if (!dealloc || escapes)
+        continue;
+      int64_t bytes = type.getNumElements() *
+                      int64_t(llvm::divideCeil(type.getElementTypeBitWidth(), 8));
+      intervals.push_back({alloc, dealloc, position[alloc],
+                           position[dealloc], alignUp(std::max<int64_t>(bytes, 1))});
+    }
+    if (intervals.empty())
+      return;
+
+    // Largest first, each at the lowest offset free over its live range.
+    std::vector<Interval *> order;
+    for (Interval &i : intervals)
+      order.push_back(&i);
+    std::stable_sort(order.begin(), order.end(), [](Interval *a, Interval *b) {
+      return a->bytes > b->bytes;
+    });
+    std::vector<Interval *> placed;
+    int64_t arena = 0, unplanned = 0;
+    for (Interval *cur : order) {
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (Interval *other : placed)
+        if (other->begin <= cur->end && cur->begin <= other->end)
+          busy.push_back({other->offset, other->offset + other->bytes});
+      std::sort(busy.begin(), busy.end());
+      int64_t offset = 0;
+      for (auto [lo, hi] : busy) {
+        if (offset + cur->bytes <= lo)
+          break;
+        offset = std::max(offset, hi);
+      }
+      cur->offset = offset;
+      arena = std::max(arena, offset + cur->bytes);
+      unplanned += cur->bytes;
+      placed.push_back(cur);
+    }
+
+    OpBuilder b = OpBuilder::atBlockBegin(&block);
+    Location loc = func.getLoc();
+    auto arenaType = MemRefType::get({arena}, b.getI8Type());
+    Value base = b.create<memref::AllocOp>(loc, arenaType,
+                                           b.getI64IntegerAttr(kAlignment));
+    for (Interval &i : intervals) {
+      b.setInsertionPoint(i.alloc);
+      Value offset = b.create<arith::ConstantIndexOp>(i.alloc.getLoc(), i.offset);
+      Value view = b.create<memref::ViewOp>(i.alloc.getLoc(), i.alloc.getType(),
+                                            base, offset, ValueRange());
+      i.alloc.replaceAllUsesWith(view);
+      i.alloc.erase();
+      i.dealloc.erase();
+    }
+    b.setInsertionPoint(block.getTerminator());
+    b.create<memref::DeallocOp>(loc, base);
+
+    numPlanned += intervals.size();
+    arenaBytes += arena;
+    unplannedBytes += unplanned;
+  }
+};
+
+} // namespace

@@ -1,0 +1,49 @@
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(tfm-plan-buffers))' | FileCheck %s
+
+func.func private @use(memref<4x8xf32>)
+func.func private @use2(memref<16xf32>, memref<4x8xf32>)
+func.func private @use_i32(memref<3xi32>)
+
+// %a (128 B) and %b (64 B) are live together; %c (128 B) starts after %a
+// died and reuses its place, and so does %d once %c and %b are dead. Sizes
+// round up to 64 bytes.
+// CHECK-LABEL: func.func @reuse
+// CHECK: %[[ARENA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<192xi8>
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: %[[A:.*]] = memref.view %[[ARENA]][%[[C0]]][] : memref<192xi8> to memref<4x8xf32>
+// CHECK: %[[C128:.*]] = arith.constant 128 : index
+// CHECK: %[[B:.*]] = memref.view %[[ARENA]][%[[C128]]][] : memref<192xi8> to memref<16xf32>
+// CHECK: call @use2(%[[B]], %[[A]])
+// CHECK: %[[Z1:.*]] = arith.constant 0 : index
+// CHECK: %[[C:.*]] = memref.view %[[ARENA]][%[[Z1]]][] : memref<192xi8> to memref<4x8xf32>
+// CHECK: call @use(%[[C]])
+// CHECK: %[[Z2:.*]] = arith.constant 0 : index
+// CHECK: %[[D:.*]] = memref.view %[[ARENA]][%[[Z2]]][] : memref<192xi8> to memref<3xi32>
+// CHECK-NOT: memref.dealloc %[[A]]
+// CHECK: memref.dealloc %[[ARENA]]
+// CHECK-NEXT: return
+func.func @reuse() {
+  %a = memref.alloc() : memref<4x8xf32>
+  %b = memref.alloc() : memref<16xf32>
+  func.call @use2(%b, %a) : (memref<16xf32>, memref<4x8xf32>) -> ()
+  memref.dealloc %a : memref<4x8xf32>
+  %c = memref.alloc() : memref<4x8xf32>
+  func.call @use(%c) : (memref<4x8xf32>) -> ()
+  memref.dealloc %c : memref<4x8xf32>
+  memref.dealloc %b : memref<16xf32>
+  %d = memref.alloc() : memref<3xi32>
+  func.call @use_i32(%d) : (memref<3xi32>) -> ()
+  memref.dealloc %d : memref<3xi32>
+  return
+}
+
+// A buffer that is returned (no dealloc) stays a plain allocation.
+// CHECK-LABEL: func.func @escaping
+// CHECK: %[[R:.*]] = memref.alloc() : memref<16xf32>
+// CHECK-NOT: memref.view
+// CHECK: return %[[R]]
+func.func @escaping() -> memref<16xf32> {
+  %r = memref.alloc() : memref<16xf32>
+  return %r : memref<16xf32>
+}
+
