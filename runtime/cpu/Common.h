@@ -150,8 +150,8 @@ template <typename Fn> void parallelBlocks(int64_t n, Fn fn) {
 
 /// f32 view of elements [begin, begin+len) of p: p itself for f32 data, else
 /// widened into tmp (at least len floats).
-inline const float *loadBlock(loomrt_dtype dtype, const void *p,
-                              int64_t begin, int64_t len, float *tmp) {
+inline const float *loadBlock(loomrt_dtype dtype, const void *p, int64_t begin,
+                              int64_t len, float *tmp) {
   if (dtype == LOOMRT_F32)
     return static_cast<const float *>(p) + begin;
   toF32(dtype, static_cast<const char *>(p) + begin * 2, tmp, len);
@@ -160,8 +160,7 @@ inline const float *loadBlock(loomrt_dtype dtype, const void *p,
 
 /// Where to compute elements [begin, begin+len) of an output: the output
 /// itself for f32, else tmp (then storeBlock rounds it back).
-inline float *outBlock(loomrt_dtype dtype, void *p, int64_t begin,
-                       float *tmp) {
+inline float *outBlock(loomrt_dtype dtype, void *p, int64_t begin, float *tmp) {
   return dtype == LOOMRT_F32 ? static_cast<float *>(p) + begin : tmp;
 }
 
@@ -170,6 +169,15 @@ inline void storeBlock(const float *v, loomrt_dtype dtype, void *p,
   if (dtype != LOOMRT_F32)
     fromF32(v, dtype, static_cast<char *>(p) + begin * 2, len);
 }
+
+/// Row-major C = alpha op(A) op(B) + beta C on f32 data with cblas_sgemm.
+/// OpenBLAS is kept single-threaded (see Support.cpp); this splits the larger
+/// of M and N across the runtime's OpenMP threads instead, and runs on the
+/// calling thread alone when already inside a parallel region, so kernels
+/// can run independent GEMMs from their own parallel loops.
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+           float alpha, const float *A, int64_t lda, const float *B,
+           int64_t ldb, float beta, float *C, int64_t ldc);
 
 /// Sum of src[0..n) in f32 with 8 independent partial sums (better rounding
 /// and vectorization than one running sum).

@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - Casts, checks, axpy, activations, AdamW -*- C++ -*-===//
+//===- Elementwise.cpp - Casts, activations, dropout, AdamW -----*- C++ -*-===//
 //
 // Elementwise kernels. They walk the tensor in blocks of kBlock elements,
 // widening each block of a bf16/f16 operand to f32 on the stack, so no
@@ -13,8 +13,8 @@
 
 using namespace loomrt;
 
-#define CHECK_N(n) LOOMRT_CHECK((n) >= 0, "negative element count %lld", \
-                                (long long)(n))
+#define CHECK_N(n)                                                             \
+  LOOMRT_CHECK((n) >= 0, "negative element count %lld", (long long)(n))
 #define CHECK_PTR(p) LOOMRT_CHECK((p) != nullptr, "%s is NULL", #p)
 
 //===----------------------------------------------------------------------===//
@@ -158,9 +158,9 @@ extern "C" float loomrt_sum_squares(loomrt_dtype dtype, const void *x,
 //===----------------------------------------------------------------------===//
 
 namespace {
-constexpr float kSqrtHalf = 0.70710678118654752f;      // 1/sqrt(2)
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;    // 1/sqrt(2 pi)
-constexpr float kSqrt2OverPi = 0.79788456080286536f;   // sqrt(2/pi)
+constexpr float kSqrtHalf = 0.70710678118654752f;    // 1/sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1/sqrt(2 pi)
+constexpr float kSqrt2OverPi = 0.79788456080286536f; // sqrt(2/pi)
 constexpr float kGeluCoeff = 0.044715f;
 
 float gelu(float x, bool tanhApprox) {
@@ -202,8 +202,8 @@ void unary(const char *fn, loomrt_dtype dtype, int64_t n, const void *x,
 }
 
 template <typename Fn>
-void unaryBackward(const char *fn, loomrt_dtype dtype, int64_t n,
-                   const void *x, const void *dy, void *dx, Fn grad) {
+void unaryBackward(const char *fn, loomrt_dtype dtype, int64_t n, const void *x,
+                   const void *dy, void *dx, Fn grad) {
   checkedDtypeSize(fn, dtype);
   LOOMRT_CHECK(n >= 0, "negative element count %lld", (long long)n);
   if (n == 0)
@@ -278,8 +278,8 @@ extern "C" void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
     std::vector<float> g(F), u(F), o(F);
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-      toF32(dtype, static_cast<const char *>(gate) + r * in_ld * esz,
-            g.data(), F);
+      toF32(dtype, static_cast<const char *>(gate) + r * in_ld * esz, g.data(),
+            F);
       toF32(dtype, static_cast<const char *>(up) + r * in_ld * esz, u.data(),
             F);
       for (int64_t i = 0; i < F; ++i)
@@ -304,8 +304,8 @@ extern "C" void loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows,
     std::vector<float> g(F), u(F), d(F), dg(F), du(F);
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-      toF32(dtype, static_cast<const char *>(gate) + r * in_ld * esz,
-            g.data(), F);
+      toF32(dtype, static_cast<const char *>(gate) + r * in_ld * esz, g.data(),
+            F);
       toF32(dtype, static_cast<const char *>(up) + r * in_ld * esz, u.data(),
             F);
       toF32(dtype, static_cast<const char *>(dout) + r * F * esz, d.data(), F);
@@ -352,15 +352,20 @@ struct Philox {
   }
 };
 
+void checkView(const char *fn, int64_t rows, int64_t cols, int64_t offset,
+               int64_t rowStride) {
+  if (rows < 0 || cols < 0 || offset < 0 || (rows > 1 && rowStride < cols))
+    fatal(fn, "bad view rows=%lld cols=%lld offset=%lld row_stride=%lld",
+          (long long)rows, (long long)cols, (long long)offset,
+          (long long)rowStride);
+}
+
 /// Applies the dropout mask of global elements offset + r*rowStride + c.
 void dropout(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t cols,
              const void *x, void *y, float p, uint64_t seed, int64_t offset,
              int64_t rowStride) {
   checkedDtypeSize(fn, dtype);
-  if (rows < 0 || cols < 0 || offset < 0 || (rows > 1 && rowStride < cols))
-    fatal(fn, "bad view rows=%lld cols=%lld offset=%lld row_stride=%lld",
-          (long long)rows, (long long)cols, (long long)offset,
-          (long long)rowStride);
+  checkView(fn, rows, cols, offset, rowStride);
   LOOMRT_CHECK(p >= 0.0f && p <= 1.0f, "%s: probability %g not in [0,1]", fn,
                double(p));
   if (rows == 0 || cols == 0)
@@ -418,8 +423,8 @@ extern "C" void loomrt_adamw(int64_t n, float *param, const float *grad,
   if (n == 0)
     return;
   LOOMRT_CHECK(param && grad && exp_avg && exp_avg_sq, "NULL tensor");
-  // Same operation order as torch.optim.AdamW's single-tensor path, so the
-  // results agree to the last bit or two.
+  // Same operation order as torch.optim.AdamW's single-tensor path (1.13),
+  // so the results agree to the last bit or two.
   const float biasCorrection1 = 1.0f - std::pow(beta1, float(step));
   const float biasCorrection2 = 1.0f - std::pow(beta2, float(step));
   const float stepSize = lr / biasCorrection1;
@@ -429,7 +434,7 @@ extern "C" void loomrt_adamw(int64_t n, float *param, const float *grad,
   for (int64_t i = 0; i < n; ++i) {
     float g = grad[i];
     float p = param[i] * decay;
-    float m = exp_avg[i] + (g - exp_avg[i]) * (1.0f - beta1); // lerp
+    float m = beta1 * exp_avg[i] + (1.0f - beta1) * g;
     float v = exp_avg_sq[i] * beta2 + (1.0f - beta2) * g * g;
     float denom = std::sqrt(v) / bc2Sqrt + eps;
     param[i] = p - stepSize * (m / denom);

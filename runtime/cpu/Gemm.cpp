@@ -1,4 +1,4 @@
-//===- Gemm.cpp - GEMM and linear layers on OpenBLAS -------------*- C++ -*-===//
+//===- Gemm.cpp - GEMM and linear layers on OpenBLAS ------------*- C++ -*-===//
 //
 // Every matrix product of the cpu backend goes through cblas_sgemm; bf16/f16
 // operands are widened to compact f32 copies first (OpenBLAS 0.3.21 has no
@@ -9,10 +9,49 @@
 #include "Common.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 
 using namespace loomrt;
+
+// Below this many multiply-adds a GEMM is not worth splitting.
+static constexpr double kMinParallelGemm = 1 << 18;
+
+void loomrt::sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                   float alpha, const float *A, int64_t lda, const float *B,
+                   int64_t ldb, float beta, float *C, int64_t ldc) {
+  auto call = [&](int64_t i0, int64_t m, int64_t j0, int64_t n) {
+    // Row block i0 of op(A): rows of A, or columns when A is transposed;
+    // column block j0 of op(B) likewise.
+    const float *a = transA ? A + i0 : A + i0 * lda;
+    const float *b = transB ? B + j0 * ldb : B + j0;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(K),
+                alpha, a, int(lda), b, int(ldb), beta, C + i0 * ldc + j0,
+                int(ldc));
+  };
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads == 1 || double(M) * double(N) * double(K) < kMinParallelGemm) {
+    call(0, M, 0, N);
+    return;
+  }
+  // Split the larger output dimension into equal chunks that are multiples
+  // of 16 (whole micro-kernel tiles).
+  const bool splitRows = M >= N;
+  const int64_t extent = splitRows ? M : N;
+  int64_t chunk = (extent + threads - 1) / threads;
+  chunk = (chunk + 15) / 16 * 16;
+  const int64_t parts = (extent + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t begin = p * chunk, len = std::min(chunk, extent - begin);
+    if (splitRows)
+      call(begin, len, 0, N);
+    else
+      call(0, M, begin, len);
+  }
+}
 
 namespace {
 /// An f32 view of a (possibly strided) rows x cols matrix with row stride ld.
@@ -98,10 +137,8 @@ extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
         for (int64_t j = 0; j < N; ++j)
           c[r * cLd + j] = beta == 0.0f ? 0.0f : beta * c[r * cLd + j];
     } else {
-      cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                  trans_b ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-                  alpha, a.ptr, int(a.ld), bm.ptr, int(bm.ld), beta, c,
-                  int(cLd));
+      sgemm(trans_a != 0, trans_b != 0, M, N, K, alpha, a.ptr, a.ld, bm.ptr,
+            bm.ld, beta, c, cLd);
     }
     if (c_dtype != LOOMRT_F32)
       for (int64_t r = 0; r < M; ++r)
@@ -117,8 +154,8 @@ static void checkLinear(const char *fn, loomrt_dtype dtype, int64_t M,
                         int64_t N, int64_t K) {
   checkedDtypeSize(fn, dtype);
   if (M < 0 || N < 0 || K < 0)
-    fatal(fn, "negative size M=%lld N=%lld K=%lld", (long long)M,
-          (long long)N, (long long)K);
+    fatal(fn, "negative size M=%lld N=%lld K=%lld", (long long)M, (long long)N,
+          (long long)K);
 }
 
 extern "C" void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
@@ -136,12 +173,11 @@ extern "C" void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
 #pragma omp parallel for schedule(static) if (M * N > kMinParallelWork)
     for (int64_t r = 0; r < M; ++r)
       std::memcpy(yf.get() + r * N, bf.get(), size_t(N) * 4);
-  } else {
+  } else if (K == 0) {
     std::memset(yf.get(), 0, size_t(M * N) * 4);
   }
   if (K)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N),
-                int(K), 1.0f, xf, int(K), wf, int(K), 1.0f, yf, int(N));
+    sgemm(false, true, M, N, K, 1.0f, xf, K, wf, K, bias ? 1.0f : 0.0f, yf, N);
   yf.commit();
 }
 
@@ -159,9 +195,8 @@ extern "C" void loomrt_linear_backward_data(loomrt_dtype dtype, int64_t M,
       std::memset(dxf.get(), 0, size_t(M * K) * 4);
   } else {
     In dyf(dtype, dy, M * N), wf(dtype, W, N * K);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(K),
-                int(N), 1.0f, dyf, int(N), wf, int(K),
-                accumulate ? 1.0f : 0.0f, dxf, int(K));
+    sgemm(false, false, M, K, N, 1.0f, dyf, N, wf, K, accumulate ? 1.0f : 0.0f,
+          dxf, K);
   }
   dxf.commit();
 }
@@ -170,8 +205,7 @@ extern "C" void loomrt_linear_backward_weight(loomrt_dtype dtype, int64_t M,
                                               int64_t N, int64_t K,
                                               const void *dy, const void *x,
                                               loomrt_dtype gdtype, void *dW,
-                                              void *dbias,
-                                              int32_t accumulate) {
+                                              void *dbias, int32_t accumulate) {
   checkLinear(__func__, dtype, M, N, K);
   checkedDtypeSize(__func__, gdtype);
   if (N == 0)
@@ -187,9 +221,8 @@ extern "C" void loomrt_linear_backward_weight(loomrt_dtype dtype, int64_t M,
       if (!accumulate)
         std::memset(dwf.get(), 0, size_t(N * K) * 4);
     } else {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(N), int(K),
-                  int(M), 1.0f, dyf, int(N), xf, int(K),
-                  accumulate ? 1.0f : 0.0f, dwf, int(K));
+      sgemm(true, false, N, K, M, 1.0f, dyf, N, xf, K, accumulate ? 1.0f : 0.0f,
+            dwf, K);
     }
     dwf.commit();
   }

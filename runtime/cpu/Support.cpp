@@ -125,8 +125,7 @@ uint16_t loomrt::f32ToF16(float f) {
 // Bulk conversions
 //===----------------------------------------------------------------------===//
 
-void loomrt::toF32(loomrt_dtype dtype, const void *src, float *dst,
-                   int64_t n) {
+void loomrt::toF32(loomrt_dtype dtype, const void *src, float *dst, int64_t n) {
   switch (dtype) {
   case LOOMRT_F32:
     if (src != dst)
@@ -193,6 +192,16 @@ float loomrt::sumF32(const float *src, int64_t n) {
 // Threads, memory, time
 //===----------------------------------------------------------------------===//
 
+// The runtime has one thread pool, OpenMP's. OpenBLAS (the pthread build on
+// Debian) would bring a second one whose workers spin after every call and
+// fight the OpenMP workers for the same cores, so OpenBLAS runs
+// single-threaded and loomrt::sgemm splits GEMMs over OpenMP threads. Set
+// when the library is loaded, before any kernel can call BLAS.
+static const bool kOpenBlasSingleThreaded = [] {
+  openblas_set_num_threads(1);
+  return true;
+}();
+
 // The thread count OpenMP chose before anyone called set_num_threads, so
 // that n <= 0 can restore it.
 static int defaultThreads() {
@@ -201,10 +210,9 @@ static int defaultThreads() {
 }
 
 extern "C" void loomrt_set_num_threads(int32_t n) {
-  int threads = n > 0 ? int(n) : defaultThreads();
+  (void)kOpenBlasSingleThreaded;
   (void)defaultThreads(); // Capture the default before the first change.
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  omp_set_num_threads(n > 0 ? int(n) : defaultThreads());
 }
 
 extern "C" int32_t loomrt_get_num_threads(void) {
@@ -235,6 +243,26 @@ extern "C" void loomrt_zero(void *dst, int64_t bytes) {
   LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
   if (bytes)
     std::memset(dst, 0, size_t(bytes));
+}
+
+extern "C" void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
+                               int64_t src_stride, int64_t rows,
+                               int64_t row_bytes) {
+  LOOMRT_CHECK(
+      rows >= 0 && row_bytes >= 0 &&
+          (rows <= 1 || (dst_stride >= row_bytes && src_stride >= row_bytes)),
+      "bad copy rows=%lld row_bytes=%lld dst_stride=%lld "
+      "src_stride=%lld",
+      (long long)rows, (long long)row_bytes, (long long)dst_stride,
+      (long long)src_stride);
+  if (rows == 0 || row_bytes == 0)
+    return;
+  LOOMRT_CHECK(dst && src, "NULL buffer");
+#pragma omp parallel for schedule(static) if (rows * row_bytes > (1 << 20))
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char *>(dst) + r * dst_stride,
+                static_cast<const char *>(src) + r * src_stride,
+                size_t(row_bytes));
 }
 
 extern "C" double loomrt_wtime(void) {

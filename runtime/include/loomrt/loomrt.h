@@ -1,9 +1,9 @@
-/*===- loomrt.h - Loom runtime C ABI ---------------------------*- C -*-===*\
-|*                                                                          *|
-|* The one interface that compiled per-rank programs call. Every backend    *|
-|* (cpu today, cuda later) implements exactly these symbols with exactly     *|
-|* these semantics, so the compiler lowers against this header only.        *|
-|*                                                                          *|
+/*===- loomrt.h - Loom runtime C ABI ------------------------------*- C -*-===*\
+|*                                                                            *|
+|* The one interface that compiled per-rank programs call. Every backend      *|
+|* (cpu today, cuda later) implements exactly these symbols with exactly      *|
+|* these semantics, so the compiler lowers against this header only.          *|
+|*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 /*
  * Conventions shared by every function below
@@ -28,12 +28,17 @@
  * - Output buffers never alias input buffers unless the function says so.
  * - Misuse (bad dtype, negative size, a NULL where a tensor is required,
  *   sizes that do not divide) is a programming error of the caller: the
- *   runtime prints "loomrt: <function>: <reason>" on stderr and aborts the
- *   process (MPI_Abort of the whole job once loomrt_init has run). Functions
- *   therefore return results, not status codes.
- * - Kernels run on the calling thread plus a pool of worker threads
- *   (OpenMP on the cpu backend, sized by loomrt_set_num_threads); they are
- *   synchronous: when a call returns its outputs are ready.
+ *   runtime prints "loomrt: rank R: <function>: <reason>" on stderr and
+ *   aborts (MPI_Abort of the whole job once MPI is up). Functions therefore
+ *   return results, not status codes.
+ * - Tensor arguments point to backend memory: memory from loomrt_alloc.
+ *   On the cpu backend that is host memory and any host pointer works; a
+ *   device backend allocates device memory there, so compiled programs
+ *   touch tensors only through runtime calls (loomrt_copy for host I/O).
+ * - Calls are ordered: each sees the effects of the earlier calls of its
+ *   rank. The cpu backend finishes every call before returning; kernels use
+ *   the calling thread plus a pool of worker threads (OpenMP, sized by
+ *   loomrt_set_num_threads).
  */
 #ifndef LOOMRT_LOOMRT_H
 #define LOOMRT_LOOMRT_H
@@ -42,6 +47,12 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* The backends build with hidden visibility; exactly these symbols are
+ * exported. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 /*===----------------------------------------------------------------------===*
@@ -80,8 +91,11 @@ int32_t loomrt_world_size(void);
  * (MPI_Abort when MPI is up, abort() otherwise). Never returns. */
 void loomrt_abort(const char *message);
 
-/* Number of worker threads for kernels and for OpenBLAS. n <= 0 restores
- * the default (OMP_NUM_THREADS or the number of cores). */
+/* Number of worker threads for kernels, GEMMs included (set from the thread
+ * that makes the runtime calls). n <= 0 restores the default
+ * (OMP_NUM_THREADS or the number of cores). The cpu backend has
+ * a single pool (OpenMP): it sets OpenBLAS to one thread when loaded and
+ * splits GEMMs across its own threads, so the two pools never compete. */
 void loomrt_set_num_threads(int32_t n);
 int32_t loomrt_get_num_threads(void);
 
@@ -90,9 +104,18 @@ int32_t loomrt_get_num_threads(void);
 void *loomrt_alloc(int64_t bytes);
 void loomrt_free(void *ptr);
 
-/* memcpy / memset(0) of `bytes` bytes (regions must not overlap). */
+/* memcpy / memset(0) of `bytes` bytes (regions must not overlap). Either
+ * side of a copy may be host memory, so this is also how data enters and
+ * leaves backend memory. */
 void loomrt_copy(void *dst, const void *src, int64_t bytes);
 void loomrt_zero(void *dst, int64_t bytes);
+
+/* Strided copy of `rows` rows of row_bytes bytes each, consecutive rows
+ * dst_stride / src_stride bytes apart (strides >= row_bytes): slicing and
+ * concatenating along the last dimension, e.g. splitting a fused QKV output
+ * [M, 3H] into three [M, H] tensors. */
+void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
+                    int64_t src_stride, int64_t rows, int64_t row_bytes);
 
 /* Seconds on a monotonic clock, for durations only. */
 double loomrt_wtime(void);
@@ -137,7 +160,7 @@ float loomrt_sum_squares(loomrt_dtype dtype, const void *x, int64_t n);
  * row strides of the *stored* matrices; stride_a/b/c are element strides
  * between batch entries (0 broadcasts one matrix over the batch). With
  * beta == 0, C is not read (NaN in C does not propagate). bf16/f16 operands
- * are widened to f32 buffers first; C is accumulated in f32 and rounded once. */
+ * are widened to f32 buffers first; C is accumulated in f32, rounded once. */
 void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M, int64_t N,
                  int64_t K, float alpha, loomrt_dtype a_dtype, const void *A,
                  int64_t lda, int64_t stride_a, loomrt_dtype b_dtype,
@@ -276,8 +299,8 @@ void loomrt_attention_backward(loomrt_dtype dtype, int64_t B, int64_t S,
                                const int32_t *q_pos, const int32_t *k_pos,
                                const int32_t *q_doc, const int32_t *k_doc,
                                const void *q, const void *k, const void *v,
-                               const void *o, const float *lse, const void *dout,
-                               void *dq, void *dk, void *dv,
+                               const void *o, const float *lse,
+                               const void *dout, void *dq, void *dk, void *dv,
                                int32_t accumulate);
 
 /*===----------------------------------------------------------------------===*
@@ -285,7 +308,7 @@ void loomrt_attention_backward(loomrt_dtype dtype, int64_t B, int64_t S,
  *===----------------------------------------------------------------------===*/
 
 #define LOOMRT_GELU_ERF 0  /* 0.5 x (1 + erf(x / sqrt 2)) */
-#define LOOMRT_GELU_TANH 1 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+#define LOOMRT_GELU_TANH 1 /* 0.5x (1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
 
 void loomrt_gelu_forward(loomrt_dtype dtype, int32_t approximate, int64_t n,
                          const void *x, void *y);
@@ -454,7 +477,8 @@ int32_t loomrt_comm_world_rank_of(loomrt_comm comm, int32_t r);
 
 /* All collectives are blocking, have to be called by every member of comm
  * in the same order, and reduce in f32 (bf16/f16 data are widened, reduced
- * and rounded back). */
+ * and rounded back). One call moves at most INT_MAX elements per rank (MPI's
+ * count type); larger requests abort with a message. */
 
 /* recv[i] = op over ranks of send[i], n elements; send == recv is in place. */
 void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype, int32_t op,
@@ -516,10 +540,14 @@ void loomrt_p2p_end(loomrt_comm comm);
 void loomrt_barrier(loomrt_comm comm);
 
 /* Failure model: communicators use MPI_ERRORS_RETURN, and a failed MPI call
- * aborts the job with "loomrt: rank R: MPI_<Call> failed: <MPI message>".
+ * aborts the job with "loomrt: rank R: MPI_<Call>: failed: <MPI message>".
  * When a rank dies (signal, abort, exit without loomrt_finalize) mpirun
  * (Open MPI's ORTE/PRRTE) kills every other rank of the job, so survivors
  * blocked in a collective do not hang; launch with mpirun, not singletons. */
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 } /* extern "C" */

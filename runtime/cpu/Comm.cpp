@@ -1,0 +1,514 @@
+//===- Comm.cpp - MPI communicators, collectives, p2p -----------*- C++ -*-===//
+//
+// One MPI communicator per process group, split from a private duplicate of
+// MPI_COMM_WORLD so runtime traffic never matches a user's messages. Every
+// communicator uses MPI_ERRORS_RETURN and every MPI call is checked, so a
+// failure ends the job with the name of the call instead of a hang.
+//
+// bf16/f16 payloads travel as 16-bit words; reductions widen them to f32
+// first (MPI has no 16-bit float types, and f32 is the accumulation type).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+
+using namespace loomrt;
+
+namespace loomrt {
+/// One recorded send or recv of a p2p batch.
+struct P2POp {
+  bool isSend;
+  void *buf;
+  int count;
+  MPI_Datatype type;
+  int peer;
+};
+} // namespace loomrt
+
+struct loomrt_comm_impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  std::vector<int32_t> worldRanks; // group rank -> world rank
+  bool inBatch = false;
+  std::vector<P2POp> pending;
+};
+
+namespace {
+bool weInitializedMpi = false;
+loomrt_comm worldComm = nullptr;
+std::set<loomrt_comm> liveComms;
+
+void checkMpi(int rc, const char *call) {
+  if (rc == MPI_SUCCESS)
+    return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fatal(call, "failed: %s", text);
+}
+
+loomrt_comm checkedComm(const char *fn, loomrt_comm c) {
+  if (!worldComm)
+    fatal(fn, "loomrt_init has not been called");
+  if (!c)
+    fatal(fn, "NULL communicator (this rank is in no group of it)");
+  if (!liveComms.count(c))
+    fatal(fn, "communicator %p was destroyed or never created",
+          static_cast<void *>(c));
+  return c;
+}
+
+int checkedCount(const char *fn, int64_t n) {
+  if (n < 0 || n > INT_MAX)
+    fatal(fn, "element count %lld is outside [0, INT_MAX]", (long long)n);
+  return int(n);
+}
+
+/// The MPI type that moves (not reduces) elements of dtype.
+MPI_Datatype rawType(loomrt_dtype dtype) {
+  return dtype == LOOMRT_F32 ? MPI_FLOAT : MPI_UINT16_T;
+}
+
+loomrt_comm registerComm(MPI_Comm mpiComm, std::vector<int32_t> worldRanks) {
+  checkMpi(MPI_Comm_set_errhandler(mpiComm, MPI_ERRORS_RETURN),
+           "MPI_Comm_set_errhandler");
+  auto *c = new loomrt_comm_impl;
+  c->comm = mpiComm;
+  checkMpi(MPI_Comm_rank(mpiComm, &c->rank), "MPI_Comm_rank");
+  checkMpi(MPI_Comm_size(mpiComm, &c->size), "MPI_Comm_size");
+  c->worldRanks = std::move(worldRanks);
+  liveComms.insert(c);
+  return c;
+}
+
+void freeComm(loomrt_comm c) {
+  liveComms.erase(c);
+  if (c->comm != MPI_COMM_NULL)
+    MPI_Comm_free(&c->comm);
+  delete c;
+}
+
+/// A row-major tensor seen as [outer, dim, inner] around one dimension.
+struct Split {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+
+Split splitAround(const char *fn, int32_t ndim, const int64_t *shape,
+                  int32_t d) {
+  if (ndim < 1 || ndim > 8 || !shape)
+    fatal(fn, "ndim %d is not in [1, 8]", int(ndim));
+  if (d < 0 || d >= ndim)
+    fatal(fn, "dim %d is out of bounds for rank %d", int(d), int(ndim));
+  Split s;
+  for (int32_t i = 0; i < ndim; ++i) {
+    if (shape[i] < 0)
+      fatal(fn, "negative extent %lld in dim %d", (long long)shape[i], int(i));
+    if (i < d)
+      s.outer *= shape[i];
+    else if (i > d)
+      s.inner *= shape[i];
+  }
+  s.dim = shape[d];
+  return s;
+}
+
+/// Copies P blocks laid out [P][outer][dl][inner] into [outer][P*dl][inner]
+/// (unpack = true) or the reverse (unpack = false).
+void permuteBlocks(const char *src, char *dst, int64_t P, const Split &s,
+                   int64_t dl, int64_t esz, bool unpack) {
+  const int64_t run = dl * s.inner * esz;
+  for (int64_t r = 0; r < P; ++r)
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const int64_t blocked = ((r * s.outer + o) * dl) * s.inner * esz;
+      const int64_t strided = ((o * P + r) * dl) * s.inner * esz;
+      if (unpack)
+        std::memcpy(dst + strided, src + blocked, size_t(run));
+      else
+        std::memcpy(dst + blocked, src + strided, size_t(run));
+    }
+}
+
+uint64_t fnv1a(uint64_t h, int64_t v) {
+  for (int i = 0; i < 8; ++i) {
+    h ^= uint64_t(v >> (8 * i)) & 0xffu;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Setup
+//===----------------------------------------------------------------------===//
+
+extern "C" void loomrt_init(int *argc, char ***argv) {
+  int up = 0;
+  MPI_Initialized(&up);
+  if (!up) {
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) !=
+        MPI_SUCCESS)
+      fatal(__func__, "MPI_Init_thread failed");
+    weInitializedMpi = true;
+  }
+  if (worldComm)
+    return;
+  checkMpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+           "MPI_Comm_set_errhandler");
+  MPI_Comm dup;
+  checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
+  int size = 0;
+  checkMpi(MPI_Comm_size(dup, &size), "MPI_Comm_size");
+  std::vector<int32_t> ranks(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i)
+    ranks[size_t(i)] = i;
+  worldComm = registerComm(dup, std::move(ranks));
+}
+
+extern "C" void loomrt_finalize(void) {
+  while (!liveComms.empty())
+    freeComm(*liveComms.begin());
+  worldComm = nullptr;
+  int down = 0;
+  MPI_Finalized(&down);
+  if (weInitializedMpi && !down)
+    MPI_Finalize();
+  weInitializedMpi = false;
+}
+
+extern "C" int32_t loomrt_world_rank(void) {
+  return worldComm ? worldComm->rank : 0;
+}
+
+extern "C" int32_t loomrt_world_size(void) {
+  return worldComm ? worldComm->size : 1;
+}
+
+extern "C" loomrt_comm loomrt_comm_world(void) {
+  if (!worldComm)
+    fatal(__func__, "loomrt_init has not been called");
+  return worldComm;
+}
+
+extern "C" loomrt_comm loomrt_comm_create(int32_t num_groups,
+                                          const int32_t *group_sizes,
+                                          const int32_t *group_ranks) {
+  loomrt_comm world = checkedComm(__func__, worldComm);
+  if (num_groups < 0 || (num_groups > 0 && (!group_sizes || !group_ranks)))
+    fatal(__func__, "bad group list (num_groups = %d)", int(num_groups));
+  // Validate the partition: ranks in range, none listed twice.
+  std::map<int32_t, int32_t> groupOf;
+  int32_t myGroup = -1, myPos = 0;
+  uint64_t hash = 1469598103934665603ull;
+  hash = fnv1a(hash, num_groups);
+  int64_t off = 0;
+  for (int32_t g = 0; g < num_groups; ++g) {
+    if (group_sizes[g] <= 0)
+      fatal(__func__, "group %d has size %d", int(g), int(group_sizes[g]));
+    hash = fnv1a(hash, group_sizes[g]);
+    for (int32_t p = 0; p < group_sizes[g]; ++p) {
+      const int32_t r = group_ranks[off + p];
+      if (r < 0 || r >= world->size)
+        fatal(__func__, "rank %d in group %d is outside the world of %d",
+              int(r), int(g), world->size);
+      auto [it, inserted] = groupOf.emplace(r, g);
+      if (!inserted)
+        fatal(__func__, "rank %d is listed in groups %d and %d", int(r),
+              int(it->second), int(g));
+      hash = fnv1a(hash, r);
+      if (r == world->rank) {
+        myGroup = g;
+        myPos = p;
+      }
+    }
+    off += group_sizes[g];
+  }
+  // Every rank must pass the same lists; compare a hash before splitting so
+  // a mismatch is reported instead of silently producing wrong groups.
+  uint64_t lo = hash, hi = hash;
+  checkMpi(
+      MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, world->comm),
+      "MPI_Allreduce");
+  checkMpi(
+      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, world->comm),
+      "MPI_Allreduce");
+  if (lo != hi)
+    fatal(__func__, "ranks passed different group lists");
+  MPI_Comm split;
+  checkMpi(MPI_Comm_split(world->comm, myGroup < 0 ? MPI_UNDEFINED : myGroup,
+                          myPos, &split),
+           "MPI_Comm_split");
+  if (split == MPI_COMM_NULL)
+    return nullptr;
+  int64_t start = 0;
+  for (int32_t g = 0; g < myGroup; ++g)
+    start += group_sizes[g];
+  std::vector<int32_t> members(group_ranks + start,
+                               group_ranks + start + group_sizes[myGroup]);
+  return registerComm(split, std::move(members));
+}
+
+extern "C" void loomrt_comm_destroy(loomrt_comm comm) {
+  if (!comm)
+    return;
+  checkedComm(__func__, comm);
+  if (comm == worldComm)
+    fatal(__func__, "the world communicator is freed by loomrt_finalize");
+  if (comm->inBatch)
+    fatal(__func__, "a p2p batch is still open on this communicator");
+  freeComm(comm);
+}
+
+extern "C" int32_t loomrt_comm_rank(loomrt_comm comm) {
+  return checkedComm(__func__, comm)->rank;
+}
+
+extern "C" int32_t loomrt_comm_size(loomrt_comm comm) {
+  return checkedComm(__func__, comm)->size;
+}
+
+extern "C" int32_t loomrt_comm_world_rank_of(loomrt_comm comm, int32_t r) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  if (r < 0 || r >= c->size)
+    fatal(__func__, "group rank %d is outside a group of %d", int(r), c->size);
+  return c->worldRanks[size_t(r)];
+}
+
+extern "C" void loomrt_barrier(loomrt_comm comm) {
+  checkMpi(MPI_Barrier(checkedComm(__func__, comm)->comm), "MPI_Barrier");
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
+                                  int32_t op, const void *send, void *recv,
+                                  int64_t n) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  checkedDtypeSize(__func__, dtype);
+  const int count = checkedCount(__func__, n);
+  if (op != LOOMRT_SUM && op != LOOMRT_MAX)
+    fatal(__func__, "unknown reduction %d", int(op));
+  LOOMRT_CHECK(count == 0 || (send && recv), "NULL buffer");
+  const MPI_Op mpiOp = op == LOOMRT_SUM ? MPI_SUM : MPI_MAX;
+  if (dtype == LOOMRT_F32) {
+    checkMpi(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, count,
+                           MPI_FLOAT, mpiOp, c->comm),
+             "MPI_Allreduce");
+    return;
+  }
+  std::vector<float> wide(static_cast<size_t>(count));
+  toF32(dtype, send, wide.data(), count);
+  checkMpi(MPI_Allreduce(MPI_IN_PLACE, wide.data(), count, MPI_FLOAT, mpiOp,
+                         c->comm),
+           "MPI_Allreduce");
+  fromF32(wide.data(), dtype, recv, count);
+}
+
+extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
+                                 void *buf, int64_t n, int32_t root) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  checkedDtypeSize(__func__, dtype);
+  const int count = checkedCount(__func__, n);
+  if (root < 0 || root >= c->size)
+    fatal(__func__, "root %d is outside a group of %d", int(root), c->size);
+  LOOMRT_CHECK(count == 0 || buf, "NULL buffer");
+  checkMpi(MPI_Bcast(buf, count, rawType(dtype), root, c->comm), "MPI_Bcast");
+}
+
+extern "C" void loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype,
+                                  int32_t ndim, const int64_t *shape,
+                                  int32_t dim, const void *send, void *recv) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  const int64_t esz = checkedDtypeSize(__func__, dtype);
+  const Split s = splitAround(__func__, ndim, shape, dim);
+  const int block = checkedCount(__func__, s.outer * s.dim * s.inner);
+  checkedCount(__func__, int64_t(block) * c->size);
+  LOOMRT_CHECK(block == 0 || (send && recv), "NULL buffer");
+  // Gathering along dim 0 (or any dim with nothing in front) is already the
+  // rank-ordered concatenation MPI produces.
+  if (s.outer == 1) {
+    checkMpi(MPI_Allgather(send, block, rawType(dtype), recv, block,
+                           rawType(dtype), c->comm),
+             "MPI_Allgather");
+    return;
+  }
+  std::vector<char> blocks(size_t(block) * size_t(c->size) * size_t(esz));
+  checkMpi(MPI_Allgather(send, block, rawType(dtype), blocks.data(), block,
+                         rawType(dtype), c->comm),
+           "MPI_Allgather");
+  permuteBlocks(blocks.data(), static_cast<char *>(recv), c->size, s, s.dim,
+                esz, /*unpack=*/true);
+}
+
+extern "C" void loomrt_reduce_scatter(loomrt_comm comm, loomrt_dtype dtype,
+                                      int32_t ndim, const int64_t *shape,
+                                      int32_t dim, const void *send,
+                                      void *recv) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  checkedDtypeSize(__func__, dtype);
+  const Split s = splitAround(__func__, ndim, shape, dim);
+  if (s.dim % c->size != 0)
+    fatal(__func__, "extent %lld of dim %d is not divisible by %d ranks",
+          (long long)s.dim, int(dim), c->size);
+  const int64_t dl = s.dim / c->size;
+  const int64_t total = s.outer * s.dim * s.inner;
+  checkedCount(__func__, total);
+  const int block = int(s.outer * dl * s.inner);
+  LOOMRT_CHECK(total == 0 || (send && recv), "NULL buffer");
+  // Reduce in f32: f32 data is used in place, bf16/f16 widened.
+  In wide(dtype, send, total);
+  const float *sendF32 = wide.get();
+  std::vector<float> packed;
+  if (s.outer != 1) {
+    packed.resize(size_t(total));
+    permuteBlocks(reinterpret_cast<const char *>(wide.get()),
+                  reinterpret_cast<char *>(packed.data()), c->size, s, dl, 4,
+                  /*unpack=*/false);
+    sendF32 = packed.data();
+  }
+  Out out(dtype, recv, block, false);
+  checkMpi(MPI_Reduce_scatter_block(sendF32, out.get(), block, MPI_FLOAT,
+                                    MPI_SUM, c->comm),
+           "MPI_Reduce_scatter_block");
+  out.commit();
+}
+
+extern "C" void loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype,
+                                  int32_t ndim, const int64_t *shape,
+                                  int32_t split_dim, int32_t concat_dim,
+                                  const void *send, void *recv) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  const int64_t esz = checkedDtypeSize(__func__, dtype);
+  const int64_t P = c->size;
+  const Split in = splitAround(__func__, ndim, shape, split_dim);
+  splitAround(__func__, ndim, shape, concat_dim);
+  if (in.dim % P != 0)
+    fatal(__func__, "extent %lld of split dim %d is not divisible by %d ranks",
+          (long long)in.dim, int(split_dim), int(P));
+  const int64_t total = in.outer * in.dim * in.inner;
+  checkedCount(__func__, total);
+  const int block = int(total / P);
+  LOOMRT_CHECK(total == 0 || (send && recv), "NULL buffer");
+  // Pack: slice r of split_dim becomes the r-th contiguous send block.
+  std::vector<char> packed, received;
+  const char *sendPtr = static_cast<const char *>(send);
+  if (in.outer != 1) {
+    packed.resize(size_t(total * esz));
+    permuteBlocks(sendPtr, packed.data(), P, in, in.dim / P, esz,
+                  /*unpack=*/false);
+    sendPtr = packed.data();
+  }
+  // Unpack: block r (shape with split_dim / P) lands at offset r along
+  // concat_dim of the result.
+  int64_t chunkShape[8];
+  std::copy(shape, shape + ndim, chunkShape);
+  chunkShape[split_dim] /= P;
+  const Split out = splitAround(__func__, ndim, chunkShape, concat_dim);
+  char *recvPtr = static_cast<char *>(recv);
+  if (out.outer != 1) {
+    received.resize(size_t(total * esz));
+    recvPtr = received.data();
+  }
+  checkMpi(MPI_Alltoall(sendPtr, block, rawType(dtype), recvPtr, block,
+                        rawType(dtype), c->comm),
+           "MPI_Alltoall");
+  if (out.outer != 1)
+    permuteBlocks(received.data(), static_cast<char *>(recv), P, out, out.dim,
+                  esz, /*unpack=*/true);
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped point-to-point
+//===----------------------------------------------------------------------===//
+
+namespace {
+void issueBatch(loomrt_comm c) {
+  std::vector<P2POp> ops;
+  ops.swap(c->pending);
+  // Seed 003 section 5.3: even ranks post sends first, odd ranks recvs
+  // first. With nonblocking MPI any order completes; keeping the NCCL order
+  // makes both backends issue identical sequences.
+  const bool sendsFirst = c->rank % 2 == 0;
+  std::stable_partition(ops.begin(), ops.end(), [&](const P2POp &op) {
+    return op.isSend == sendsFirst;
+  });
+  std::vector<MPI_Request> reqs(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp &op = ops[i];
+    if (op.isSend)
+      checkMpi(
+          MPI_Isend(op.buf, op.count, op.type, op.peer, 0, c->comm, &reqs[i]),
+          "MPI_Isend");
+    else
+      checkMpi(
+          MPI_Irecv(op.buf, op.count, op.type, op.peer, 0, c->comm, &reqs[i]),
+          "MPI_Irecv");
+  }
+  std::vector<MPI_Status> statuses(ops.size());
+  int rc = MPI_Waitall(int(reqs.size()), reqs.data(), statuses.data());
+  if (rc == MPI_ERR_IN_STATUS)
+    for (const MPI_Status &st : statuses)
+      checkMpi(st.MPI_ERROR, "MPI_Waitall");
+  checkMpi(rc, "MPI_Waitall");
+  // A shorter message than the recv expects is legal MPI but always a
+  // mismatched schedule in a compiled program.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].isSend)
+      continue;
+    int got = 0;
+    MPI_Get_count(&statuses[i], ops[i].type, &got);
+    if (got != ops[i].count)
+      fatal("loomrt_p2p_end",
+            "received %d elements from group rank %d, expected %d", got,
+            ops[i].peer, ops[i].count);
+  }
+}
+
+void record(const char *fn, loomrt_comm comm, bool isSend, loomrt_dtype dtype,
+            const void *buf, int64_t n, int32_t peer) {
+  loomrt_comm c = checkedComm(fn, comm);
+  checkedDtypeSize(fn, dtype);
+  const int count = checkedCount(fn, n);
+  if (peer < 0 || peer >= c->size)
+    fatal(fn, "peer %d is outside a group of %d", int(peer), c->size);
+  LOOMRT_CHECK(count == 0 || buf, "%s: NULL buffer", fn);
+  c->pending.push_back(
+      {isSend, const_cast<void *>(buf), count, rawType(dtype), int(peer)});
+  if (!c->inBatch)
+    issueBatch(c);
+}
+} // namespace
+
+extern "C" void loomrt_p2p_begin(loomrt_comm comm) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  if (c->inBatch)
+    fatal(__func__, "p2p batches do not nest");
+  c->inBatch = true;
+}
+
+extern "C" void loomrt_send(loomrt_comm comm, loomrt_dtype dtype,
+                            const void *buf, int64_t n, int32_t peer) {
+  record(__func__, comm, true, dtype, buf, n, peer);
+}
+
+extern "C" void loomrt_recv(loomrt_comm comm, loomrt_dtype dtype, void *buf,
+                            int64_t n, int32_t peer) {
+  record(__func__, comm, false, dtype, buf, n, peer);
+}
+
+extern "C" void loomrt_p2p_end(loomrt_comm comm) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  if (!c->inBatch)
+    fatal(__func__, "no batch was begun");
+  c->inBatch = false;
+  issueBatch(c);
+}

@@ -1,0 +1,203 @@
+//===- Norms.cpp - LayerNorm and RMSNorm ------------------------*- C++ -*-===//
+//
+// Row-parallel: every thread normalizes whole rows. The parameter gradients
+// (sums over rows) are reduced through per-thread f32 partial vectors that
+// are added in thread order, so results do not depend on scheduling.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <omp.h>
+
+#include <cmath>
+
+using namespace loomrt;
+
+namespace {
+void checkNorm(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H) {
+  checkedDtypeSize(fn, dtype);
+  if (rows < 0 || H <= 0)
+    fatal(fn, "bad sizes rows=%lld H=%lld (H must be positive)",
+          (long long)rows, (long long)H);
+}
+
+struct Stats {
+  float mean, rstd;
+};
+
+/// Mean and 1/sqrt(var + eps) of one row, two-pass for accuracy.
+Stats layerNormStats(const float *x, int64_t H, float eps) {
+  float mean = sumF32(x, H) / float(H);
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= H; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      float d = x[i + j] - mean;
+      acc[j] += d * d;
+    }
+  for (; i < H; ++i)
+    acc[0] += (x[i] - mean) * (x[i] - mean);
+  float var = sumF32(acc, 8) / float(H);
+  return {mean, 1.0f / std::sqrt(var + eps)};
+}
+
+float rmsRstd(const float *x, int64_t H, float eps) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= H; i += 8)
+    for (int j = 0; j < 8; ++j)
+      acc[j] += x[i + j] * x[i + j];
+  for (; i < H; ++i)
+    acc[0] += x[i] * x[i];
+  return 1.0f / std::sqrt(sumF32(acc, 8) / float(H) + eps);
+}
+
+/// Writes the row-parallel parameter-gradient partials of all threads into
+/// `out` (overwrite or accumulate).
+void reducePartials(const std::vector<std::vector<float>> &partials, int64_t H,
+                    float *out, bool accumulate) {
+  for (int64_t i = 0; i < H; ++i) {
+    float s = accumulate ? out[i] : 0.0f;
+    for (const auto &p : partials)
+      s += p[size_t(i)];
+    out[i] = s;
+  }
+}
+} // namespace
+
+extern "C" void loomrt_layer_norm_forward(loomrt_dtype dtype, int64_t rows,
+                                          int64_t H, const void *x,
+                                          const void *w, const void *b,
+                                          float eps, void *y) {
+  checkNorm(__func__, dtype, rows, H);
+  if (rows == 0)
+    return;
+  LOOMRT_CHECK(x && w && y, "NULL tensor");
+  In xf(dtype, x, rows * H), wf(dtype, w, H), bf(dtype, b, H);
+  Out yf(dtype, y, rows * H, false);
+  const float *bias = bf.get();
+#pragma omp parallel for schedule(static) if (rows * H > kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = xf.get() + r * H;
+    float *yr = yf.get() + r * H;
+    Stats s = layerNormStats(xr, H, eps);
+    for (int64_t i = 0; i < H; ++i)
+      yr[i] = (xr[i] - s.mean) * s.rstd * wf.get()[i] + (bias ? bias[i] : 0.0f);
+  }
+  yf.commit();
+}
+
+// With xhat = (x - mean) * rstd and g = dy * w:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+//   dw = sum_rows dy * xhat,  db = sum_rows dy.
+extern "C" void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows,
+                                           int64_t H, const void *x,
+                                           const void *w, const void *dy,
+                                           float eps, void *dx,
+                                           loomrt_dtype gdtype, void *dw,
+                                           void *db, int32_t accumulate) {
+  checkNorm(__func__, dtype, rows, H);
+  checkedDtypeSize(__func__, gdtype);
+  LOOMRT_CHECK(x && w && dy && dx && dw, "NULL tensor");
+  In xf(dtype, x, rows * H), wf(dtype, w, H), dyf(dtype, dy, rows * H);
+  Out dxf(dtype, dx, rows * H, false);
+  Out dwf(gdtype, dw, H, accumulate != 0), dbf(gdtype, db, H, accumulate != 0);
+  const int threads = rows * H > kMinParallelWork ? omp_get_max_threads() : 1;
+  std::vector<std::vector<float>> dwPart(size_t(threads),
+                                         std::vector<float>(size_t(H), 0.0f));
+  std::vector<std::vector<float>> dbPart(size_t(threads),
+                                         std::vector<float>(size_t(H), 0.0f));
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    float *dwp = dwPart[size_t(t)].data(), *dbp = dbPart[size_t(t)].data();
+    std::vector<float> g(static_cast<size_t>(H)), gx(static_cast<size_t>(H));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = xf.get() + r * H, *dyr = dyf.get() + r * H;
+      float *dxr = dxf.get() + r * H;
+      Stats s = layerNormStats(xr, H, eps);
+      for (int64_t i = 0; i < H; ++i) {
+        float xhat = (xr[i] - s.mean) * s.rstd;
+        g[size_t(i)] = dyr[i] * wf.get()[i];
+        gx[size_t(i)] = g[size_t(i)] * xhat;
+        dwp[i] += dyr[i] * xhat;
+        dbp[i] += dyr[i];
+      }
+      float meanG = sumF32(g.data(), H) / float(H);
+      float meanGx = sumF32(gx.data(), H) / float(H);
+      for (int64_t i = 0; i < H; ++i) {
+        float xhat = (xr[i] - s.mean) * s.rstd;
+        dxr[i] = s.rstd * (g[size_t(i)] - meanG - xhat * meanGx);
+      }
+    }
+  }
+  reducePartials(dwPart, H, dwf, accumulate != 0);
+  if (db)
+    reducePartials(dbPart, H, dbf, accumulate != 0);
+  dxf.commit();
+  dwf.commit();
+  dbf.commit();
+}
+
+extern "C" void loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
+                                        int64_t H, const void *x, const void *w,
+                                        float eps, void *y) {
+  checkNorm(__func__, dtype, rows, H);
+  if (rows == 0)
+    return;
+  LOOMRT_CHECK(x && w && y, "NULL tensor");
+  In xf(dtype, x, rows * H), wf(dtype, w, H);
+  Out yf(dtype, y, rows * H, false);
+#pragma omp parallel for schedule(static) if (rows * H > kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = xf.get() + r * H;
+    float *yr = yf.get() + r * H;
+    float rstd = rmsRstd(xr, H, eps);
+    for (int64_t i = 0; i < H; ++i)
+      yr[i] = xr[i] * rstd * wf.get()[i];
+  }
+  yf.commit();
+}
+
+// With xhat = x * rstd and g = dy * w:
+//   dx = rstd * (g - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat.
+extern "C" void loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
+                                         int64_t H, const void *x,
+                                         const void *w, const void *dy,
+                                         float eps, void *dx,
+                                         loomrt_dtype gdtype, void *dw,
+                                         int32_t accumulate) {
+  checkNorm(__func__, dtype, rows, H);
+  checkedDtypeSize(__func__, gdtype);
+  LOOMRT_CHECK(x && w && dy && dx && dw, "NULL tensor");
+  In xf(dtype, x, rows * H), wf(dtype, w, H), dyf(dtype, dy, rows * H);
+  Out dxf(dtype, dx, rows * H, false);
+  Out dwf(gdtype, dw, H, accumulate != 0);
+  const int threads = rows * H > kMinParallelWork ? omp_get_max_threads() : 1;
+  std::vector<std::vector<float>> dwPart(size_t(threads),
+                                         std::vector<float>(size_t(H), 0.0f));
+#pragma omp parallel num_threads(threads)
+  {
+    float *dwp = dwPart[size_t(omp_get_thread_num())].data();
+    std::vector<float> gx(static_cast<size_t>(H));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = xf.get() + r * H, *dyr = dyf.get() + r * H;
+      float *dxr = dxf.get() + r * H;
+      float rstd = rmsRstd(xr, H, eps);
+      for (int64_t i = 0; i < H; ++i) {
+        float xhat = xr[i] * rstd;
+        gx[size_t(i)] = dyr[i] * wf.get()[i] * xhat;
+        dwp[i] += dyr[i] * xhat;
+      }
+      float meanGx = sumF32(gx.data(), H) / float(H);
+      for (int64_t i = 0; i < H; ++i)
+        dxr[i] = rstd * (dyr[i] * wf.get()[i] - xr[i] * rstd * meanGx);
+    }
+  }
+  reducePartials(dwPart, H, dwf, accumulate != 0);
+  dxf.commit();
+  dwf.commit();
+}

@@ -1,0 +1,116 @@
+//===- Rope.cpp - Rotary embedding, position/document ids -------*- C++ -*-===//
+//
+// RoPE in the Hugging Face Llama "rotate half" layout, computed in f32 the
+// way transformers does (inv_freq, then angle = pos * inv_freq, then
+// cos/sin), so the result matches it to rounding.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <cmath>
+
+using namespace loomrt;
+
+namespace {
+void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
+          int64_t D, int64_t rotDim, float theta, const int32_t *pos,
+          const void *x, void *y, float sign) {
+  checkedDtypeSize(fn, dtype);
+  if (B < 0 || S < 0 || N < 0 || D <= 0 || rotDim < 0 || rotDim > D ||
+      rotDim % 2 != 0)
+    fatal(fn,
+          "bad sizes B=%lld S=%lld N=%lld D=%lld rot_dim=%lld (rot_dim must "
+          "be even and <= D)",
+          (long long)B, (long long)S, (long long)N, (long long)D,
+          (long long)rotDim);
+  LOOMRT_CHECK(theta > 0.0f, "%s: theta %g must be positive", fn,
+               double(theta));
+  const int64_t total = B * S * N * D;
+  if (total == 0)
+    return;
+  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
+  const int64_t half = rotDim / 2;
+  std::vector<float> invFreq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    invFreq[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rotDim));
+  In xf(dtype, x, total);
+  Out yf(dtype, y, total, false);
+#pragma omp parallel
+  {
+    std::vector<float> cosv(static_cast<size_t>(half)),
+        sinv(static_cast<size_t>(half));
+#pragma omp for schedule(static)
+    for (int64_t bs = 0; bs < B * S; ++bs) {
+      float p = pos ? float(pos[bs]) : float(bs % S);
+      for (int64_t i = 0; i < half; ++i) {
+        float a = p * invFreq[size_t(i)];
+        cosv[size_t(i)] = std::cos(a);
+        sinv[size_t(i)] = sign * std::sin(a);
+      }
+      for (int64_t h = 0; h < N; ++h) {
+        const float *xr = xf.get() + (bs * N + h) * D;
+        float *yr = yf.get() + (bs * N + h) * D;
+        for (int64_t i = 0; i < half; ++i) {
+          float x1 = xr[i], x2 = xr[i + half];
+          yr[i] = x1 * cosv[size_t(i)] - x2 * sinv[size_t(i)];
+          yr[i + half] = x2 * cosv[size_t(i)] + x1 * sinv[size_t(i)];
+        }
+        for (int64_t i = rotDim; i < D; ++i)
+          yr[i] = xr[i];
+      }
+    }
+  }
+  yf.commit();
+}
+} // namespace
+
+extern "C" void loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S,
+                                    int64_t N, int64_t D, int64_t rot_dim,
+                                    float theta, const int32_t *pos,
+                                    const void *x, void *y) {
+  rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, x, y, 1.0f);
+}
+
+// The rotation is orthogonal, so its transpose (rotation by -a) is the
+// gradient map.
+extern "C" void loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S,
+                                     int64_t N, int64_t D, int64_t rot_dim,
+                                     float theta, const int32_t *pos,
+                                     const void *dy, void *dx) {
+  rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, dy, dx, -1.0f);
+}
+
+extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
+                                    int32_t eod, int32_t *doc) {
+  LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
+               (long long)S);
+  if (B * S == 0)
+    return;
+  LOOMRT_CHECK(tokens && doc, "NULL tensor");
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t id = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      doc[b * S + s] = id;
+      if (tokens[b * S + s] == eod)
+        ++id; // The EOD itself stays in the document it ends.
+    }
+  }
+}
+
+extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
+                                    int32_t eod, int32_t reset, int32_t *pos) {
+  LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
+               (long long)S);
+  if (B * S == 0)
+    return;
+  LOOMRT_CHECK(pos && (tokens || !reset), "NULL tensor");
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t p = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      pos[b * S + s] = p++;
+      if (reset && tokens[b * S + s] == eod)
+        p = 0;
+    }
+  }
+}
