@@ -546,8 +546,10 @@ struct LowerToRuntimePass
     populateReturnOpTypeConversionPattern(patterns, converter);
 
     ConversionTarget target(*ctx);
-    target.addLegalDialect<arith::ArithDialect, memref::MemRefDialect,
-                           LLVM::LLVMDialect>();
+    target.addLegalDialect<memref::MemRefDialect, LLVM::LLVMDialect>();
+    // Scalar arithmetic is fine; arithmetic on tensors has no lowering here.
+    target.addDynamicallyLegalDialect<arith::ArithDialect>(
+        [&](Operation *op) { return converter.isLegal(op); });
     target.addIllegalDialect<TfmDialect>();
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp f) {
       return converter.isSignatureLegal(f.getFunctionType()) &&
@@ -567,8 +569,11 @@ struct LowerToRuntimePass
          llvm::make_early_inc_range(getOperation().getOps<mesh::MeshOp>()))
       if (SymbolTable::symbolKnownUseEmpty(mesh, getOperation()))
         mesh.erase();
-    if (failed(applyPartialConversion(getOperation(), target,
-                                      std::move(patterns))))
+    // Full conversion: an op no pattern handles (say a tensor op) is an
+    // error here, where it can be named, not in LLVM translation later.
+    target.addLegalOp<ModuleOp, UnrealizedConversionCastOp>();
+    if (failed(applyFullConversion(getOperation(), target,
+                                   std::move(patterns))))
       signalPassFailure();
   }
 };

@@ -140,3 +140,12 @@ func.func @blocked(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   }
   return %y : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Arithmetic on tensors has no lowering.
+func.func @tensor_arith(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{failed to legalize operation 'arith.negf'}}
+  %y = arith.negf %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
