@@ -108,7 +108,8 @@ def Tfm_BlockOp : Tfm_Op<"block", [IsolatedFromAbove, SingleBlock,
     the region's arguments, and leave through `tfm.yield`; parameters are read
     inside with `tfm.get_param`. The region is isolated from above, so a block
     can be moved to another pipeline stage or re-run for recomputation as one
-    unit.
+    unit. A `backward` block holds the gradient computation of the forward
+    block of the same kind and index (written by tfm-differentiate).
 
     ```mlir
     %h1 = tfm.block layer 0 ins(%h0, %pos : tensor<2x8x64xf32>, tensor<2x8xi32>)
@@ -121,11 +122,13 @@ def Tfm_BlockOp : Tfm_Op<"block", [IsolatedFromAbove, SingleBlock,
   }];
   let arguments = (ins Tfm_BlockKind:$kind,
                        OptionalAttr<I64Attr>:$index,
+                       UnitAttr:$backward,
                        Variadic<Tfm_AnyStaticTensor>:$inputs);
   let results = (outs Variadic<Tfm_AnyStaticTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $kind ($index^)? (`ins` `(` $inputs^ `:` type($inputs) `)`)?
+    $kind ($index^)? (`backward` $backward^)?
+    (`ins` `(` $inputs^ `:` type($inputs) `)`)?
     (`->` type($results)^)? attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;

@@ -23,6 +23,7 @@
 #include "dialects/Tfm/TfmOps.h"
 #include "loom/Pipelines.h"
 #include "loom/RankGen/ParallelLayout.h"
+#include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Plan/Passes.h"
 
@@ -153,6 +154,46 @@ Error writeFileAtomically(StringRef path, StringRef contents,
   return Error::success();
 }
 
+/// The manifest's description of one entry point (docs/MANIFEST.md): its
+/// data inputs by position, then parameters, then the results that became
+/// out-params (the loss, then one gradient per parameter).
+FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
+  SmallVector<StringRef> inputs = {"tokens", "labels", "loss_mask"};
+  if (f.getName() == "train_step")
+    inputs.push_back("grad_scale");
+  else if (f.getName() != "forward")
+    return f.emitError() << "unknown entry point @" << f.getName();
+  llvm::json::Array args;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    if (i < inputs.size()) {
+      args.push_back(llvm::json::Object{{"kind", inputs[i]}});
+      continue;
+    }
+    auto name = f.getArgAttrOfType<StringAttr>(i, lowering::kParamArgAttrName);
+    if (!name)
+      return f.emitError() << "argument " << i << " of @" << f.getName()
+                           << " is neither an input nor a parameter";
+    args.push_back(
+        llvm::json::Object{{"kind", "param"}, {"name", name.getValue()}});
+  }
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    if (i == 0) {
+      args.push_back(llvm::json::Object{{"kind", "loss"}});
+      continue;
+    }
+    auto name =
+        f.getResultAttrOfType<StringAttr>(i, autodiff::kGradResultAttrName);
+    if (!name)
+      return f.emitError() << "result " << i << " of @" << f.getName()
+                           << " is not a parameter gradient";
+    args.push_back(
+        llvm::json::Object{{"kind", "grad"}, {"name", name.getValue()}});
+  }
+  auto symbol = f->getAttrOfType<StringAttr>(lowering::kEntryAttrName);
+  return llvm::json::Object{{"symbol", symbol.getValue()},
+                            {"args", std::move(args)}};
+}
+
 /// Runs the rank's program under mpirun or Slurm: picks the binary of the
 /// rank from the launcher's environment (docs/MANIFEST.md).
 constexpr const char *kLaunchScript = R"SH(#!/bin/sh
@@ -180,7 +221,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-    o.progress(llvm::formatv("[{0}/6] {1} ({2:F2} s)", ++stageNumber, what,
+    o.progress(llvm::formatv("[{0}/7] {1} ({2:F2} s)", ++stageNumber, what,
                              seconds)
                    .str());
   };
@@ -245,35 +286,52 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                       p.getTensorType().getElementType(), p.getInit(),
                       p.getStd() ? p.getStd()->convertToDouble() : 0.0});
 
-  // 2. Prepare: the argument list of the entry point is fixed here.
+  // 2. Differentiate: @train_step (forward + backward) next to @forward.
+  stage(o.train ? "differentiate: backward of every block"
+                : "differentiate: skipped (forward only; --train adds it)");
+  if (o.train) {
+    autodiff::TfmDifferentiateOptions diffOptions;
+    diffOptions.recompute = o.recompute;
+    if (Error e = runPasses(
+            module,
+            [&](OpPassManager &pm) {
+              pm.addPass(autodiff::createTfmDifferentiate(diffOptions));
+            },
+            "differentiate"))
+      return e;
+  }
+  SmallVector<func::FuncOp> entryFuncs;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr(lowering::kEntryAttrName))
+      entryFuncs.push_back(f);
+
+  // 3. Prepare: the argument lists of the entry points are fixed here.
   stage("prepare: inline blocks, parameters become arguments");
-  forward->setAttr(lowering::kEntryAttrName,
-                   StringAttr::get(ctx, "loom_forward"));
   if (Error e = runPasses(module, buildTfmPrepareLoweringPipeline, "prepare"))
     return e;
-  llvm::json::Array entryArgs;
-  for (StringRef kind : {"tokens", "labels", "loss_mask"})
-    entryArgs.push_back(llvm::json::Object{{"kind", kind}});
-  for (unsigned i = 3; i < forward.getNumArguments(); ++i) {
-    auto name =
-        forward.getArgAttrOfType<StringAttr>(i, lowering::kParamArgAttrName);
-    if (!name)
-      return fail(llvm::formatv("@forward argument {0} is not a parameter", i));
-    entryArgs.push_back(
-        llvm::json::Object{{"kind", "param"}, {"name", name.getValue()}});
+  llvm::json::Object entries;
+  for (func::FuncOp f : entryFuncs) {
+    FailureOr<llvm::json::Object> entry = describeEntry(f);
+    if (failed(entry))
+      return fail("@" + f.getName() + " is not an entry point loom-run "
+                  "knows (see the diagnostics above)");
+    entries[f.getName()] = std::move(*entry);
   }
-  entryArgs.push_back(llvm::json::Object{{"kind", "loss"}});
 
-  // 3. Lower. The buffer plan is read off the lowered function before it
-  // becomes LLVM.
+  // 4. Lower. The buffer plan is read off the lowered functions before they
+  // become LLVM.
   stage("lower: runtime calls, buffers, LLVM dialect");
   if (Error e = runPasses(module, buildTfmLowerToBuffersPipeline, "lower"))
     return e;
-  int64_t activationBytes = peakBufferBytes(forward);
+  // Names and sizes only: the functions become llvm.func below.
+  SmallVector<std::pair<std::string, int64_t>> activationBytes;
+  for (func::FuncOp f : entryFuncs)
+    activationBytes.push_back({f.getName().str(), peakBufferBytes(f)});
+  entryFuncs.clear();
   if (Error e = runPasses(module, buildTfmBuffersToLLVMPipeline, "lower"))
     return e;
 
-  // 4. Codegen. Every rank of a data-parallel plan runs the same code.
+  // 5. Codegen. Every rank of a data-parallel plan runs the same code.
   stage("codegen: LLVM IR -> object file");
   if (std::error_code ec = llvm::sys::fs::create_directories(o.outputDir))
     return fail("cannot create '" + o.outputDir + "': " + ec.message());
@@ -284,7 +342,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                                o.keepIntermediates ? StringRef(llPath) : ""))
     return e;
 
-  // 5. Link once, then give every rank its executable (hard links of the
+  // 6. Link once, then give every rank its executable (hard links of the
   // one program).
   stage("link: rank executables");
   auto rankBinary = [](int64_t r) { return llvm::formatv("rank-{0:d5}", r).str(); };
@@ -304,7 +362,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (!o.keepIntermediates)
     llvm::sys::fs::remove(objectPath);
 
-  // 6. Manifest and launcher.
+  // 7. Manifest and launcher.
   stage("manifest and launcher");
   const rankgen::ParallelConfig &config = layout->config();
   llvm::json::Object planJson{
@@ -375,10 +433,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"groups", std::move(groups)},
       {"ranks", std::move(ranks)},
       {"params", std::move(paramsJson)},
-      {"entries",
-       llvm::json::Object{
-           {"forward", llvm::json::Object{{"symbol", "loom_forward"},
-                                          {"args", std::move(entryArgs)}}}}}};
+      {"entries", std::move(entries)}};
   if (model) {
     llvm::json::Object m;
     for (NamedAttribute a : model) {
@@ -408,12 +463,14 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     *report << "plan: tp " << config.tp << ", cp " << config.cp << ", dp "
             << config.dp << ", pp " << config.pp << " (world size " << world
             << ")\n";
-    for (int64_t r = 0; r < world; ++r)
-      *report << llvm::formatv(
-          "rank {0}: parameters {1} bytes, peak activation buffers {2} bytes "
-          "per micro-batch; collectives per step in the compiled program: "
-          "none (0 bytes)\n",
-          r, paramBytes, activationBytes);
+    for (int64_t r = 0; r < world; ++r) {
+      *report << llvm::formatv("rank {0}: parameters {1} bytes", r,
+                               paramBytes);
+      for (auto &[name, bytes] : activationBytes)
+        *report << llvm::formatv(", @{0} peak buffers {1} bytes", name, bytes);
+      *report << "; collectives per step in the compiled program: none (0 "
+                 "bytes)\n";
+    }
   }
   return Error::success();
 }

@@ -8,6 +8,7 @@
 #include "loom/Pipelines.h"
 
 #include "dialects/Tfm/TfmDialect.h"
+#include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Plan/Passes.h"
 
@@ -33,6 +34,7 @@ void loom::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void loom::registerAllPasses() {
   loom::plan::registerTfmPlanPasses();
+  loom::autodiff::registerTfmAutodiffPasses();
   loom::lowering::registerTfmLoweringPasses();
   loom::registerAllPipelines();
 }

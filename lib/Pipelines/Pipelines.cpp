@@ -28,8 +28,11 @@ void loom::buildTfmLowerToBuffersPipeline(OpPassManager &pm) {
   pm.addPass(lowering::createTfmLowerToRuntime());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  // The loss (and later gradients) leave through caller-owned buffers.
-  pm.addPass(bufferization::createBufferResultsToOutParamsPass());
+  // The loss and the gradients leave through caller-owned buffers, written
+  // in place (no copy at the end).
+  bufferization::BufferResultsToOutParamsOpts outParams;
+  outParams.hoistStaticAllocs = true;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   // Free every intermediate buffer after its last use.
   pm.addNestedPass<func::FuncOp>(
       bufferization::createOwnershipBasedBufferDeallocationPass());

@@ -72,9 +72,13 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
 
     // The parameter names have served their purpose (the driver read them
     // before lowering); LLVM IR has no place for them.
+    // The same holds for the gradient names out-params inherited from
+    // results.
     for (auto func : module.getOps<LLVM::LLVMFuncOp>())
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
         func.removeArgAttr(i, lowering::kParamArgAttrName);
+        func.removeArgAttr(i, "tfm.grad");
+      }
   }
 };
 

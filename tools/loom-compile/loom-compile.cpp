@@ -75,6 +75,16 @@ static cl::opt<std::string> order("order", cl::init("tp-cp-ep-dp-pp"),
 static cl::opt<int64_t> numMicrobatches(
     "num-microbatches", cl::init(1),
     cl::desc("Micro-batches per step (default 1)"), cl::cat(category));
+static cl::opt<bool> train(
+    "train",
+    cl::desc("Also compile @train_step: forward, backward and every "
+             "parameter gradient (tfm-differentiate)"),
+    cl::cat(category));
+static cl::opt<bool> recompute(
+    "recompute-activations",
+    cl::desc("Recompute each layer's forward in backward instead of keeping "
+             "its activations"),
+    cl::cat(category));
 static cl::opt<bool> report("report",
                             cl::desc("Print per-rank memory and communication"),
                             cl::cat(category));
@@ -125,6 +135,8 @@ int main(int argc, char **argv) {
   options.sequenceParallel = sp;
   options.order = order;
   options.numMicrobatches = numMicrobatches;
+  options.train = train;
+  options.recompute = recompute;
   options.outputDir = outputDir;
   options.keepIntermediates = keep;
   if (!quiet)

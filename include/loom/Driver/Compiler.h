@@ -35,6 +35,11 @@ struct CompileOptions {
   int64_t tp = 1, cp = 1, dp = 1, pp = 1, vpp = 1, ep = 1, etp = 0;
   bool sequenceParallel = false;
   std::string order = "tp-cp-ep-dp-pp";
+  /// Also build @train_step (forward + backward); off: forward only.
+  bool train = false;
+  /// Recompute each block's forward in backward instead of keeping its
+  /// activations.
+  bool recompute = false;
   /// Micro-batches per step (gradient accumulation).
   int64_t numMicrobatches = 1;
   /// Where rank-XXXXX, manifest.json and launch are written.

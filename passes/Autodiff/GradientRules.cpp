@@ -1,0 +1,187 @@
+//===- GradientRules.cpp - One gradient rule per tfm op ---------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Each rule reads the forward operands it needs through ctx.forward (saved or
+// recomputed values) and the output gradients through ctx.gradient, and
+// contributes input gradients through ctx.accumulate:
+//
+//   y = linear(x, W, b)   ->  dx, dW, db = linear_grad(x, W, dy)
+//   y = dropout(x, p, s)  ->  dx = dropout(dy, p, s)      (same mask)
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Autodiff/GradientRules.h"
+
+#include "dialects/Tfm/TfmOps.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::tfm;
+
+bool loom::autodiff::isDifferentiable(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && isa<FloatType>(tensor.getElementType());
+}
+
+namespace {
+
+using autodiff::GradientContext;
+
+/// Rules for ops whose gradient is another op of the same shape.
+LogicalResult linear(LinearOp op, GradientContext &c) {
+  Value dy = c.gradient(op.getResult());
+  Value x = c.forward(op.getInput()), w = c.forward(op.getWeight());
+  Type biasType = op.getBias() ? op.getBias().getType() : Type();
+  auto g = c.builder.create<LinearGradOp>(op.getLoc(), x.getType(),
+                                          w.getType(), biasType, x, w, dy);
+  c.accumulate(op.getInput(), g.getInputGrad());
+  c.accumulate(op.getWeight(), g.getWeightGrad());
+  if (op.getBias())
+    c.accumulate(op.getBias(), g.getBiasGrad());
+  return success();
+}
+
+LogicalResult layerNorm(LayerNormOp op, GradientContext &c) {
+  Value dy = c.gradient(op.getResult());
+  Value x = c.forward(op.getInput()), w = c.forward(op.getWeight());
+  auto g = c.builder.create<LayerNormGradOp>(op.getLoc(), x, w, dy,
+                                             op.getEpsilonAttr());
+  c.accumulate(op.getInput(), g.getInputGrad());
+  c.accumulate(op.getWeight(), g.getWeightGrad());
+  if (op.getBias())
+    c.accumulate(op.getBias(), g.getBiasGrad());
+  return success();
+}
+
+LogicalResult rmsNorm(RmsNormOp op, GradientContext &c) {
+  Value dy = c.gradient(op.getResult());
+  Value x = c.forward(op.getInput()), w = c.forward(op.getWeight());
+  auto g = c.builder.create<RmsNormGradOp>(op.getLoc(), x, w, dy,
+                                           op.getEpsilonAttr());
+  c.accumulate(op.getInput(), g.getInputGrad());
+  c.accumulate(op.getWeight(), g.getWeightGrad());
+  return success();
+}
+
+LogicalResult embedding(EmbeddingOp op, GradientContext &c) {
+  Value dy = c.gradient(op.getResult());
+  Value ids = c.forward(op.getIds());
+  Value dt = c.builder.create<EmbeddingGradOp>(
+      op.getLoc(), op.getTable().getType(), ids, dy);
+  c.accumulate(op.getTable(), dt);
+  return success();
+}
+
+LogicalResult rope(RopeOp op, GradientContext &c) {
+  Value dy = c.gradient(op.getResult());
+  Value dx = c.builder.create<RopeGradOp>(
+      op.getLoc(), dy.getType(), dy, c.forward(op.getPositions()),
+      op.getHeadDimAttr(), op.getThetaAttr());
+  c.accumulate(op.getInput(), dx);
+  return success();
+}
+
+LogicalResult attention(AttentionOp op, GradientContext &c) {
+  // Only the output carries a gradient; the log-sum-exp is a by-product the
+  // backward reads.
+  Value dout = c.gradient(op.getResult());
+  if (!dout)
+    return success();
+  Value tokens = op.getTokens() ? c.forward(op.getTokens()) : Value();
+  auto g = c.builder.create<AttentionGradOp>(
+      op.getLoc(), c.forward(op.getQuery()), c.forward(op.getKey()),
+      c.forward(op.getValue()), c.forward(op.getResult()),
+      c.forward(op.getLse()), dout, tokens, op.getNumHeadsAttr(),
+      op.getNumKvHeadsAttr(), op.getHeadDimAttr(), op.getScaleAttr(),
+      op.getMaskAttr(), op.getEodAttr());
+  c.accumulate(op.getQuery(), g.getQueryGrad());
+  c.accumulate(op.getKey(), g.getKeyGrad());
+  c.accumulate(op.getValue(), g.getValueGrad());
+  return success();
+}
+
+LogicalResult gelu(GeluOp op, GradientContext &c) {
+  Value dx = c.builder.create<GeluGradOp>(
+      op.getLoc(), c.forward(op.getInput()), c.gradient(op.getResult()),
+      op.getApproximateAttr());
+  c.accumulate(op.getInput(), dx);
+  return success();
+}
+
+LogicalResult silu(SiluOp op, GradientContext &c) {
+  Value dx = c.builder.create<SiluGradOp>(op.getLoc(), c.forward(op.getInput()),
+                                          c.gradient(op.getResult()));
+  c.accumulate(op.getInput(), dx);
+  return success();
+}
+
+LogicalResult swiglu(SwigluOp op, GradientContext &c) {
+  auto g = c.builder.create<SwigluGradOp>(op.getLoc(), c.forward(op.getGate()),
+                                          c.forward(op.getUp()),
+                                          c.gradient(op.getResult()));
+  c.accumulate(op.getGate(), g.getGateGrad());
+  c.accumulate(op.getUp(), g.getUpGrad());
+  return success();
+}
+
+LogicalResult add(AddOp op, GradientContext &c) {
+  Value dy = c.gradient(op.getResult());
+  c.accumulate(op.getLhs(), dy);
+  c.accumulate(op.getRhs(), dy);
+  return success();
+}
+
+LogicalResult dropout(DropoutOp op, GradientContext &c) {
+  // The mask is a function of the seed and the element index: applying the
+  // same dropout to the gradient multiplies by the same mask / (1 - p).
+  Value dy = c.gradient(op.getResult());
+  Value dx = c.builder.create<DropoutOp>(op.getLoc(), dy.getType(), dy,
+                                         op.getPAttr(), op.getSeedAttr());
+  c.accumulate(op.getInput(), dx);
+  return success();
+}
+
+LogicalResult cast(CastOp op, GradientContext &c) {
+  Value dy = c.gradient(op.getResult());
+  Value dx = c.builder.create<CastOp>(op.getLoc(), op.getInput().getType(), dy);
+  c.accumulate(op.getInput(), dx);
+  return success();
+}
+
+LogicalResult crossEntropy(CrossEntropyOp op, GradientContext &c) {
+  Value dloss = c.gradient(op.getLoss());
+  Value dlogits = c.builder.create<CrossEntropyGradOp>(
+      op.getLoc(), op.getLogits().getType(), c.forward(op.getLogits()),
+      c.forward(op.getLabels()), c.forward(op.getLossMask()), dloss);
+  c.accumulate(op.getLogits(), dlogits);
+  return success();
+}
+
+} // namespace
+
+LogicalResult autodiff::emitGradient(Operation *op, GradientContext &ctx) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<LinearOp>([&](auto o) { return linear(o, ctx); })
+      .Case<LayerNormOp>([&](auto o) { return layerNorm(o, ctx); })
+      .Case<RmsNormOp>([&](auto o) { return rmsNorm(o, ctx); })
+      .Case<EmbeddingOp>([&](auto o) { return embedding(o, ctx); })
+      .Case<RopeOp>([&](auto o) { return rope(o, ctx); })
+      .Case<AttentionOp>([&](auto o) { return attention(o, ctx); })
+      .Case<GeluOp>([&](auto o) { return gelu(o, ctx); })
+      .Case<SiluOp>([&](auto o) { return silu(o, ctx); })
+      .Case<SwigluOp>([&](auto o) { return swiglu(o, ctx); })
+      .Case<AddOp>([&](auto o) { return add(o, ctx); })
+      .Case<DropoutOp>([&](auto o) { return dropout(o, ctx); })
+      .Case<CastOp>([&](auto o) { return cast(o, ctx); })
+      .Case<CrossEntropyOp>([&](auto o) { return crossEntropy(o, ctx); })
+      .Default([&](Operation *other) {
+        return other->emitOpError()
+               << "has no gradient rule; tfm-differentiate cannot "
+                  "differentiate through it";
+      });
+}
