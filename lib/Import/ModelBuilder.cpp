@@ -129,7 +129,7 @@ SmallVector<Value> ModelBuilder::block(BlockKind kind,
                                        BodyFn body) {
   IntegerAttr indexAttr = index ? b.getI64IntegerAttr(*index) : nullptr;
   auto op = b.create<BlockOp>(loc, results, BlockKindAttr::get(&ctx, kind),
-                              indexAttr, inputs);
+                              indexAttr, /*backward=*/UnitAttr(), inputs);
   Block *entry = b.createBlock(&op.getBody());
   for (Value v : inputs)
     entry->addArgument(v.getType(), loc);

@@ -77,6 +77,44 @@ TEST(Init, NormalStatistics) {
   EXPECT_NEAR(std, 0.02, 0.02 * 0.02);
 }
 
+TEST(Init, MatchesTheDocumentedFormula) {
+  // Odd widths put Box-Muller pairs across row and box edges.
+  ParamSpec p;
+  p.name = "formula";
+  p.shape = {7, 5};
+  p.std = 0.5;
+  Box box{{2, 1}, {3, 3}};
+  std::vector<float> v(9);
+  initializeBox(p, box, 42, v.data());
+  uint64_t key = streamKey(42, "formula");
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) {
+      uint64_t flat = uint64_t((2 + r) * 5 + 1 + c);
+      EXPECT_EQ(v[r * 3 + c], float(0.5 * normalAt(key, flat))) << r << "," << c;
+    }
+  // The sine and cosine of one pair: a point on a circle of radius
+  // sqrt(-2 ln(1 - u)).
+  double a = normalAt(key, 10), b = normalAt(key, 11);
+  double u1 = 1.0 - uniformAt(key, 10);
+  EXPECT_NEAR(a * a + b * b, -2.0 * std::log(u1), 1e-12);
+}
+
+TEST(Init, ThreadedFillEqualsRowByRow) {
+  // 512 x 512 elements are split over 4 threads; single rows are filled by
+  // one thread each. Same values, bit for bit.
+  ParamSpec p;
+  p.name = "threaded";
+  p.shape = {512, 512};
+  p.std = 1.0;
+  loomrt_set_num_threads(4);
+  std::vector<float> whole(512 * 512), rows(512 * 512);
+  initializeBox(p, {{0, 0}, {512, 512}}, 5, whole.data());
+  for (int64_t r = 0; r < 512; ++r)
+    initializeBox(p, {{r, 0}, {1, 512}}, 5, rows.data() + r * 512);
+  loomrt_set_num_threads(0);
+  EXPECT_EQ(std::memcmp(whole.data(), rows.data(), whole.size() * 4), 0);
+}
+
 TEST(Init, ZerosOnesAndLowPrecision) {
   Manifest m = parseManifest(fusedQkvManifest(1, "bf16").dump(), "m.json");
   const ParamSpec &ln = *m.findParam("ln_f.weight");

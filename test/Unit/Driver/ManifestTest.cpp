@@ -73,6 +73,9 @@ TEST(Manifest, DataParallelCoordinates) {
   j["plan"]["dp"] = 4;
   EXPECT_EQ(errorOf(j),
             "m.json: groups.dp: groups of 2 ranks but the plan says dp 4");
+  j["plan"]["dp"] = 1;
+  j["groups"]["dp"] = {{0}};
+  EXPECT_EQ(errorOf(j), "m.json: groups.dp: the groups hold 1 of the 2 ranks");
 }
 
 TEST(Manifest, InvalidJson) {
@@ -186,6 +189,16 @@ TEST(Manifest, BadRanksAndEntries) {
   EXPECT_EQ(errorOf(j), "m.json: entries.forward.args[3].kind: unknown "
                         "argument kind \"gradient\" (expected tokens, labels, "
                         "loss_mask, param, loss or comm)");
+  // Entries the driver does not run may take kinds it does not know.
+  j = fusedQkvManifest(1);
+  j["entries"]["train_step"] = {
+      {"symbol", "loom_train_step"},
+      {"args", {{{"kind", "grad_scale"}}, {{"kind", "tokens"}}}}};
+  Manifest m = parseManifest(j.dump(), "m.json");
+  const Entry &train = m.ranks[0].entries.at("train_step");
+  EXPECT_EQ(train.args[0].kind, ArgKind::Other);
+  EXPECT_EQ(train.args[0].name, "grad_scale");
+  EXPECT_EQ(train.args[1].kind, ArgKind::Tokens);
   j = fusedQkvManifest(1);
   j["entries"]["forward"]["args"][3]["name"] = "nope";
   EXPECT_EQ(errorOf(j), "m.json: entries.forward.args[3]: unknown parameter "

@@ -1,0 +1,282 @@
+//===- Checkpoint.cpp - Safetensors checkpoints with HF names -------------===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/driver/Checkpoint.h"
+
+#include "runtime/driver/Layout.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+using json = nlohmann::json;
+
+namespace loom::driver {
+
+void forEachCheckpointPiece(
+    const Manifest &m,
+    const std::function<void(const HfTensor &, const ParamSpec &,
+                             const Shard &)> &fn) {
+  for (const HfTensor &t : m.hfTensors)
+    for (size_t i : t.pieces)
+      for (const Shard *s : m.params[i].distinctShards())
+        fn(t, m.params[i], *s);
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A file written with POSIX calls so that it can be fsynced. The first
+/// failure is remembered instead of thrown: the writer must keep receiving
+/// the other ranks' shards (they block in their sends otherwise) and reports
+/// the failure once all pieces went by. Removes the file unless kept.
+class OutFile {
+public:
+  OutFile(const std::string &path) : path(path) {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+      fail("cannot create");
+  }
+  ~OutFile() {
+    if (fd >= 0)
+      ::close(fd);
+    if (!kept)
+      ::unlink(path.c_str());
+  }
+  void write(const void *data, int64_t n) {
+    const char *p = static_cast<const char *>(data);
+    while (n > 0 && error.empty()) {
+      ssize_t w = ::write(fd, p, size_t(std::min<int64_t>(n, 1 << 30)));
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        fail("cannot write");
+      p += w;
+      n -= w;
+    }
+  }
+  void syncAndClose() {
+    if (error.empty() && ::fsync(fd) != 0)
+      fail("cannot fsync");
+    if (fd >= 0 && ::close(fd) != 0)
+      fail("cannot close");
+    fd = -1;
+  }
+  /// Throws the first failure, if any.
+  void check() const {
+    if (!error.empty())
+      throw Error(error);
+  }
+  void keep() { kept = true; }
+
+private:
+  void fail(const char *what) {
+    if (error.empty())
+      error = std::string(what) + " checkpoint file " + path + ": " +
+              std::strerror(errno);
+  }
+
+  std::string path;
+  int fd = -1;
+  bool kept = false;
+  std::string error;
+};
+
+std::string directoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+} // namespace
+
+void writeCheckpoint(const std::string &path, const Manifest &m,
+                     const ShardFetcher &fetch,
+                     const std::map<std::string, std::string> &metadata) {
+  // Header first: the offsets follow from the shapes alone.
+  json header = json::object();
+  int64_t offset = 0;
+  for (const HfTensor &t : m.hfTensors) {
+    int64_t bytes = numElements(t.shape) * dtypeBytes(t.dtype);
+    header[t.name] = {{"dtype", safetensorsDTypeName(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  json meta = json::object();
+  for (const auto &[k, v] : metadata)
+    meta[k] = v;
+  header["__metadata__"] = meta;
+  std::string text = header.dump();
+  // Pad so that the tensor data starts 8-byte aligned, as the reference
+  // writer does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t headerLen = text.size();
+
+  std::string tmp = path + ".tmp";
+  OutFile out(tmp);
+  out.write(&headerLen, 8);
+  out.write(text.data(), int64_t(text.size()));
+
+  // One HF tensor in memory at a time: gather its pieces, write, drop.
+  std::vector<unsigned char> tensor, piece;
+  const HfTensor *current = nullptr;
+  auto flush = [&] {
+    if (current)
+      out.write(tensor.data(), int64_t(tensor.size()));
+  };
+  forEachCheckpointPiece(m, [&](const HfTensor &t, const ParamSpec &p,
+                                const Shard &s) {
+    if (current != &t) {
+      flush();
+      current = &t;
+      tensor.assign(numElements(t.shape) * dtypeBytes(t.dtype), 0);
+    }
+    int64_t w = dtypeBytes(p.dtype);
+    piece.resize(numElements(s.box.shape) * w);
+    fetch(p, s, piece.data());
+    copyStrided(s.box.shape, w, piece.data(),
+                {0, contiguousStrides(s.box.shape)}, tensor.data(),
+                hfViewOfBox(p, s.box));
+  });
+  flush();
+  out.syncAndClose();
+  out.check();
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("cannot rename " + tmp + " to " + path + ": " +
+                std::strerror(errno));
+  out.keep();
+  // Make the rename itself durable.
+  int dir = ::open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+SafetensorsFile::SafetensorsFile(const std::string &path)
+    : file(path, "checkpoint") {
+  const std::string &p = path;
+  int64_t size = file.size();
+  if (size < 8)
+    throw Error("checkpoint " + p + " is truncated: " + std::to_string(size) +
+                " bytes, not even a safetensors header length");
+  uint64_t headerLen;
+  std::memcpy(&headerLen, file.data(), 8);
+  if (headerLen > uint64_t(size - 8))
+    throw Error("checkpoint " + p + " is truncated or not a safetensors "
+                "file: the header claims " + std::to_string(headerLen) +
+                " bytes but the file has " + std::to_string(size));
+  json header;
+  try {
+    header = json::parse(file.data() + 8, file.data() + 8 + headerLen);
+  } catch (const json::parse_error &) {
+    throw Error("checkpoint " + p + " is not a safetensors file: its header "
+                "is not JSON");
+  }
+  if (!header.is_object())
+    throw Error("checkpoint " + p + ": the safetensors header is not a JSON "
+                "object");
+  int64_t dataStart = 8 + int64_t(headerLen);
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const json &v = it.value();
+    if (it.key() == "__metadata__") {
+      if (v.is_object())
+        for (auto m = v.begin(); m != v.end(); ++m)
+          if (m.value().is_string())
+            meta[m.key()] = m.value().get<std::string>();
+      continue;
+    }
+    auto bad = [&](const std::string &why) {
+      return Error("checkpoint " + p + ": tensor \"" + it.key() + "\" " + why);
+    };
+    if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string() ||
+        !v.contains("shape") || !v["shape"].is_array() ||
+        !v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2)
+      throw bad("has a malformed header entry");
+    Tensor t;
+    t.dtypeName = v["dtype"].get<std::string>();
+    for (const json &d : v["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        throw bad("has a malformed shape");
+      t.shape.push_back(d.get<int64_t>());
+    }
+    const json &off = v["data_offsets"];
+    if (!off[0].is_number_integer() || !off[1].is_number_integer() ||
+        off[0].get<int64_t>() < 0 || off[1].get<int64_t>() < off[0].get<int64_t>())
+      throw bad("has malformed data_offsets");
+    t.begin = dataStart + off[0].get<int64_t>();
+    t.end = dataStart + off[1].get<int64_t>();
+    if (t.end > size)
+      throw Error("checkpoint " + p + " is truncated: tensor \"" + it.key() +
+                  "\" ends at byte " + std::to_string(t.end) +
+                  " but the file has " + std::to_string(size) + " bytes");
+    if (auto dt = parseSafetensorsDType(t.dtypeName))
+      if (t.end - t.begin != numElements(t.shape) * dtypeBytes(*dt))
+        throw bad("has " + std::to_string(t.end - t.begin) + " bytes, but " +
+                  t.dtypeName + " " + shapeString(t.shape) + " needs " +
+                  std::to_string(numElements(t.shape) * dtypeBytes(*dt)));
+    entries[it.key()] = std::move(t);
+  }
+}
+
+void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
+                    const std::map<std::string, void *> &buffers) {
+  SafetensorsFile file(path);
+  // Validate everything before touching any buffer, so that every rank
+  // reports the same first problem.
+  for (const HfTensor &t : m.hfTensors) {
+    auto it = file.tensors().find(t.name);
+    if (it == file.tensors().end())
+      throw Error("checkpoint " + path + " has no tensor \"" + t.name + "\"");
+    const SafetensorsFile::Tensor &f = it->second;
+    if (f.shape != t.shape)
+      throw Error("checkpoint " + path + ": tensor \"" + t.name +
+                  "\" has shape " + shapeString(f.shape) + ", expected " +
+                  shapeString(t.shape));
+    if (!parseSafetensorsDType(f.dtypeName))
+      throw Error("checkpoint " + path + ": tensor \"" + t.name +
+                  "\" has dtype " + f.dtypeName +
+                  ", expected F32, BF16 or F16");
+  }
+
+  std::vector<unsigned char> tmp;
+  for (const ParamSpec &p : m.params) {
+    const Shard *s = p.shardOf(rank);
+    auto buf = buffers.find(p.name);
+    if (!s || buf == buffers.end())
+      continue;
+    const SafetensorsFile::Tensor &f = file.tensors().at(p.hf.name);
+    loomrt_dtype fileType = *parseSafetensorsDType(f.dtypeName);
+    int64_t n = numElements(s->box.shape);
+    StridedView dst{0, contiguousStrides(s->box.shape)};
+    const unsigned char *src = file.data() + f.begin;
+    if (fileType == p.dtype) {
+      copyStrided(s->box.shape, dtypeBytes(p.dtype), src, hfViewOfBox(p, s->box),
+                  buf->second, dst);
+      continue;
+    }
+    // A checkpoint in another float type: cut the box out, then convert.
+    tmp.resize(n * dtypeBytes(fileType));
+    copyStrided(s->box.shape, dtypeBytes(fileType), src, hfViewOfBox(p, s->box),
+                tmp.data(), dst);
+    loomrt_cast(fileType, tmp.data(), p.dtype, buf->second, n);
+  }
+}
+
+} // namespace loom::driver

@@ -1,0 +1,86 @@
+//===- Checkpoint.h - Safetensors checkpoints with HF names -----*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A checkpoint is ONE safetensors file holding the full, unsharded model
+// under Hugging Face names and layouts (manifest "hf" entries): GPT-2's q, k
+// and v become the fused, transposed c_attn, whatever the plan. Saving
+// assembles every HF tensor from the distinct shards of its parameters;
+// loading cuts any plan's shards out of the file.
+//
+// safetensors: u64 little-endian header length N, N bytes of JSON
+//   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...,
+//    "__metadata__": {"format": "pt", ...}}
+// (padded with spaces to a multiple of 8), then the tensor bytes; offsets
+// are relative to the end of the header.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_DRIVER_CHECKPOINT_H
+#define LOOM_RUNTIME_DRIVER_CHECKPOINT_H
+
+#include "runtime/driver/MappedFile.h"
+#include "runtime/driver/Manifest.h"
+
+#include <functional>
+#include <map>
+
+namespace loom::driver {
+
+/// Calls fn(tensor, param, shard) for every distinct shard of every piece of
+/// every HF tensor, in the order a checkpoint is written. The writer and
+/// the ranks that send it shards walk this same order.
+void forEachCheckpointPiece(
+    const Manifest &m,
+    const std::function<void(const HfTensor &, const ParamSpec &,
+                             const Shard &)> &fn);
+
+/// Produces the contents of one shard (a contiguous box in the param's
+/// dtype) for the writer: a local copy or a receive from its owner.
+using ShardFetcher =
+    std::function<void(const ParamSpec &, const Shard &, void *out)>;
+
+/// Writes the checkpoint of `m` to `path` atomically: path.tmp is written,
+/// fsynced and renamed over `path`. `metadata` lands in "__metadata__".
+/// Throws Error on I/O failures.
+void writeCheckpoint(const std::string &path, const Manifest &m,
+                     const ShardFetcher &fetch,
+                     const std::map<std::string, std::string> &metadata);
+
+/// A parsed and structurally validated safetensors file.
+class SafetensorsFile {
+public:
+  struct Tensor {
+    std::string dtypeName; // as written, e.g. "F32" or "I64"
+    Shape shape;
+    int64_t begin = 0, end = 0; // absolute file offsets
+  };
+
+  /// Throws Error for a missing file, a bad header or a file shorter than
+  /// its header says.
+  explicit SafetensorsFile(const std::string &path);
+
+  const std::map<std::string, Tensor> &tensors() const { return entries; }
+  const std::map<std::string, std::string> &metadata() const { return meta; }
+  const unsigned char *data() const { return file.data(); }
+  const std::string &path() const { return file.path(); }
+
+private:
+  MappedFile file;
+  std::map<std::string, Tensor> entries;
+  std::map<std::string, std::string> meta;
+};
+
+/// Fills this rank's shards from a checkpoint. `buffers` maps a parameter
+/// name to the rank's shard buffer (param dtype); parameters the rank does
+/// not hold are absent. Checks every HF tensor's presence, shape and dtype
+/// first (F32/BF16/F16 are converted to the parameter's dtype). Throws
+/// Error.
+void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
+                    const std::map<std::string, void *> &buffers);
+
+} // namespace loom::driver
+
+#endif // LOOM_RUNTIME_DRIVER_CHECKPOINT_H

@@ -1,0 +1,158 @@
+//===- Manifest.h - The compiled program's manifest.json --------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The in-memory form of out/manifest.json (docs/MANIFEST.md), validated as a
+// whole when it is read: every later stage (initialization, data, the step
+// loop, checkpoints) can rely on shards lying inside their parameters, on
+// Hugging Face tensors being covered exactly by their pieces and on groups
+// naming existing ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_DRIVER_MANIFEST_H
+#define LOOM_RUNTIME_DRIVER_MANIFEST_H
+
+#include "runtime/driver/Error.h"
+
+#include "loomrt/loomrt.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::driver {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numElements(const Shape &shape);
+std::string shapeString(const Shape &shape);
+
+/// "f32" / "bf16" / "f16" (manifest spelling) and "F32" / "BF16" / "F16"
+/// (safetensors spelling).
+std::optional<loomrt_dtype> parseManifestDType(const std::string &name);
+std::optional<loomrt_dtype> parseSafetensorsDType(const std::string &name);
+const char *manifestDTypeName(loomrt_dtype dtype);
+const char *safetensorsDTypeName(loomrt_dtype dtype);
+int64_t dtypeBytes(loomrt_dtype dtype);
+
+enum class InitKind { Normal, Zeros, Ones };
+
+/// An axis-aligned box of a tensor: elements offset[d] <= i[d] <
+/// offset[d] + shape[d].
+struct Box {
+  Shape offset, shape;
+};
+
+/// The part of a parameter held by one rank.
+struct Shard {
+  int32_t rank = 0;
+  Box box;
+};
+
+/// Where a parameter lives in the Hugging Face checkpoint of its family.
+struct HfPlacement {
+  std::string name;
+  Shape shape;          // the full HF tensor
+  bool transpose = false;
+  Shape offset;         // in HF coordinates
+};
+
+struct ParamSpec {
+  std::string name;
+  Shape shape; // global
+  loomrt_dtype dtype = LOOMRT_F32;
+  InitKind init = InitKind::Normal;
+  double std = 0.0;
+  HfPlacement hf;
+  std::vector<Shard> shards;
+
+  /// The shard of `rank`, or null if it holds no part of this parameter.
+  const Shard *shardOf(int32_t rank) const;
+  /// One shard per distinct box (the first listed holder of each), in
+  /// listing order: the pieces a checkpoint writer gathers.
+  std::vector<const Shard *> distinctShards() const;
+};
+
+/// One Hugging Face checkpoint tensor and the parameters it is made of.
+struct HfTensor {
+  std::string name;
+  Shape shape;
+  loomrt_dtype dtype = LOOMRT_F32;
+  std::vector<size_t> pieces; // indices into Manifest::params
+};
+
+/// `Other` is a kind this driver does not provide (an entry point it does
+/// not run yet, e.g. a train step's optimizer arguments); it is an error
+/// only in an entry the driver runs.
+enum class ArgKind { Tokens, Labels, LossMask, Param, Loss, Comm, Other };
+
+struct EntryArg {
+  ArgKind kind = ArgKind::Tokens;
+  std::string name; // parameter name (Param), group kind (Comm), kind (Other)
+};
+
+/// A compiled entry point: `void symbol(void **args)`.
+struct Entry {
+  std::string symbol;
+  std::vector<EntryArg> args;
+  bool hasArg(ArgKind kind) const;
+};
+
+struct RankInfo {
+  int32_t rank = 0;
+  std::string binary;
+  bool logsLoss = false;
+  /// Entry points of this rank's binary: the rank's own "entries" if it has
+  /// them, else the top-level ones.
+  std::map<std::string, Entry> entries;
+  /// Ranges [begin, end) of the global sequence this rank's token buffers
+  /// hold, concatenated (context parallelism); [[0, seq_length]] by default.
+  std::vector<std::pair<int64_t, int64_t>> sequenceRanges;
+  int64_t localSeqLength() const;
+};
+
+struct Manifest {
+  std::string family;
+  int32_t worldSize = 1;
+  int64_t microBatchSize = 1;
+  int64_t seqLength = 1;
+  int64_t numMicrobatches = 1;
+  int64_t vocabSize = 1;
+  loomrt_dtype dtype = LOOMRT_F32;
+  std::optional<int64_t> eodTokenId;
+  std::map<std::string, int64_t> plan; // tp, cp, dp, pp, ... (integers only)
+  /// Group kind -> list of groups -> world ranks, in group-rank order.
+  std::map<std::string, std::vector<std::vector<int32_t>>> groups;
+  std::vector<RankInfo> ranks; // indexed by rank
+  std::vector<ParamSpec> params;
+  std::vector<HfTensor> hfTensors; // sorted by name
+
+  const ParamSpec *findParam(const std::string &name) const;
+  /// The group of `kind` that holds `rank` and the rank's position in it;
+  /// nullopt when the kind is absent or no group of it holds the rank.
+  std::optional<std::pair<const std::vector<int32_t> *, int32_t>>
+  groupOf(const std::string &kind, int32_t rank) const;
+  /// Data-parallel size and this rank's index in its data-parallel group
+  /// (1 and 0 without "dp" groups).
+  std::pair<int64_t, int64_t> dataParallel(int32_t rank) const;
+};
+
+/// Parses and validates manifest text; `what` names the source in errors
+/// ("out/manifest.json"). Throws Error.
+Manifest parseManifest(const std::string &text, const std::string &what);
+/// Reads and parses a manifest file. Throws Error.
+Manifest readManifest(const std::string &path);
+
+/// Throws Error unless the boxes tile a tensor of `shape` exactly (every
+/// element in exactly one box). `what` prefixes the message.
+void checkTiling(const std::vector<Box> &boxes, const Shape &shape,
+                 const std::string &what);
+
+} // namespace loom::driver
+
+#endif // LOOM_RUNTIME_DRIVER_MANIFEST_H
