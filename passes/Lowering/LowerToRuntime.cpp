@@ -319,18 +319,24 @@ FailureOr<SmallVector<Value>> lower(RopeGradOp op, RopeGradOp::Adaptor a,
   return lowerRope(op, a, e, "loomrt_rope_backward");
 }
 
+/// The document id of every token for a causal_document mask (computed from
+/// the tokens), or a null pointer for a plain causal mask.
+template <typename OpT>
+Value documentIds(OpT op, Value tokens, Emitter &e) {
+  if (op.getMask() != MaskKind::causal_document)
+    return e.null();
+  Value doc = e.ptr(e.alloc(op.getTokens().getType()));
+  e.call("loomrt_document_ids", {e.i64(dim(tokens, 0)), e.i64(dim(tokens, 1)),
+                                 e.ptr(tokens), e.i32(*op.getEod()), doc});
+  return doc;
+}
+
 template <>
 FailureOr<SmallVector<Value>> lower(AttentionOp op, AttentionOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getResult().getType());
   Value lse = e.alloc(op.getLse().getType());
-  Value doc = op.getMask() == MaskKind::causal_document
-                  ? e.ptr(e.alloc(op.getTokens().getType()))
-                  : e.null();
-  if (op.getMask() == MaskKind::causal_document)
-    e.call("loomrt_document_ids",
-           {e.i64(dim(a.getQuery(), 0)), e.i64(dim(a.getQuery(), 1)),
-            e.ptr(a.getTokens()), e.i32(*op.getEod()), doc});
+  Value doc = documentIds(op, a.getTokens(), e);
   e.call("loomrt_attention_forward",
          {e.dtype(out), e.i64(dim(out, 0)), e.i64(dim(out, 1)),
           e.i64(dim(a.getKey(), 1)), e.i64(op.getNumHeads()),
@@ -347,13 +353,7 @@ FailureOr<SmallVector<Value>> lower(AttentionGradOp op,
   Value dq = e.alloc(op.getQueryGrad().getType());
   Value dk = e.alloc(op.getKeyGrad().getType());
   Value dv = e.alloc(op.getValueGrad().getType());
-  Value doc = op.getMask() == MaskKind::causal_document
-                  ? e.ptr(e.alloc(op.getTokens().getType()))
-                  : e.null();
-  if (op.getMask() == MaskKind::causal_document)
-    e.call("loomrt_document_ids",
-           {e.i64(dim(a.getQuery(), 0)), e.i64(dim(a.getQuery(), 1)),
-            e.ptr(a.getTokens()), e.i32(*op.getEod()), doc});
+  Value doc = documentIds(op, a.getTokens(), e);
   e.call("loomrt_attention_backward",
          {e.dtype(dq), e.i64(dim(dq, 0)), e.i64(dim(dq, 1)),
           e.i64(dim(dk, 1)), e.i64(op.getNumHeads()),

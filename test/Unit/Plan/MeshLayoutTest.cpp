@@ -87,10 +87,7 @@ struct Case {
   const char *order;
 };
 
-class MeshLayoutTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(MeshLayoutTest, DenseAxesGiveMegatronGroups) {
-  Case c = GetParam();
+rankgen::ParallelConfig configOf(const Case &c) {
   rankgen::ParallelConfig config;
   config.tp = c.tp;
   config.cp = c.cp;
@@ -99,7 +96,14 @@ TEST_P(MeshLayoutTest, DenseAxesGiveMegatronGroups) {
   config.ep = c.ep;
   config.etp = c.etp;
   config.order = c.order;
-  auto layout = rankgen::ParallelLayout::create(config);
+  return config;
+}
+
+class MeshLayoutTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MeshLayoutTest, DenseAxesGiveMegatronGroups) {
+  Case c = GetParam();
+  auto layout = rankgen::ParallelLayout::create(configOf(c));
   ASSERT_TRUE(layout.ok()) << layout.error();
   MeshAxes axes = plan::denseMeshAxes(layout->config());
   ASSERT_EQ(axes.names.size(), 4u);
@@ -114,15 +118,7 @@ TEST_P(MeshLayoutTest, DenseAxesGiveMegatronGroups) {
 
 TEST_P(MeshLayoutTest, ExpertAxesGiveMegatronExpertGroups) {
   Case c = GetParam();
-  rankgen::ParallelConfig config;
-  config.tp = c.tp;
-  config.cp = c.cp;
-  config.dp = c.dp;
-  config.pp = c.pp;
-  config.ep = c.ep;
-  config.etp = c.etp;
-  config.order = c.order;
-  auto layout = rankgen::ParallelLayout::create(config);
+  auto layout = rankgen::ParallelLayout::create(configOf(c));
   ASSERT_TRUE(layout.ok()) << layout.error();
   MeshAxes axes = plan::expertMeshAxes(layout->config(), layout->expertDp());
   for (const char *kind : {"tp", "ep", "dp", "pp", "tp-ep", "tp-ep-pp",
