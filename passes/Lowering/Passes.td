@@ -94,9 +94,10 @@ def TfmPlanBuffers : Pass<"tfm-plan-buffers", "mlir::func::FuncOp"> {
     the buffer deallocation passes produce). Output: one arena allocated at
     the start of the function and freed before it returns; each temporary is
     a `memref.view` at a fixed offset. Offsets come from the buffers' live
-    ranges (alloc to dealloc), placed largest first at the lowest offset that
-    does not overlap a buffer live at the same time, 64-byte aligned. Allocs
-    without a matching dealloc in the block are left alone.
+    ranges (from the alloc to the last op that uses the buffer or a pointer
+    taken from it), placed largest first at the lowest offset that does not
+    overlap a buffer live at the same time, 64-byte aligned. Allocs without
+    a matching dealloc in the block (results) are left alone.
 
     ```mlir
     %a = memref.alloc() : memref<4x8xf32>   ... memref.dealloc %a

@@ -39,6 +39,30 @@ struct Interval {
 
 int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
+/// The position of the last op that reads or writes the buffer: its users and
+/// the users of pointers derived from it (the runtime calls receive
+/// `inttoptr(index_cast(extract_aligned_pointer_as_index %buf))`). The
+/// deallocation passes free buffers at the end of the block, not after their
+/// last use, so the dealloc's position says nothing about liveness.
+int64_t lastUse(memref::AllocOp alloc, memref::DeallocOp dealloc,
+                const DenseMap<Operation *, int64_t> &position) {
+  int64_t last = position.lookup(alloc);
+  SmallVector<Value> worklist = {alloc.getResult()};
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (user == dealloc.getOperation())
+        continue;
+      last = std::max(last, position.lookup(user));
+      if (isa<memref::ExtractAlignedPointerAsIndexOp, arith::IndexCastOp,
+              LLVM::IntToPtrOp, memref::ViewOp, memref::SubViewOp,
+              memref::CastOp, memref::ReinterpretCastOp>(user))
+        worklist.append(user->result_begin(), user->result_end());
+    }
+  }
+  return last;
+}
+
 struct PlanBuffersPass : lowering::impl::TfmPlanBuffersBase<PlanBuffersPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -72,7 +96,8 @@ struct PlanBuffersPass : lowering::impl::TfmPlanBuffersBase<PlanBuffersPass> {
       int64_t bytes = type.getNumElements() *
                       int64_t(llvm::divideCeil(type.getElementTypeBitWidth(), 8));
       intervals.push_back({alloc, dealloc, position[alloc],
-                           position[dealloc], alignUp(std::max<int64_t>(bytes, 1))});
+                           lastUse(alloc, dealloc, position),
+                           alignUp(std::max<int64_t>(bytes, 1))});
     }
     if (intervals.empty())
       return;

@@ -47,3 +47,40 @@ func.func @escaping() -> memref<16xf32> {
   return %r : memref<16xf32>
 }
 
+
+// Deallocation passes free at the end of the block; a buffer is dead after
+// its last use, including uses of pointers taken from it, so %b reuses %a's
+// place although %a's dealloc comes last.
+// CHECK-LABEL: func.func @dealloc_at_end
+// CHECK: %[[ARENA:.*]] = memref.alloc() {alignment = 64 : i64} : memref<128xi8>
+// CHECK: memref.view %[[ARENA]][%{{.*}}][] : memref<128xi8> to memref<4x8xf32>
+// CHECK: memref.view %[[ARENA]][%{{.*}}][] : memref<128xi8> to memref<4x8xf32>
+func.func @dealloc_at_end() {
+  %a = memref.alloc() : memref<4x8xf32>
+  %pa = memref.extract_aligned_pointer_as_index %a : memref<4x8xf32> -> index
+  %ia = arith.index_cast %pa : index to i64
+  %ptr = llvm.inttoptr %ia : i64 to !llvm.ptr
+  func.call @use_ptr(%ptr) : (!llvm.ptr) -> ()
+  %b = memref.alloc() : memref<4x8xf32>
+  func.call @use(%b) : (memref<4x8xf32>) -> ()
+  memref.dealloc %b : memref<4x8xf32>
+  memref.dealloc %a : memref<4x8xf32>
+  return
+}
+
+// A buffer whose pointer feeds a later call stays live until that call.
+// CHECK-LABEL: func.func @pointer_use
+// CHECK: memref.alloc() {alignment = 64 : i64} : memref<256xi8>
+func.func @pointer_use() {
+  %a = memref.alloc() : memref<4x8xf32>
+  %pa = memref.extract_aligned_pointer_as_index %a : memref<4x8xf32> -> index
+  %ia = arith.index_cast %pa : index to i64
+  %ptr = llvm.inttoptr %ia : i64 to !llvm.ptr
+  %b = memref.alloc() : memref<4x8xf32>
+  func.call @use(%b) : (memref<4x8xf32>) -> ()
+  func.call @use_ptr(%ptr) : (!llvm.ptr) -> ()
+  memref.dealloc %b : memref<4x8xf32>
+  memref.dealloc %a : memref<4x8xf32>
+  return
+}
+func.func private @use_ptr(!llvm.ptr)
