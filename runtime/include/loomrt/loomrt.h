@@ -1,8 +1,8 @@
 /*===- loomrt.h - Loom runtime C ABI ------------------------------*- C -*-===*\
 |*                                                                            *|
 |* The one interface that compiled per-rank programs call. Every backend      *|
-|* (cpu today, cuda later) implements exactly these symbols with exactly      *|
-|* these semantics, so the compiler lowers against this header only.          *|
+|* (cpu, cuda) implements exactly these symbols with exactly these            *|
+|* semantics, so the compiler lowers against this header only.                *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 /*
@@ -35,10 +35,19 @@
  *   On the cpu backend that is host memory and any host pointer works; a
  *   device backend allocates device memory there, so compiled programs
  *   touch tensors only through runtime calls (loomrt_copy for host I/O).
+ *   On the cuda backend every tensor argument (int32 ids, positions,
+ *   masks and f32 statistics included) is device memory; shape arrays and
+ *   group lists are host arrays; the single-float outputs `loss`,
+ *   `masked_sum` and `mask_sum` may point to host or device memory.
  * - Calls are ordered: each sees the effects of the earlier calls of its
  *   rank. The cpu backend finishes every call before returning; kernels use
  *   the calling thread plus a pool of worker threads (OpenMP, sized by
- *   loomrt_set_num_threads).
+ *   loomrt_set_num_threads). The cuda backend queues kernels on one CUDA
+ *   stream per rank (NCCL on a second, ordered with events) and returns
+ *   early; the calls that hand data to the host wait for the queued work:
+ *   loomrt_copy, loomrt_has_nonfinite, loomrt_sum_squares, the scalar
+ *   outputs of the cross-entropy functions, loomrt_barrier, loomrt_wtime,
+ *   loomrt_free and loomrt_finalize.
  */
 #ifndef LOOMRT_LOOMRT_H
 #define LOOMRT_LOOMRT_H
@@ -76,7 +85,10 @@ int64_t loomrt_dtype_size(loomrt_dtype dtype);
  * that called loomrt_init makes runtime communication calls) unless it is
  * already initialized, and installs MPI_ERRORS_RETURN on MPI_COMM_WORLD so
  * that a failed MPI call aborts the job with a message instead of hanging.
- * argc/argv may be NULL. Must precede every communication call. */
+ * argc/argv may be NULL. Must precede every communication call. The cuda
+ * backend also picks the rank's GPU there: the i-th rank of a node takes
+ * device i modulo the device count (unless an earlier runtime call already
+ * started CUDA on the current device). */
 void loomrt_init(int *argc, char ***argv);
 
 /* Frees the communicators still alive and finalizes MPI if loomrt_init
@@ -95,7 +107,8 @@ void loomrt_abort(const char *message);
  * that makes the runtime calls). n <= 0 restores the default
  * (OMP_NUM_THREADS or the number of cores). The cpu backend has
  * a single pool (OpenMP): it sets OpenBLAS to one thread when loaded and
- * splits GEMMs across its own threads, so the two pools never compete. */
+ * splits GEMMs across its own threads, so the two pools never compete.
+ * The cuda backend runs kernels on the GPU and only remembers the value. */
 void loomrt_set_num_threads(int32_t n);
 int32_t loomrt_get_num_threads(void);
 
@@ -106,7 +119,11 @@ void loomrt_free(void *ptr);
 
 /* memcpy / memset(0) of `bytes` bytes (regions must not overlap). Either
  * side of a copy may be host memory, so this is also how data enters and
- * leaves backend memory. */
+ * leaves backend memory. On the cuda backend loomrt_copy is cudaMemcpy with
+ * cudaMemcpyDefault (the direction follows from the pointers, through
+ * unified virtual addressing), so it works for any mix of host and device
+ * memory and is complete on return; loomrt_zero and loomrt_copy_2d take
+ * device memory. */
 void loomrt_copy(void *dst, const void *src, int64_t bytes);
 void loomrt_zero(void *dst, int64_t bytes);
 
@@ -117,7 +134,8 @@ void loomrt_zero(void *dst, int64_t bytes);
 void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
                     int64_t src_stride, int64_t rows, int64_t row_bytes);
 
-/* Seconds on a monotonic clock, for durations only. */
+/* Seconds on a monotonic clock, for durations only. The cuda backend first
+ * waits for the rank's queued GPU work, so durations cover it. */
 double loomrt_wtime(void);
 
 /*===----------------------------------------------------------------------===*
@@ -478,7 +496,13 @@ int32_t loomrt_comm_world_rank_of(loomrt_comm comm, int32_t r);
 /* All collectives are blocking, have to be called by every member of comm
  * in the same order, and reduce in f32 (bf16/f16 data are widened, reduced
  * and rounded back). One call moves at most INT_MAX elements per rank (MPI's
- * count type); larger requests abort with a message. */
+ * count type); larger requests abort with a message.
+ * On the cuda backend "blocking" means ordered: the collective is queued on
+ * the communication stream after the kernels that produced its input, and
+ * every later runtime call of the rank sees its result; the host does not
+ * wait. Each communicator is an NCCL communicator created from an
+ * ncclUniqueId that group rank 0 broadcasts over the group's MPI
+ * communicator. */
 
 /* recv[i] = op over ranks of send[i], n elements; send == recv is in place. */
 void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype, int32_t op,
@@ -528,7 +552,10 @@ void loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype, int32_t ndim,
  * Within a batch the k-th send from A to B matches the k-th recv of B from
  * A (MPI's non-overtaking rule); buffers must stay untouched until
  * p2p_end returns. Peers are group ranks. A send or recv outside a batch
- * runs immediately as a batch of one. Batches do not nest. */
+ * runs immediately as a batch of one. Batches do not nest. On the cuda
+ * backend a batch is one ncclGroupStart/ncclGroupEnd in the same order;
+ * NCCL cannot detect a recv whose size differs from the matching send, so
+ * the schedule must match exactly (the cpu backend aborts on it). */
 void loomrt_p2p_begin(loomrt_comm comm);
 void loomrt_send(loomrt_comm comm, loomrt_dtype dtype, const void *buf,
                  int64_t n, int32_t peer);

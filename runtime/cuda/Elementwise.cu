@@ -1,0 +1,479 @@
+//===- Elementwise.cu - Casts, activations, dropout, AdamW -----*- CUDA -*-===//
+//
+// Elementwise kernels: grid-stride loops, one element per thread per step,
+// f32 arithmetic, one rounding on the store. The two functions that return
+// a value to the host (has_nonfinite, sum_squares) synchronize.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <cmath>
+
+using namespace loomrt;
+
+#define CHECK_N(n)                                                             \
+  LOOMRT_CHECK((n) >= 0, "negative element count %lld", (long long)(n))
+#define CHECK_PTR(p) LOOMRT_CHECK((p) != nullptr, "%s is NULL", #p)
+
+//===----------------------------------------------------------------------===//
+// Casts and checks
+//===----------------------------------------------------------------------===//
+
+extern "C" void loomrt_cast(loomrt_dtype src_dtype, const void *src,
+                            loomrt_dtype dst_dtype, void *dst, int64_t n) {
+  int64_t srcSize = checkedDtypeSize(__func__, src_dtype);
+  int64_t dstSize = checkedDtypeSize(__func__, dst_dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return;
+  CHECK_PTR(src);
+  CHECK_PTR(dst);
+  LOOMRT_CHECK(src != dst || srcSize == dstSize,
+               "in-place cast needs equal element sizes");
+  if (src_dtype == dst_dtype) {
+    if (src != dst)
+      CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n * srcSize),
+                                 cudaMemcpyDefault, stream()));
+    return;
+  }
+  // In place (bf16 <-> f16) is safe: each thread reads its element before
+  // writing it.
+  convert(src_dtype, src, dst_dtype, dst, n);
+}
+
+namespace {
+__global__ void nonfiniteKernel(int size, uint16_t mask16, const void *x,
+                                int64_t n, int *found) {
+  bool any = false;
+  GRID_STRIDE(i, n) {
+    if (size == 4)
+      any |= (static_cast<const uint32_t *>(x)[i] & 0x7f800000u) == 0x7f800000u;
+    else
+      any |= (static_cast<const uint16_t *>(x)[i] & mask16) == mask16;
+  }
+  // Every writer stores the same value, so the race is benign.
+  if (__syncthreads_or(any) && threadIdx.x == 0)
+    *found = 1;
+}
+} // namespace
+
+extern "C" int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
+                                        int64_t n) {
+  int64_t size = checkedDtypeSize(__func__, dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return 0;
+  CHECK_PTR(x);
+  // Non-finite means "all exponent bits set": test the bits, no conversion.
+  Scratch flag(sizeof(int));
+  CUDA_CHECK(cudaMemsetAsync(flag.as<int>(), 0, sizeof(int), stream()));
+  nonfiniteKernel<<<gridFor(n), kThreads, 0, stream()>>>(
+      int(size), dtype == LOOMRT_BF16 ? 0x7f80u : 0x7c00u, x, n,
+      flag.as<int>());
+  CUDA_CHECK_LAUNCH();
+  int found = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&found, flag.as<int>(), sizeof(int),
+                             cudaMemcpyDeviceToHost, stream()));
+  CUDA_CHECK(cudaStreamSynchronize(stream()));
+  return found ? 1 : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Scale, axpy, add, sum of squares
+//===----------------------------------------------------------------------===//
+
+namespace {
+__global__ void scaleKernel(loomrt_dtype dt, void *x, int64_t n, float a) {
+  GRID_STRIDE(i, n) { st(x, dt, i, ld(x, dt, i) * a); }
+}
+
+__global__ void axpyKernel(int64_t n, float a, loomrt_dtype xd, const void *x,
+                           loomrt_dtype yd, void *y) {
+  GRID_STRIDE(i, n) { st(y, yd, i, ld(y, yd, i) + a * ld(x, xd, i)); }
+}
+
+__global__ void addKernel(loomrt_dtype dt, int64_t n, const void *a,
+                          const void *b, void *out) {
+  GRID_STRIDE(i, n) { st(out, dt, i, ld(a, dt, i) + ld(b, dt, i)); }
+}
+
+// As on the cpu backend: f32 partial sums over blocks of kSumBlock
+// elements, double across blocks. One CUDA block per element block.
+constexpr int64_t kSumBlock = 4096;
+
+__global__ void sumSquaresBlocks(loomrt_dtype dt, const void *x, int64_t n,
+                                 float *partial) {
+  __shared__ float shared[32];
+  const int64_t begin = int64_t(blockIdx.x) * kSumBlock;
+  const int64_t end = begin + kSumBlock < n ? begin + kSumBlock : n;
+  float acc = 0.0f;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    float v = ld(x, dt, i);
+    acc += v * v;
+  }
+  acc = blockSum(acc, shared);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = acc;
+}
+
+__global__ void sumPartials(const float *partial, int64_t count,
+                            float *result) {
+  __shared__ double shared[1024];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    acc += double(partial[i]);
+  shared[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s)
+      shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    *result = float(shared[0]);
+}
+} // namespace
+
+extern "C" void loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
+                             float alpha) {
+  checkedDtypeSize(__func__, dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return;
+  CHECK_PTR(x);
+  scaleKernel<<<gridFor(n), kThreads, 0, stream()>>>(dtype, x, n, alpha);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
+                            const void *x, loomrt_dtype y_dtype, void *y) {
+  checkedDtypeSize(__func__, x_dtype);
+  checkedDtypeSize(__func__, y_dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return;
+  CHECK_PTR(x);
+  CHECK_PTR(y);
+  axpyKernel<<<gridFor(n), kThreads, 0, stream()>>>(n, alpha, x_dtype, x,
+                                                    y_dtype, y);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
+                           const void *b, void *out) {
+  checkedDtypeSize(__func__, dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return;
+  CHECK_PTR(a);
+  CHECK_PTR(b);
+  CHECK_PTR(out);
+  addKernel<<<gridFor(n), kThreads, 0, stream()>>>(dtype, n, a, b, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" float loomrt_sum_squares(loomrt_dtype dtype, const void *x,
+                                    int64_t n) {
+  checkedDtypeSize(__func__, dtype);
+  CHECK_N(n);
+  if (n == 0)
+    return 0.0f;
+  CHECK_PTR(x);
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  LOOMRT_CHECK(blocks <= INT32_MAX, "%lld elements are too many", (long long)n);
+  Scratch partial((blocks + 1) * int64_t(sizeof(float)));
+  float *result = partial.as<float>() + blocks;
+  sumSquaresBlocks<<<unsigned(blocks), kThreads, 0, stream()>>>(
+      dtype, x, n, partial.as<float>());
+  CUDA_CHECK_LAUNCH();
+  sumPartials<<<1, 1024, 0, stream()>>>(partial.as<float>(), blocks, result);
+  CUDA_CHECK_LAUNCH();
+  float total = 0.0f;
+  CUDA_CHECK(cudaMemcpyAsync(&total, result, sizeof(float),
+                             cudaMemcpyDeviceToHost, stream()));
+  CUDA_CHECK(cudaStreamSynchronize(stream()));
+  return total;
+}
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr float kSqrtHalf = 0.70710678118654752f;    // 1/sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1/sqrt(2 pi)
+constexpr float kSqrt2OverPi = 0.79788456080286536f; // sqrt(2/pi)
+constexpr float kGeluCoeff = 0.044715f;
+
+__device__ float gelu(float x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5f * x *
+           (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+  return 0.5f * x * (1.0f + erff(x * kSqrtHalf));
+}
+
+__device__ float geluGrad(float x, bool tanhApprox) {
+  if (tanhApprox) {
+    float t = tanhf(kSqrt2OverPi * (x + kGeluCoeff * x * x * x));
+    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+  }
+  return 0.5f * (1.0f + erff(x * kSqrtHalf)) +
+         x * kInvSqrt2Pi * expf(-0.5f * x * x);
+}
+
+__device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ float siluGrad(float x) {
+  float s = sigmoid(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+
+enum Act { GeluErf, GeluTanh, Silu };
+
+__device__ float activation(Act a, float x) {
+  return a == Silu ? x * sigmoid(x) : gelu(x, a == GeluTanh);
+}
+__device__ float activationGrad(Act a, float x) {
+  return a == Silu ? siluGrad(x) : geluGrad(x, a == GeluTanh);
+}
+
+__global__ void actForward(Act a, loomrt_dtype dt, int64_t n, const void *x,
+                           void *y) {
+  GRID_STRIDE(i, n) { st(y, dt, i, activation(a, ld(x, dt, i))); }
+}
+
+// dx may alias dy: each element is read before it is written.
+__global__ void actBackward(Act a, loomrt_dtype dt, int64_t n, const void *x,
+                            const void *dy, void *dx) {
+  GRID_STRIDE(i, n) {
+    st(dx, dt, i, ld(dy, dt, i) * activationGrad(a, ld(x, dt, i)));
+  }
+}
+
+void launchAct(const char *fn, Act a, loomrt_dtype dtype, int64_t n,
+               const void *x, const void *dy, void *out) {
+  checkedDtypeSize(fn, dtype);
+  if (n < 0)
+    fatal(fn, "negative element count %lld", (long long)n);
+  if (n == 0)
+    return;
+  LOOMRT_CHECK(x && out, "%s: NULL tensor", fn);
+  if (dy)
+    actBackward<<<gridFor(n), kThreads, 0, stream()>>>(a, dtype, n, x, dy, out);
+  else
+    actForward<<<gridFor(n), kThreads, 0, stream()>>>(a, dtype, n, x, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+Act geluKind(const char *fn, int32_t approximate) {
+  if (approximate != LOOMRT_GELU_ERF && approximate != LOOMRT_GELU_TANH)
+    fatal(fn, "unknown gelu approximation %d", int(approximate));
+  return approximate == LOOMRT_GELU_TANH ? GeluTanh : GeluErf;
+}
+} // namespace
+
+extern "C" void loomrt_gelu_forward(loomrt_dtype dtype, int32_t approximate,
+                                    int64_t n, const void *x, void *y) {
+  launchAct(__func__, geluKind(__func__, approximate), dtype, n, x, nullptr, y);
+}
+
+extern "C" void loomrt_gelu_backward(loomrt_dtype dtype, int32_t approximate,
+                                     int64_t n, const void *x, const void *dy,
+                                     void *dx) {
+  LOOMRT_CHECK(n <= 0 || dy, "dy is NULL");
+  launchAct(__func__, geluKind(__func__, approximate), dtype, n, x, dy, dx);
+}
+
+extern "C" void loomrt_silu_forward(loomrt_dtype dtype, int64_t n,
+                                    const void *x, void *y) {
+  launchAct(__func__, Silu, dtype, n, x, nullptr, y);
+}
+
+extern "C" void loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
+                                     const void *x, const void *dy, void *dx) {
+  LOOMRT_CHECK(n <= 0 || dy, "dy is NULL");
+  launchAct(__func__, Silu, dtype, n, x, dy, dx);
+}
+
+//===----------------------------------------------------------------------===//
+// SwiGLU
+//===----------------------------------------------------------------------===//
+
+namespace {
+__global__ void swigluForward(loomrt_dtype dt, int64_t rows, int64_t F,
+                              int64_t ld_, const void *gate, const void *up,
+                              void *out) {
+  GRID_STRIDE(e, rows * F) {
+    const int64_t r = e / F, i = e % F;
+    const float g = ld(gate, dt, r * ld_ + i), u = ld(up, dt, r * ld_ + i);
+    st(out, dt, e, g * sigmoid(g) * u);
+  }
+}
+
+__global__ void swigluBackward(loomrt_dtype dt, int64_t rows, int64_t F,
+                               int64_t ld_, const void *gate, const void *up,
+                               const void *dout, void *dgate, void *dup) {
+  GRID_STRIDE(e, rows * F) {
+    const int64_t r = e / F, i = e % F, k = r * ld_ + i;
+    const float g = ld(gate, dt, k), u = ld(up, dt, k), d = ld(dout, dt, e);
+    const float s = sigmoid(g);
+    st(dgate, dt, k, d * u * s * (1.0f + g * (1.0f - s)));
+    st(dup, dt, k, d * g * s);
+  }
+}
+
+void checkSwiglu(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t F,
+                 int64_t in_ld) {
+  checkedDtypeSize(fn, dtype);
+  if (rows < 0 || F < 0 || in_ld < F)
+    fatal(fn, "bad sizes rows=%lld F=%lld in_ld=%lld (need in_ld >= F)",
+          (long long)rows, (long long)F, (long long)in_ld);
+}
+} // namespace
+
+extern "C" void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
+                                      int64_t F, int64_t in_ld,
+                                      const void *gate, const void *up,
+                                      void *out) {
+  checkSwiglu(__func__, dtype, rows, F, in_ld);
+  if (rows == 0 || F == 0)
+    return;
+  LOOMRT_CHECK(gate && up && out, "NULL tensor");
+  swigluForward<<<gridFor(rows * F), kThreads, 0, stream()>>>(
+      dtype, rows, F, in_ld, gate, up, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows,
+                                       int64_t F, int64_t in_ld,
+                                       const void *gate, const void *up,
+                                       const void *dout, void *dgate,
+                                       void *dup) {
+  checkSwiglu(__func__, dtype, rows, F, in_ld);
+  if (rows == 0 || F == 0)
+    return;
+  LOOMRT_CHECK(gate && up && dout && dgate && dup, "NULL tensor");
+  swigluBackward<<<gridFor(rows * F), kThreads, 0, stream()>>>(
+      dtype, rows, F, in_ld, gate, up, dout, dgate, dup);
+  CUDA_CHECK_LAUNCH();
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Philox4x32-10 keyed by seed on counter c, word w: the same generator and
+/// the same bits as the cpu backend (and cuRAND), so both backends drop the
+/// same elements.
+__device__ uint32_t philoxWord(uint64_t seed, uint64_t counter, int w) {
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    const uint32_t lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
+    const uint32_t lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
+    const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return w == 0 ? c0 : w == 1 ? c1 : w == 2 ? c2 : c3;
+}
+
+__global__ void dropoutKernel(loomrt_dtype dt, int64_t rows, int64_t cols,
+                              const void *x, void *y, float p, uint64_t seed,
+                              int64_t offset, int64_t rowStride,
+                              float keepScale) {
+  GRID_STRIDE(e, rows * cols) {
+    const uint64_t g = uint64_t(offset + (e / cols) * rowStride + e % cols);
+    // 24 random bits give a float in [0,1) with no rounding up to 1.
+    const float u =
+        float(philoxWord(seed, g / 4, int(g % 4)) >> 8) * (1.0f / 16777216.0f);
+    st(y, dt, e, u >= p ? ld(x, dt, e) * keepScale : 0.0f);
+  }
+}
+
+void dropout(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t cols,
+             const void *x, void *y, float p, uint64_t seed, int64_t offset,
+             int64_t rowStride) {
+  checkedDtypeSize(fn, dtype);
+  if (rows < 0 || cols < 0 || offset < 0 || (rows > 1 && rowStride < cols))
+    fatal(fn, "bad view rows=%lld cols=%lld offset=%lld row_stride=%lld",
+          (long long)rows, (long long)cols, (long long)offset,
+          (long long)rowStride);
+  LOOMRT_CHECK(p >= 0.0f && p <= 1.0f, "%s: probability %g not in [0,1]", fn,
+               double(p));
+  if (rows == 0 || cols == 0)
+    return;
+  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
+  const float keepScale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  dropoutKernel<<<gridFor(rows * cols), kThreads, 0, stream()>>>(
+      dtype, rows, cols, x, y, p, seed, offset, rowStride, keepScale);
+  CUDA_CHECK_LAUNCH();
+}
+} // namespace
+
+extern "C" void loomrt_dropout_forward(loomrt_dtype dtype, int64_t rows,
+                                       int64_t cols, const void *x, void *y,
+                                       float p, uint64_t seed, int64_t offset,
+                                       int64_t row_stride) {
+  dropout(__func__, dtype, rows, cols, x, y, p, seed, offset, row_stride);
+}
+
+extern "C" void loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
+                                        int64_t cols, const void *dy, void *dx,
+                                        float p, uint64_t seed, int64_t offset,
+                                        int64_t row_stride) {
+  dropout(__func__, dtype, rows, cols, dy, dx, p, seed, offset, row_stride);
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Same operation order as the cpu backend (torch.optim.AdamW's
+// single-tensor path).
+__global__ void adamwKernel(int64_t n, float *param, const float *grad,
+                            float *m1, float *m2, float beta1, float beta2,
+                            float eps, float stepSize, float bc2Sqrt,
+                            float decay) {
+  GRID_STRIDE(i, n) {
+    const float g = grad[i];
+    const float p = param[i] * decay;
+    const float m = beta1 * m1[i] + (1.0f - beta1) * g;
+    const float v = m2[i] * beta2 + (1.0f - beta2) * g * g;
+    const float denom = sqrtf(v) / bc2Sqrt + eps;
+    param[i] = p - stepSize * (m / denom);
+    m1[i] = m;
+    m2[i] = v;
+  }
+}
+} // namespace
+
+extern "C" void loomrt_adamw(int64_t n, float *param, const float *grad,
+                             float *exp_avg, float *exp_avg_sq, float lr,
+                             float beta1, float beta2, float eps,
+                             float weight_decay, int64_t step) {
+  CHECK_N(n);
+  LOOMRT_CHECK(step >= 1, "step %lld must be >= 1", (long long)step);
+  if (n == 0)
+    return;
+  LOOMRT_CHECK(param && grad && exp_avg && exp_avg_sq, "NULL tensor");
+  // The scalars are computed on the host exactly as the cpu backend does.
+  const float biasCorrection1 = 1.0f - std::pow(beta1, float(step));
+  const float biasCorrection2 = 1.0f - std::pow(beta2, float(step));
+  const float stepSize = lr / biasCorrection1;
+  const float bc2Sqrt = std::sqrt(biasCorrection2);
+  const float decay = 1.0f - lr * weight_decay;
+  adamwKernel<<<gridFor(n), kThreads, 0, stream()>>>(
+      n, param, grad, exp_avg, exp_avg_sq, beta1, beta2, eps, stepSize, bc2Sqrt,
+      decay);
+  CUDA_CHECK_LAUNCH();
+}

@@ -1,0 +1,132 @@
+//===- Rope.cu - Rotary embedding, position/document ids -------*- CUDA -*-===//
+//
+// RoPE in the Hugging Face Llama "rotate half" layout, computed in f32 the
+// way the cpu backend and transformers do: inv_freq, then angle =
+// pos * inv_freq, then cos/sin (full-precision sinf/cosf, no fast math).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+using namespace loomrt;
+
+namespace {
+/// One thread per rotated pair (and per copied feature beyond rot_dim);
+/// the thread reads both elements of its pair before writing, so y may
+/// alias x.
+__global__ void ropeKernel(loomrt_dtype dt, int64_t BS, int64_t S, int64_t N,
+                           int64_t D, int64_t rotDim, float theta,
+                           const int32_t *pos, const void *x, void *y,
+                           float sign) {
+  const int64_t half = rotDim / 2, perHead = half + (D - rotDim);
+  GRID_STRIDE(e, BS * N * perHead) {
+    const int64_t bs = e / (N * perHead), h = (e / perHead) % N,
+                  i = e % perHead;
+    const int64_t base = (bs * N + h) * D;
+    if (i >= half) { // a feature past rot_dim: copied
+      const int64_t k = base + rotDim + (i - half);
+      st(y, dt, k, ld(x, dt, k));
+      continue;
+    }
+    const float p = pos ? float(pos[bs]) : float(bs % S);
+    // pow in double, rounded once: the correctly rounded powf of glibc that
+    // the cpu backend uses (CUDA's powf may be 2 ulp off, which positions in
+    // the thousands would amplify into visible angle errors).
+    const float pw =
+        float(pow(double(theta), double(float(2 * i) / float(rotDim))));
+    const float invFreq = 1.0f / pw;
+    const float a = p * invFreq;
+    const float c = cosf(a), s = sign * sinf(a);
+    const float x1 = ld(x, dt, base + i), x2 = ld(x, dt, base + i + half);
+    st(y, dt, base + i, x1 * c - x2 * s);
+    st(y, dt, base + i + half, x2 * c + x1 * s);
+  }
+}
+
+void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
+          int64_t D, int64_t rotDim, float theta, const int32_t *pos,
+          const void *x, void *y, float sign) {
+  checkedDtypeSize(fn, dtype);
+  if (B < 0 || S < 0 || N < 0 || D <= 0 || rotDim < 0 || rotDim > D ||
+      rotDim % 2 != 0)
+    fatal(fn,
+          "bad sizes B=%lld S=%lld N=%lld D=%lld rot_dim=%lld (rot_dim must "
+          "be even and <= D)",
+          (long long)B, (long long)S, (long long)N, (long long)D,
+          (long long)rotDim);
+  LOOMRT_CHECK(theta > 0.0f, "%s: theta %g must be positive", fn,
+               double(theta));
+  const int64_t pairs = B * S * N * (rotDim / 2 + (D - rotDim));
+  if (B * S * N == 0)
+    return;
+  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
+  ropeKernel<<<gridFor(pairs), kThreads, 0, stream()>>>(
+      dtype, B * S, S, N, D, rotDim, theta, pos, x, y, sign);
+  CUDA_CHECK_LAUNCH();
+}
+
+/// One thread per batch row walks the sequence: the ids depend on every
+/// earlier token of the row, and the work is tiny (once per micro-batch).
+__global__ void documentIds(int64_t B, int64_t S, const int32_t *tokens,
+                            int32_t eod, int32_t *doc) {
+  GRID_STRIDE(b, B) {
+    int32_t id = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      doc[b * S + s] = id;
+      if (tokens[b * S + s] == eod)
+        ++id; // The EOD itself stays in the document it ends.
+    }
+  }
+}
+
+__global__ void positionIds(int64_t B, int64_t S, const int32_t *tokens,
+                            int32_t eod, int32_t reset, int32_t *pos) {
+  GRID_STRIDE(b, B) {
+    int32_t p = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      pos[b * S + s] = p++;
+      if (reset && tokens[b * S + s] == eod)
+        p = 0;
+    }
+  }
+}
+} // namespace
+
+extern "C" void loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S,
+                                    int64_t N, int64_t D, int64_t rot_dim,
+                                    float theta, const int32_t *pos,
+                                    const void *x, void *y) {
+  rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, x, y, 1.0f);
+}
+
+// The rotation is orthogonal, so its transpose (rotation by -a) is the
+// gradient map.
+extern "C" void loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S,
+                                     int64_t N, int64_t D, int64_t rot_dim,
+                                     float theta, const int32_t *pos,
+                                     const void *dy, void *dx) {
+  rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, dy, dx, -1.0f);
+}
+
+extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
+                                    int32_t eod, int32_t *doc) {
+  LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
+               (long long)S);
+  if (B * S == 0)
+    return;
+  LOOMRT_CHECK(tokens && doc, "NULL tensor");
+  documentIds<<<gridFor(B, 32), 32, 0, stream()>>>(B, S, tokens, eod, doc);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
+                                    int32_t eod, int32_t reset, int32_t *pos) {
+  LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
+               (long long)S);
+  if (B * S == 0)
+    return;
+  LOOMRT_CHECK(pos && (tokens || !reset), "NULL tensor");
+  positionIds<<<gridFor(B, 32), 32, 0, stream()>>>(B, S, tokens, eod, reset,
+                                                   pos);
+  CUDA_CHECK_LAUNCH();
+}

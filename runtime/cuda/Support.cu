@@ -1,0 +1,307 @@
+//===- Support.cu - Errors, context, memory, time --------------*- CUDA -*-===//
+//
+// The plumbing of the cuda backend (error reporting, the CUDA context,
+// scratch memory, dtype conversion) plus the ABI's memory, thread and time
+// helpers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+using namespace loomrt;
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+static int currentWorldRank() {
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (!up || down)
+    return 0;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// MPI_Abort tells every rank at once; a lone abort() would rely on mpirun
+// noticing (and a rank blocked in NCCL would never notice by itself).
+[[noreturn]] static void terminateJob() {
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (up && !down)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+void loomrt::fatal(const char *fn, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "loomrt: rank %d: %s: %s\n", currentWorldRank(), fn,
+               msg);
+  std::fflush(stderr);
+  terminateJob();
+}
+
+extern "C" void loomrt_abort(const char *message) {
+  std::fprintf(stderr, "loomrt: rank %d: %s\n", currentWorldRank(),
+               message ? message : "(no message)");
+  std::fflush(stderr);
+  terminateJob();
+}
+
+int64_t loomrt::checkedDtypeSize(const char *fn, loomrt_dtype dtype) {
+  switch (dtype) {
+  case LOOMRT_F32:
+    return 4;
+  case LOOMRT_BF16:
+  case LOOMRT_F16:
+    return 2;
+  default:
+    fatal(fn, "unknown dtype %d", int(dtype));
+  }
+}
+
+extern "C" int64_t loomrt_dtype_size(loomrt_dtype dtype) {
+  return checkedDtypeSize(__func__, dtype);
+}
+
+//===----------------------------------------------------------------------===//
+// Context
+//===----------------------------------------------------------------------===//
+
+namespace {
+int requestedDevice = -1;
+Context *theContext = nullptr;
+} // namespace
+
+bool loomrt::contextCreated() { return theContext != nullptr; }
+
+void loomrt::requestDevice(int device) { requestedDevice = device; }
+
+Context &loomrt::ctx() {
+  if (theContext)
+    return *theContext;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0)
+    fatal("loomrt_cuda", "no usable CUDA device: %s",
+          err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+  auto *c = new Context;
+  if (requestedDevice >= 0)
+    CUDA_CHECK(cudaSetDevice(requestedDevice % count));
+  CUDA_CHECK(cudaGetDevice(&c->device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&c->numSMs, cudaDevAttrMultiProcessorCount,
+                                    c->device));
+  // Non-blocking: the legacy default stream must not serialize against ours.
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->comm, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasCreate(&c->blas));
+  CUBLAS_CHECK(cublasSetStream(c->blas, c->compute));
+  // Plain f32 GEMMs stay IEEE f32 (no TF32), as on the cpu backend.
+  CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+  theContext = c;
+  return *c;
+}
+
+void loomrt::streamWait(cudaStream_t waiter, cudaStream_t signaller) {
+  cudaEvent_t ev;
+  CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(ev, signaller));
+  CUDA_CHECK(cudaStreamWaitEvent(waiter, ev, 0));
+  // Destroying a recorded event is legal; it is released once it completes.
+  CUDA_CHECK(cudaEventDestroy(ev));
+}
+
+void loomrt::syncAll(const char *fn) {
+  Context &c = ctx();
+  cudaError_t err = cudaStreamSynchronize(c.compute);
+  if (err == cudaSuccess)
+    err = cudaStreamSynchronize(c.comm);
+  if (err != cudaSuccess)
+    fatal(fn, "asynchronous CUDA error: %s", cudaGetErrorString(err));
+}
+
+//===----------------------------------------------------------------------===//
+// Scratch memory
+//===----------------------------------------------------------------------===//
+
+Scratch::Scratch(int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  cudaError_t err = cudaMallocAsync(&ptr, size_t(bytes), stream());
+  if (err != cudaSuccess)
+    fatal("loomrt_cuda", "scratch allocation of %lld bytes failed: %s",
+          (long long)bytes, cudaGetErrorString(err));
+}
+
+Scratch::~Scratch() {
+  if (ptr)
+    cudaFreeAsync(ptr, stream());
+}
+
+//===----------------------------------------------------------------------===//
+// Conversions and small shared kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+__global__ void convertKernel(loomrt_dtype sd, const void *src, loomrt_dtype dd,
+                              void *dst, int64_t n) {
+  GRID_STRIDE(i, n) { st(dst, dd, i, ld(src, sd, i)); }
+}
+
+/// Column sums: block (32, 8) owns 32 columns; thread row ty adds rows
+/// ty, ty+8, ... in order, then the 8 partials are added in a fixed order.
+__global__ void columnSumsKernel(loomrt_dtype dt, const void *x, int64_t rows,
+                                 int64_t cols, loomrt_dtype od, void *out,
+                                 bool accumulate) {
+  __shared__ float part[8][33];
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += 8)
+      acc += ld(x, dt, r * cols + c);
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; ++k)
+      s += part[k][threadIdx.x];
+    st(out, od, c, accumulate ? ld(out, od, c) + s : s);
+  }
+}
+} // namespace
+
+void loomrt::convert(loomrt_dtype srcDtype, const void *src,
+                     loomrt_dtype dstDtype, void *dst, int64_t n) {
+  if (n == 0)
+    return;
+  convertKernel<<<gridFor(n), kThreads, 0, stream()>>>(srcDtype, src, dstDtype,
+                                                       dst, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void loomrt::columnSums(loomrt_dtype dtype, const void *x, int64_t rows,
+                        int64_t cols, loomrt_dtype outDtype, void *out,
+                        bool accumulate) {
+  if (cols == 0)
+    return;
+  dim3 block(32, 8);
+  columnSumsKernel<<<unsigned((cols + 31) / 32), block, 0, stream()>>>(
+      dtype, x, rows, cols, outDtype, out, accumulate);
+  CUDA_CHECK_LAUNCH();
+}
+
+void loomrt::storeScalar(float *dst, const float *src) {
+  CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, sizeof(float), cudaMemcpyDefault, stream()));
+  CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+//===----------------------------------------------------------------------===//
+// Threads, memory, time
+//===----------------------------------------------------------------------===//
+
+// Kernels run on the GPU; the host thread count only matters to code that
+// asks for it (the driver's data loading), so it is just remembered.
+static int defaultThreads() {
+  if (const char *env = std::getenv("OMP_NUM_THREADS"))
+    if (int n = std::atoi(env); n > 0)
+      return n;
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw ? int(hw) : 1;
+}
+static int numThreads = 0;
+
+extern "C" void loomrt_set_num_threads(int32_t n) {
+  numThreads = n > 0 ? int(n) : defaultThreads();
+}
+
+extern "C" int32_t loomrt_get_num_threads(void) {
+  return numThreads > 0 ? numThreads : defaultThreads();
+}
+
+extern "C" void *loomrt_alloc(int64_t bytes) {
+  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+  ctx();
+  // cudaMalloc aligns to at least 256 bytes; a zero-byte request still gets
+  // a real, unique pointer.
+  void *p = nullptr;
+  cudaError_t err = cudaMalloc(&p, size_t(bytes ? bytes : 64));
+  LOOMRT_CHECK(err == cudaSuccess,
+               "out of device memory allocating %lld "
+               "bytes: %s",
+               (long long)bytes, cudaGetErrorString(err));
+  return p;
+}
+
+extern "C" void loomrt_free(void *ptr) {
+  if (!ptr)
+    return;
+  // Work issued on our non-blocking streams may still use ptr.
+  syncAll(__func__);
+  CUDA_CHECK(cudaFree(ptr));
+}
+
+extern "C" void loomrt_copy(void *dst, const void *src, int64_t bytes) {
+  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+  if (!bytes)
+    return;
+  // cudaMemcpyDefault infers the direction from the pointers (UVA), so any
+  // mix of host and device memory works. The copy is ordered after earlier
+  // kernels and complete on return, so host buffers can be reused at once.
+  CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, stream()));
+  CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+extern "C" void loomrt_zero(void *dst, int64_t bytes) {
+  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+  if (bytes)
+    CUDA_CHECK(cudaMemsetAsync(dst, 0, size_t(bytes), stream()));
+}
+
+extern "C" void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
+                               int64_t src_stride, int64_t rows,
+                               int64_t row_bytes) {
+  LOOMRT_CHECK(
+      rows >= 0 && row_bytes >= 0 &&
+          (rows <= 1 || (dst_stride >= row_bytes && src_stride >= row_bytes)),
+      "bad copy rows=%lld row_bytes=%lld dst_stride=%lld "
+      "src_stride=%lld",
+      (long long)rows, (long long)row_bytes, (long long)dst_stride,
+      (long long)src_stride);
+  if (rows == 0 || row_bytes == 0)
+    return;
+  LOOMRT_CHECK(dst && src, "NULL buffer");
+  // A single row may come with any stride; cudaMemcpy2D insists on
+  // pitch >= width.
+  if (rows == 1) {
+    dst_stride = row_bytes;
+    src_stride = row_bytes;
+  }
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, size_t(dst_stride), src, size_t(src_stride),
+                               size_t(row_bytes), size_t(rows),
+                               cudaMemcpyDefault, stream()));
+}
+
+extern "C" double loomrt_wtime(void) {
+  // Durations must cover the GPU work issued so far, not just its launch.
+  if (contextCreated())
+    syncAll(__func__);
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
