@@ -133,6 +133,21 @@ public:
     auto memrefType = MemRefType::get(t.getShape(), t.getElementType());
     return b.create<memref::AllocOp>(loc, memrefType, b.getI64IntegerAttr(64));
   }
+  /// The handle a communicator argument (a `loomrt_comm *`) points to.
+  Value handle(Value commArgument) {
+    auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+    return b.create<LLVM::LoadOp>(loc, ptr, commArgument);
+  }
+  /// A pointer to an int64 array holding `values` (a stack buffer).
+  Value int64Array(ArrayRef<int64_t> values) {
+    auto type = MemRefType::get({int64_t(values.size())}, b.getI64Type());
+    Value array = b.create<memref::AllocaOp>(loc, type);
+    for (auto [i, v] : llvm::enumerate(values))
+      b.create<memref::StoreOp>(loc, i64(v), array,
+                                ValueRange{b.create<arith::ConstantIndexOp>(
+                                    loc, int64_t(i))});
+    return ptr(array);
+  }
   void call(StringRef name, ValueRange args) {
     b.create<func::CallOp>(loc, declare(name), TypeRange(), args);
   }
@@ -487,6 +502,82 @@ struct RuntimeCallPattern : OpConversionPattern<OpT> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// The communicator argument tfm-comms-to-args added for `kind`.
+Value communicator(Operation *op, StringRef kind,
+                   ConversionPatternRewriter &rewriter) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto a = func.getArgAttrOfType<StringAttr>(
+            i, lowering::kCommArgAttrName);
+        a && a.getValue() == kind)
+      return rewriter.getRemappedValue(func.getArgument(i));
+  return Value();
+}
+
+/// mesh.all_reduce / all_gather / reduce_scatter / all_to_all on float
+/// tensors -> the runtime collective on the group's communicator.
+template <typename OpT>
+struct CollectivePattern : OpConversionPattern<OpT> {
+  using OpConversionPattern<OpT>::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(OpT op, typename OpT::Adaptor a,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto inType = cast<RankedTensorType>(op.getInput().getType());
+    auto outType = cast<RankedTensorType>(op.getResult().getType());
+    if (inType.getElementType() != outType.getElementType() ||
+        !isa<Float32Type, BFloat16Type, Float16Type>(inType.getElementType()))
+      return rewriter.notifyMatchFailure(
+          op, "collectives move f32, bf16 or f16 tensors of one type");
+    FailureOr<std::string> kind =
+        lowering::groupKindOf(op, op.getMesh(), op.getMeshAxes());
+    if (failed(kind))
+      return failure();
+    Value comm = communicator(op, *kind, rewriter);
+    if (!comm)
+      return rewriter.notifyMatchFailure(
+          op, "no communicator argument for the group (run tfm-comms-to-args)");
+
+    Emitter e(rewriter, op.getLoc(), op->template getParentOfType<ModuleOp>());
+    Value in = a.getInput();
+    Value out = e.alloc(outType);
+    Value h = e.handle(comm);
+    int64_t rank = inType.getRank();
+    if constexpr (std::is_same_v<OpT, mesh::AllReduceOp>) {
+      mesh::ReductionKind reduction = op.getReduction();
+      if (reduction != mesh::ReductionKind::Sum &&
+          reduction != mesh::ReductionKind::Max)
+        return rewriter.notifyMatchFailure(op, "only sum and max reductions");
+      e.call("loomrt_all_reduce",
+             {h, e.dtype(in), e.i32(reduction == mesh::ReductionKind::Max),
+              e.ptr(in), e.ptr(out), e.i64(numElements(in))});
+    } else if constexpr (std::is_same_v<OpT, mesh::AllGatherOp>) {
+      e.call("loomrt_all_gather",
+             {h, e.dtype(in), e.i32(rank), e.int64Array(inType.getShape()),
+              e.i32(op.getGatherAxis().getSExtValue()), e.ptr(in), e.ptr(out)});
+    } else if constexpr (std::is_same_v<OpT, mesh::ReduceScatterOp>) {
+      if (op.getReduction() != mesh::ReductionKind::Sum)
+        return rewriter.notifyMatchFailure(op, "reduce_scatter sums only");
+      e.call("loomrt_reduce_scatter",
+             {h, e.dtype(in), e.i32(rank), e.int64Array(inType.getShape()),
+              e.i32(op.getScatterAxis().getSExtValue()), e.ptr(in),
+              e.ptr(out)});
+    } else {
+      e.call("loomrt_all_to_all",
+             {h, e.dtype(in), e.i32(rank), e.int64Array(inType.getShape()),
+              e.i32(op.getSplitAxis().getSExtValue()),
+              e.i32(op.getConcatAxis().getSExtValue()), e.ptr(in),
+              e.ptr(out)});
+    }
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
 /// cross_entropy_grad reads its upstream gradient as a scalar value.
 struct CrossEntropyGradPattern : OpConversionPattern<CrossEntropyGradOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -538,8 +629,11 @@ struct LowerToRuntimePass
         RuntimeCallPattern<SiluGradOp>, RuntimeCallPattern<SwigluOp>,
         RuntimeCallPattern<SwigluGradOp>, RuntimeCallPattern<AddOp>,
         RuntimeCallPattern<DropoutOp>, RuntimeCallPattern<CastOp>,
-        RuntimeCallPattern<CrossEntropyOp>, CrossEntropyGradPattern>(converter,
-                                                                     ctx);
+        RuntimeCallPattern<CrossEntropyOp>, CrossEntropyGradPattern,
+        CollectivePattern<mesh::AllReduceOp>,
+        CollectivePattern<mesh::AllGatherOp>,
+        CollectivePattern<mesh::ReduceScatterOp>,
+        CollectivePattern<mesh::AllToAllOp>>(converter, ctx);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);
     populateCallOpTypeConversionPattern(patterns, converter);
@@ -551,6 +645,9 @@ struct LowerToRuntimePass
     target.addDynamicallyLegalDialect<arith::ArithDialect>(
         [&](Operation *op) { return converter.isLegal(op); });
     target.addIllegalDialect<TfmDialect>();
+    target.addIllegalOp<mesh::AllReduceOp, mesh::AllGatherOp,
+                        mesh::ReduceScatterOp, mesh::AllToAllOp>();
+    target.addLegalOp<mesh::MeshOp>();
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp f) {
       return converter.isSignatureLegal(f.getFunctionType()) &&
              converter.isLegal(&f.getBody());

@@ -20,8 +20,17 @@ namespace loom::lowering {
 
 /// The function attribute that names an entry point's C symbol.
 inline constexpr llvm::StringLiteral kEntryAttrName = "tfm.entry";
+/// The argument attribute that names the process group of a communicator
+/// argument.
+inline constexpr llvm::StringLiteral kCommArgAttrName = "tfm.comm";
 /// The argument attribute that names the parameter an argument carries.
 inline constexpr llvm::StringLiteral kParamArgAttrName = "tfm.param";
+
+/// The process-group kind a mesh collective runs over ("tp", "cp-dp"), from
+/// the axis names tfm-materialize-mesh recorded on the mesh.
+mlir::FailureOr<std::string> groupKindOf(mlir::Operation *collective,
+                                         llvm::StringRef mesh,
+                                         llvm::ArrayRef<int16_t> axes);
 
 #define GEN_PASS_DECL
 #include "passes/Lowering/Passes.h.inc"

@@ -60,6 +60,27 @@ def TfmParamsToArgs : Pass<"tfm-params-to-args", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::tfm::TfmDialect"];
 }
 
+def TfmCommsToArgs : Pass<"tfm-comms-to-args", "mlir::ModuleOp"> {
+  let summary = "pass the communicators of mesh collectives into functions";
+  let description = [{
+    Every process group a function's `mesh` collectives run over becomes one
+    extra argument, a pointer to the runtime's communicator handle
+    (`loomrt_comm *`), marked `tfm.comm = "<group kind>"`. The group kind
+    names the mesh axes in the plan's order, fastest first, e.g. `"tp"` or
+    `"cp-dp"` (the axis names come from the mesh's `tfm.mesh_axes`); the
+    driver creates that communicator from the manifest's groups.
+
+    ```mlir
+    mesh.mesh @dense(shape = 1x2x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+    func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %y = mesh.all_reduce %x on @dense mesh_axes = [3] : tensor<4xf32> -> tensor<4xf32>
+    // becomes
+    func.func @f(%x: tensor<4xf32>, %tp: !llvm.ptr {tfm.comm = "tp"}) -> ...
+    ```
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
 def TfmLowerToRuntime : Pass<"tfm-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "lower tfm ops to calls of the Loom runtime on buffers";
   let description = [{
@@ -69,7 +90,10 @@ def TfmLowerToRuntime : Pass<"tfm-lower-to-runtime", "mlir::ModuleOp"> {
     pointers taken by `memref.extract_aligned_pointer_as_index`. Input: no
     `tfm.block` and no `tfm.get_param` (run tfm-inline-blocks and
     tfm-params-to-args first); an op that cannot be lowered is reported as
-    "failed to legalize". Output: func, memref, arith and llvm ops only; the
+    "failed to legalize". `mesh` collectives (all_reduce with sum or max,
+    all_gather, reduce_scatter, all_to_all) become runtime collectives on
+    the communicator argument tfm-comms-to-args added. Output: func, memref,
+    arith and llvm ops only; the
     `tfm.param` declarations are dropped (the runtime owns parameters and
     the arguments still name them), and so are `mesh.mesh` declarations that
     no collective refers to any more.

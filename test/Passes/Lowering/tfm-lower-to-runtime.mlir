@@ -149,3 +149,39 @@ func.func @tensor_arith(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = arith.negf %x : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// Collectives run on the communicator argument of their group.
+mesh.mesh @dense(shape = 1x2x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+
+// CHECK-LABEL: func.func @collectives
+// CHECK-SAME: (%[[X:.*]]: memref<2x4xf32>, %[[TP:.*]]: !llvm.ptr {tfm.comm = "tp"}, %[[DP:.*]]: !llvm.ptr {tfm.comm = "dp"})
+// CHECK: %[[H:.*]] = llvm.load %[[TP]] : !llvm.ptr -> !llvm.ptr
+// CHECK: call @loomrt_all_reduce(%[[H]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, i32, !llvm.ptr, !llvm.ptr, i64) -> ()
+// CHECK: %[[SHAPE:.*]] = memref.alloca() : memref<2xi64>
+// CHECK: call @loomrt_all_gather
+// CHECK: %[[H2:.*]] = llvm.load %[[DP]]
+// CHECK: call @loomrt_reduce_scatter(%[[H2]]
+// CHECK: call @loomrt_all_to_all
+// CHECK: return {{.*}} : memref<2x4xf32>
+func.func @collectives(%x: tensor<2x4xf32>, %tp: !llvm.ptr {tfm.comm = "tp"}, %dp: !llvm.ptr {tfm.comm = "dp"}) -> tensor<2x4xf32> {
+  %a = mesh.all_reduce %x on @dense mesh_axes = [3] reduction = <max> : tensor<2x4xf32> -> tensor<2x4xf32>
+  %b = mesh.all_gather %a on @dense mesh_axes = [3] gather_axis = 1 : tensor<2x4xf32> -> tensor<2x8xf32>
+  %c = mesh.reduce_scatter %b on @dense mesh_axes = [1] scatter_axis = 1 : tensor<2x8xf32> -> tensor<2x4xf32>
+  %d = mesh.all_to_all %c on @dense mesh_axes = [3] split_axis = 1 concat_axis = 0 : tensor<2x4xf32> -> tensor<4x2xf32>
+  %e = tfm.cast %d : tensor<4x2xf32> to tensor<4x2xf32>
+  %f = mesh.all_to_all %e on @dense mesh_axes = [3] split_axis = 0 concat_axis = 1 : tensor<4x2xf32> -> tensor<2x4xf32>
+  return %f : tensor<2x4xf32>
+}
+
+// -----
+
+mesh.mesh @dense(shape = 1x2x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+
+// Without its communicator argument a collective cannot be lowered.
+func.func @no_comm(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{failed to legalize operation 'mesh.all_reduce'}}
+  %a = mesh.all_reduce %x on @dense mesh_axes = [3] : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}

@@ -1,0 +1,99 @@
+//===- CommsToArgs.cpp - Communicators become function arguments -*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+
+namespace loom::lowering {
+#define GEN_PASS_DEF_TFMCOMMSTOARGS
+#include "passes/Lowering/Passes.h.inc"
+} // namespace loom::lowering
+
+using namespace mlir;
+using namespace loom;
+
+/// The group kind of a collective: its mesh axes' names in the plan's order,
+/// fastest first. Mesh axes are the order reversed, so that is descending
+/// axis index: axes [1, 2] of ["pp", "dp", "cp", "tp"] are "cp-dp".
+FailureOr<std::string> lowering::groupKindOf(Operation *collective,
+                                             StringRef meshName,
+                                             ArrayRef<int16_t> axes) {
+  auto module = collective->getParentOfType<ModuleOp>();
+  auto mesh = module.lookupSymbol<mesh::MeshOp>(meshName);
+  auto names = mesh ? mesh->getAttrOfType<ArrayAttr>("tfm.mesh_axes") : nullptr;
+  if (!names) {
+    collective->emitError() << "mesh @" << meshName
+                            << " has no tfm.mesh_axes; create it with "
+                               "tfm-materialize-mesh";
+    return failure();
+  }
+  SmallVector<int16_t> sorted(axes);
+  llvm::sort(sorted, std::greater<int16_t>());
+  std::string key;
+  for (int16_t axis : sorted) {
+    if (axis < 0 || axis >= int16_t(names.size())) {
+      collective->emitError() << "mesh axis " << axis << " is out of range for @"
+                              << meshName;
+      return failure();
+    }
+    if (!key.empty())
+      key += "-";
+    key += cast<StringAttr>(names[axis]).getValue().str();
+  }
+  if (key.empty()) {
+    collective->emitError() << "a collective over no mesh axes";
+    return failure();
+  }
+  return key;
+}
+
+namespace {
+
+struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto ptrType = LLVM::LLVMPointerType::get(&getContext());
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      // Group kinds in first-use order (SetVector of strings: unique, ordered).
+      SmallVector<std::string> kinds;
+      SmallVector<Location> locs;
+      WalkResult walk = func.walk([&](Operation *op) {
+        FailureOr<std::string> key = failure();
+        if (auto c = dyn_cast<mesh::AllReduceOp>(op))
+          key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
+        else if (auto c = dyn_cast<mesh::AllGatherOp>(op))
+          key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
+        else if (auto c = dyn_cast<mesh::ReduceScatterOp>(op))
+          key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
+        else if (auto c = dyn_cast<mesh::AllToAllOp>(op))
+          key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
+        else
+          return WalkResult::advance();
+        if (failed(key))
+          return WalkResult::interrupt();
+        if (!llvm::is_contained(kinds, *key)) {
+          kinds.push_back(*key);
+          locs.push_back(op->getLoc());
+        }
+        return WalkResult::advance();
+      });
+      if (walk.wasInterrupted())
+        return signalPassFailure();
+      for (auto [kind, loc] : llvm::zip(kinds, locs)) {
+        NamedAttrList attrs;
+        attrs.append(lowering::kCommArgAttrName,
+                     StringAttr::get(&getContext(), kind));
+        func.insertArgument(func.getNumArguments(), ptrType,
+                            attrs.getDictionary(&getContext()), loc);
+      }
+    }
+  }
+};
+
+} // namespace
