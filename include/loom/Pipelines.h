@@ -17,9 +17,8 @@ class OpPassManager;
 
 namespace loom {
 
-/// tfm ops at local shapes -> runtime calls on buffers (the part of the
-/// lowering that still names parameters: tfm-inline-blocks,
-/// tfm-params-to-args).
+/// The part of the lowering that fixes entry signatures: tfm-inline-blocks,
+/// tfm-params-to-args, tfm-comms-to-args.
 void buildTfmPrepareLoweringPipeline(mlir::OpPassManager &pm);
 
 /// tfm ops -> runtime calls on buffers: tfm-lower-to-runtime, results to

@@ -169,10 +169,17 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
       args.push_back(llvm::json::Object{{"kind", inputs[i]}});
       continue;
     }
+    if (auto group =
+            f.getArgAttrOfType<StringAttr>(i, lowering::kCommArgAttrName)) {
+      args.push_back(
+          llvm::json::Object{{"kind", "comm"}, {"group", group.getValue()}});
+      continue;
+    }
     auto name = f.getArgAttrOfType<StringAttr>(i, lowering::kParamArgAttrName);
     if (!name)
       return f.emitError() << "argument " << i << " of @" << f.getName()
-                           << " is neither an input nor a parameter";
+                           << " is neither an input, a parameter nor a "
+                              "communicator";
     args.push_back(
         llvm::json::Object{{"kind", "param"}, {"name", name.getValue()}});
   }
@@ -310,6 +317,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = runPasses(module, buildTfmPrepareLoweringPipeline, "prepare"))
     return e;
   llvm::json::Object entries;
+  SmallVector<std::string> commKinds;
+  for (func::FuncOp f : entryFuncs)
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (auto g = f.getArgAttrOfType<StringAttr>(i, lowering::kCommArgAttrName))
+        if (!llvm::is_contained(commKinds, g.getValue().str()))
+          commKinds.push_back(g.getValue().str());
   for (func::FuncOp f : entryFuncs) {
     FailureOr<llvm::json::Object> entry = describeEntry(f);
     if (failed(entry))
@@ -374,6 +387,15 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   llvm::json::Object groups;
   for (const rankgen::GroupKind &kind : layout->kinds())
     groups[kind.key] = groupsJson(kind.groups);
+  // The communicators the entries take (tfm-comms-to-args names them by the
+  // mesh axes, e.g. "cp-dp") must be in the list the driver reads.
+  for (const std::string &kind : commKinds)
+    if (!groups.get(kind)) {
+      auto list = layout->groupsFor(kind);
+      if (!list)
+        return fail("group kind '" + kind + "': " + list.error());
+      groups[kind] = groupsJson(*list);
+    }
 
   // The loss is printed by data-parallel rank 0 of the last stage, tp and cp
   // rank 0: the rank whose dense coordinates are all 0 but pp.

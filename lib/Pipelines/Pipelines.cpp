@@ -22,6 +22,7 @@ using namespace mlir;
 void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(lowering::createTfmInlineBlocks());
   pm.addPass(lowering::createTfmParamsToArgs());
+  pm.addPass(lowering::createTfmCommsToArgs());
 }
 
 void loom::buildTfmLowerToBuffersPipeline(OpPassManager &pm) {

@@ -78,6 +78,7 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
       for (unsigned i = 0; i < func.getNumArguments(); ++i) {
         func.removeArgAttr(i, lowering::kParamArgAttrName);
         func.removeArgAttr(i, "tfm.grad");
+        func.removeArgAttr(i, lowering::kCommArgAttrName);
       }
   }
 };

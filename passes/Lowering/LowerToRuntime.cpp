@@ -660,18 +660,18 @@ struct LowerToRuntimePass
     for (ParamOp param :
          llvm::make_early_inc_range(getOperation().getOps<ParamOp>()))
       param.erase();
+    // Full conversion: an op no pattern handles (say a tensor op) is an
+    // error here, where it can be named, not in LLVM translation later.
+    target.addLegalOp<ModuleOp, UnrealizedConversionCastOp>();
+    if (failed(applyFullConversion(getOperation(), target,
+                                   std::move(patterns))))
+      return signalPassFailure();
     // Meshes only name the groups of collectives; once none refers to a
     // mesh it has no code either.
     for (mesh::MeshOp mesh :
          llvm::make_early_inc_range(getOperation().getOps<mesh::MeshOp>()))
       if (SymbolTable::symbolKnownUseEmpty(mesh, getOperation()))
         mesh.erase();
-    // Full conversion: an op no pattern handles (say a tensor op) is an
-    // error here, where it can be named, not in LLVM translation later.
-    target.addLegalOp<ModuleOp, UnrealizedConversionCastOp>();
-    if (failed(applyFullConversion(getOperation(), target,
-                                   std::move(patterns))))
-      signalPassFailure();
   }
 };
 
