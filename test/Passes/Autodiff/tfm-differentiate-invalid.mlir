@@ -50,3 +50,13 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   return %loss : tensor<f32>
 }
 // expected-error @-15 {{@train_step already exists}}
+
+// -----
+
+// Test: control flow in @forward is not differentiated
+// expected-error @+1 {{@forward must be a single block}}
+func.func @forward(%x: tensor<f32>) -> tensor<f32> {
+  llvm.br ^bb1
+^bb1:
+  return %x : tensor<f32>
+}

@@ -27,3 +27,13 @@ func.func @unnamed(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = mesh.all_reduce %x on @bare mesh_axes = [0] : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
 }
+
+// -----
+
+mesh.mesh @dense(shape = 1x2x1x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+// A collective over no axes has no group to run on.
+func.func @no_axes(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{a collective over no mesh axes}}
+  %a = mesh.all_reduce %x on @dense mesh_axes = [] : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
