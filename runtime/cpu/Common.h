@@ -10,6 +10,7 @@
 #define LOOM_RUNTIME_CPU_COMMON_H
 
 #include "loomrt/loomrt.h"
+#include "runtime/common/Errors.h"
 
 #include <cstdint>
 #include <cstring>
@@ -21,18 +22,9 @@ namespace loomrt {
 // Errors
 //===----------------------------------------------------------------------===//
 
-/// Prints "loomrt: rank R: <fn>: <formatted>" and terminates the job.
-[[noreturn]] void fatal(const char *fn, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+// fatal(), LOOMRT_CHECK and checkedDtypeSize() come from
+// runtime/common/Errors.h, shared with the other backend.
 
-#define LOOMRT_CHECK(cond, ...)                                                \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ::loomrt::fatal(__func__, __VA_ARGS__);                                  \
-  } while (0)
-
-/// Validates a dtype argument and returns its size in bytes.
-int64_t checkedDtypeSize(const char *fn, loomrt_dtype dtype);
 
 //===----------------------------------------------------------------------===//
 // Scalar conversions (round-to-nearest-even)

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Groups.h"
 
 #include <mpi.h>
 #include <nccl.h>
@@ -69,15 +70,6 @@ namespace {
 bool weInitializedMpi = false;
 loomrt_comm worldComm = nullptr;
 std::set<loomrt_comm> liveComms;
-
-void checkMpi(int rc, const char *call) {
-  if (rc == MPI_SUCCESS)
-    return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  fatal(call, "failed: %s", text);
-}
 
 loomrt_comm checkedComm(const char *fn, loomrt_comm c) {
   if (!worldComm)
@@ -186,13 +178,6 @@ void permuteBlocks(const char *src, char *dst, int64_t P, const Split &s,
   }
 }
 
-uint64_t fnv1a(uint64_t h, int64_t v) {
-  for (int i = 0; i < 8; ++i) {
-    h ^= uint64_t(v >> (8 * i)) & 0xffu;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -267,57 +252,12 @@ extern "C" loomrt_comm loomrt_comm_create(int32_t num_groups,
                                           const int32_t *group_sizes,
                                           const int32_t *group_ranks) {
   loomrt_comm world = checkedComm(__func__, worldComm);
-  if (num_groups < 0 || (num_groups > 0 && (!group_sizes || !group_ranks)))
-    fatal(__func__, "bad group list (num_groups = %d)", int(num_groups));
-  // Validate the partition: ranks in range, none listed twice.
-  std::map<int32_t, int32_t> groupOf;
-  int32_t myGroup = -1, myPos = 0;
-  uint64_t hash = 1469598103934665603ull;
-  hash = fnv1a(hash, num_groups);
-  int64_t off = 0;
-  for (int32_t g = 0; g < num_groups; ++g) {
-    if (group_sizes[g] <= 0)
-      fatal(__func__, "group %d has size %d", int(g), int(group_sizes[g]));
-    hash = fnv1a(hash, group_sizes[g]);
-    for (int32_t p = 0; p < group_sizes[g]; ++p) {
-      const int32_t r = group_ranks[off + p];
-      if (r < 0 || r >= world->size)
-        fatal(__func__, "rank %d in group %d is outside the world of %d",
-              int(r), int(g), world->size);
-      auto [it, inserted] = groupOf.emplace(r, g);
-      if (!inserted)
-        fatal(__func__, "rank %d is listed in groups %d and %d", int(r),
-              int(it->second), int(g));
-      hash = fnv1a(hash, r);
-      if (r == world->rank) {
-        myGroup = g;
-        myPos = p;
-      }
-    }
-    off += group_sizes[g];
-  }
-  // Every rank must pass the same lists; a mismatch is reported instead of
-  // silently producing wrong groups (or a hang in ncclCommInitRank).
-  uint64_t lo = hash, hi = hash;
-  checkMpi(
-      MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, world->mpi),
-      "MPI_Allreduce");
-  checkMpi(
-      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, world->mpi),
-      "MPI_Allreduce");
-  if (lo != hi)
-    fatal(__func__, "ranks passed different group lists");
-  MPI_Comm split;
-  checkMpi(MPI_Comm_split(world->mpi, myGroup < 0 ? MPI_UNDEFINED : myGroup,
-                          myPos, &split),
-           "MPI_Comm_split");
+  std::vector<int32_t> members;
+  MPI_Comm split = splitIntoGroups(__func__, world->mpi, world->rank,
+                                   world->size, num_groups, group_sizes,
+                                   group_ranks, members);
   if (split == MPI_COMM_NULL)
     return nullptr;
-  int64_t start = 0;
-  for (int32_t g = 0; g < myGroup; ++g)
-    start += group_sizes[g];
-  std::vector<int32_t> members(group_ranks + start,
-                               group_ranks + start + group_sizes[myGroup]);
   return registerComm(split, std::move(members));
 }
 

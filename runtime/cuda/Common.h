@@ -16,6 +16,7 @@
 #define LOOM_RUNTIME_CUDA_COMMON_H
 
 #include "loomrt/loomrt.h"
+#include "runtime/common/Errors.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -30,15 +31,8 @@ namespace loomrt {
 // Errors
 //===----------------------------------------------------------------------===//
 
-/// Prints "loomrt: rank R: <fn>: <formatted>" and terminates the job.
-[[noreturn]] void fatal(const char *fn, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-#define LOOMRT_CHECK(cond, ...)                                                \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ::loomrt::fatal(__func__, __VA_ARGS__);                                  \
-  } while (0)
+// fatal(), LOOMRT_CHECK and checkedDtypeSize() come from
+// runtime/common/Errors.h, shared with the other backend.
 
 /// Aborts with the CUDA error string when a runtime call fails.
 #define CUDA_CHECK(call)                                                       \
@@ -59,8 +53,6 @@ namespace loomrt {
 /// device); faults inside the kernel surface at the next synchronization.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
-/// Validates a dtype argument and returns its size in bytes.
-int64_t checkedDtypeSize(const char *fn, loomrt_dtype dtype);
 
 //===----------------------------------------------------------------------===//
 // Context
