@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Compile-time benchmark: wall time and peak memory of loom-import and of
+# loom-compile (forward + train step, every pass, LLVM codegen and link) for
+# the example models, at sequence length 2048 (1024 for GPT-2) in bf16.
+#   bench/Compile/bench_compile.sh [build-dir]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+bin="${1:-$root/build}/bin"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+printf '%-12s %14s %14s %16s %16s\n' model "import (s)" "import (MiB)" "compile (s)" "compile (MiB)"
+for model in gpt-tiny llama-tiny gpt2-124m llama3-8b gpt3-175b; do
+  case "$model" in
+    gpt-tiny|llama-tiny) seq=64 ;;
+    gpt2-124m) seq=1024 ;;
+    *) seq=2048 ;;
+  esac
+  /usr/bin/time -f "%e %M" -o "$work/import.t" "$bin/loom-import" \
+    "$root/examples/$model.json" --seq-length "$seq" --dtype bf16 \
+    -o "$work/$model.mlir"
+  /usr/bin/time -f "%e %M" -o "$work/compile.t" "$bin/loom-compile" \
+    "$work/$model.mlir" --train --quiet -o "$work/$model.out"
+  read -r it im < "$work/import.t"
+  read -r ct cm < "$work/compile.t"
+  printf '%-12s %14s %14d %16s %16d\n' "$model" "$it" $((im / 1024)) "$ct" $((cm / 1024))
+done
