@@ -14,6 +14,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -126,10 +127,37 @@ GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!param)
     return emitOpError() << "'" << getName()
                          << "' does not name a tfm.param";
-  if (param.getType() != getType())
+  std::optional<int64_t> split = getTpSplit();
+  if (!split) {
+    if (param.getType() != getType())
+      return emitOpError() << "result type " << getType()
+                           << " does not match the type " << param.getType()
+                           << " of param @" << getName();
+    return success();
+  }
+  // A shard: one dim divided by the plan's tensor-parallel size.
+  RankedTensorType global = param.getTensorType();
+  auto local = cast<RankedTensorType>(getType());
+  if (*split < 0 || *split >= global.getRank())
+    return emitOpError() << "tp_split " << *split << " is out of bounds for @"
+                         << getName() << " of rank " << global.getRank();
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  auto plan = module ? module->getAttrOfType<PlanAttr>(kPlanAttrName)
+                     : PlanAttr();
+  if (!plan)
+    return emitOpError() << "tp_split needs the module's tfm.plan";
+  int64_t tp = plan.getTp();
+  SmallVector<int64_t> want(global.getShape());
+  if (want[*split] % tp != 0)
+    return emitOpError() << "dim " << *split << " of @" << getName()
+                         << " has size " << want[*split]
+                         << ", not divisible by tp " << tp;
+  want[*split] /= tp;
+  if (local.getShape() != ArrayRef<int64_t>(want) ||
+      local.getElementType() != global.getElementType())
     return emitOpError() << "result type " << getType()
-                         << " does not match the type " << param.getType()
-                         << " of param @" << getName();
+                         << " is not the tp " << tp << " shard of "
+                         << param.getType() << " split on dim " << *split;
   return success();
 }
 

@@ -82,16 +82,22 @@ def Tfm_GetParamOp : Tfm_Op<"get_param",
     [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "reads a parameter declared by tfm.param";
   let description = [{
-    Yields the value of the parameter `name`. The result type must be the
-    parameter's type.
+    Yields the value of the parameter `name`. The result type is the
+    parameter's type or, with `tp_split <d>`, this rank's shard of it: dim
+    `d` divided by the plan's tensor-parallel size, the rank holding slice
+    `tp_rank` of that dim (the tensor-parallel pass writes this).
 
     ```mlir
     %w = tfm.get_param @transformer.wte.weight : tensor<50257x768xf32>
+    %q = tfm.get_param @model.layers.0.self_attn.q_proj.weight tp_split 0
+        : tensor<2048x4096xbf16>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$name);
+  let arguments = (ins FlatSymbolRefAttr:$name, OptionalAttr<I64Attr>:$tp_split);
   let results = (outs Tfm_FloatTensor:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $name (`tp_split` $tp_split^)? attr-dict `:` type($result)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -5,12 +5,15 @@
 //===----------------------------------------------------------------------===//
 //
 // The stages, as loom-compile prints them:
-//   1. plan      attach #tfm.plan, build the process groups and meshes
-//   2. prepare   inline blocks, parameters become arguments
-//   3. lower     tfm -> runtime calls -> LLVM dialect
-//   4. codegen   LLVM IR -> object file (in process)
-//   5. link      object + runtime -> one executable per rank
-//   6. manifest  manifest.json and the launcher
+//   1. plan           attach #tfm.plan, build the process groups and meshes
+//   2. differentiate  @train_step (with --train)
+//   3. shard          tensor-parallel layers
+//   4. prepare        inline blocks, parameters and communicators become
+//                     arguments
+//   5. lower          tfm -> runtime calls -> LLVM dialect
+//   6. codegen        LLVM IR -> object file (in process)
+//   7. link           object + runtime -> one executable per rank
+//   8. manifest       manifest.json and the launcher
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,9 +29,11 @@
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Plan/Passes.h"
+#include "passes/Sharding/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -74,12 +79,10 @@ StringRef dtypeName(Type t) {
 Error checkSupported(const CompileOptions &o) {
   auto notYet = [](StringRef flag, int64_t value, StringRef what) {
     return fail(llvm::formatv("{0} {1}: {2} is not implemented yet; this "
-                              "compiler builds data-parallel plans only "
-                              "(--tp 1 --cp 1 --pp 1)",
+                              "compiler builds data- and tensor-parallel "
+                              "plans (--cp 1 --pp 1)",
                               flag, value, what));
   };
-  if (o.tp != 1)
-    return notYet("--tp", o.tp, "tensor parallelism");
   if (o.cp != 1)
     return notYet("--cp", o.cp, "context parallelism");
   if (o.pp != 1)
@@ -101,6 +104,22 @@ Error runPasses(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build
   if (failed(pm.run(module)))
     return fail("the " + stage + " stage failed (see the diagnostics above)");
   return Error::success();
+}
+
+/// What the collectives of one function move per call.
+struct CollectiveVolume {
+  int64_t allReduces = 0, allReduceBytes = 0;
+};
+
+CollectiveVolume collectiveVolume(func::FuncOp f) {
+  CollectiveVolume v;
+  f.walk([&](mesh::AllReduceOp op) {
+    auto t = cast<RankedTensorType>(op.getResult().getType());
+    ++v.allReduces;
+    v.allReduceBytes +=
+        t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+  });
+  return v;
 }
 
 /// Peak bytes of simultaneously live buffers in a lowered function: its
@@ -228,7 +247,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-    o.progress(llvm::formatv("[{0}/7] {1} ({2:F2} s)", ++stageNumber, what,
+    o.progress(llvm::formatv("[{0}/8] {1} ({2:F2} s)", ++stageNumber, what,
                              seconds)
                    .str());
   };
@@ -285,6 +304,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (!layout)
     return fail("plan: " + layout.error());
   int64_t world = layout->worldSize();
+  const rankgen::ParallelConfig &config = layout->config();
 
   SmallVector<ParamInfo> params;
   for (auto p : module.getOps<tfm::ParamOp>())
@@ -307,12 +327,34 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
             "differentiate"))
       return e;
   }
+
+  // 3. Shard: tensor parallelism over the layers (forward and backward).
+  stage(config.tp > 1 ? "shard: tensor parallel layers"
+                      : "shard: nothing to split (tp 1)");
+  if (Error e = runPasses(
+          module,
+          [&](OpPassManager &pm) {
+            pm.addPass(sharding::createTfmTensorParallel());
+          },
+          "shard"))
+    return e;
+  // How each parameter is split (dim over tp, -1: replicated), and the
+  // collectives each entry runs per micro-batch, before lowering hides them.
+  llvm::StringMap<int64_t> paramSplit;
+  module.walk([&](tfm::GetParamOp get) {
+    if (std::optional<int64_t> d = get.getTpSplit())
+      paramSplit[get.getName()] = *d;
+  });
+
   SmallVector<func::FuncOp> entryFuncs;
   for (auto f : module.getOps<func::FuncOp>())
     if (f->hasAttr(lowering::kEntryAttrName))
       entryFuncs.push_back(f);
+  SmallVector<std::pair<std::string, CollectiveVolume>> volumes;
+  for (func::FuncOp f : entryFuncs)
+    volumes.push_back({f.getName().str(), collectiveVolume(f)});
 
-  // 3. Prepare: the argument lists of the entry points are fixed here.
+  // 4. Prepare: the argument lists of the entry points are fixed here.
   stage("prepare: inline blocks, parameters become arguments");
   if (Error e = runPasses(module, buildTfmPrepareLoweringPipeline, "prepare"))
     return e;
@@ -331,7 +373,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     entries[f.getName()] = std::move(*entry);
   }
 
-  // 4. Lower. The buffer plan is read off the lowered functions before they
+  // 5. Lower. The buffer plan is read off the lowered functions before they
   // become LLVM.
   stage("lower: runtime calls, buffers, LLVM dialect");
   if (Error e = runPasses(module, buildTfmLowerToBuffersPipeline, "lower"))
@@ -344,7 +386,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = runPasses(module, buildTfmBuffersToLLVMPipeline, "lower"))
     return e;
 
-  // 5. Codegen. Every rank of a data-parallel plan runs the same code.
+  // 6. Codegen. Every rank of a data-parallel plan runs the same code.
   stage("codegen: LLVM IR -> object file");
   if (std::error_code ec = llvm::sys::fs::create_directories(o.outputDir))
     return fail("cannot create '" + o.outputDir + "': " + ec.message());
@@ -355,7 +397,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                                o.keepIntermediates ? StringRef(llPath) : ""))
     return e;
 
-  // 6. Link once, then give every rank its executable (hard links of the
+  // 7. Link once, then give every rank its executable (hard links of the
   // one program).
   stage("link: rank executables");
   auto rankBinary = [](int64_t r) { return llvm::formatv("rank-{0:d5}", r).str(); };
@@ -375,9 +417,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (!o.keepIntermediates)
     llvm::sys::fs::remove(objectPath);
 
-  // 7. Manifest and launcher.
+  // 8. Manifest and launcher.
   stage("manifest and launcher");
-  const rankgen::ParallelConfig &config = layout->config();
   llvm::json::Object planJson{
       {"tp", config.tp},       {"cp", config.cp},
       {"dp", config.dp},       {"pp", config.pp},
@@ -418,14 +459,25 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     if (p.init == tfm::InitKind::normal)
       init["std"] = p.std;
     HfPlacement hf = hfPlacement(family, p.name, p.shape, hidden);
+    // Replicated, or split on one dim with tp rank c holding slice c.
+    int64_t splitDim = paramSplit.lookup(p.name);
+    bool isSplit = paramSplit.count(p.name);
+    SmallVector<int64_t> local(p.shape);
+    if (isSplit)
+      local[splitDim] /= config.tp;
     llvm::json::Array shards;
-    for (int64_t r = 0; r < world; ++r)
-      shards.push_back(llvm::json::Object{
-          {"rank", r},
-          {"offset", shapeJson(SmallVector<int64_t>(p.shape.size(), 0))},
-          {"shape", shapeJson(p.shape)}});
+    for (int64_t r = 0; r < world; ++r) {
+      SmallVector<int64_t> offset(p.shape.size(), 0);
+      if (isSplit)
+        offset[splitDim] =
+            layout->rankInfo(r)->dense[size_t(rankgen::Dim::TP)] *
+            local[splitDim];
+      shards.push_back(llvm::json::Object{{"rank", r},
+                                          {"offset", shapeJson(offset)},
+                                          {"shape", shapeJson(local)}});
+    }
     int64_t elements = 1;
-    for (int64_t d : p.shape)
+    for (int64_t d : local)
       elements *= d;
     paramBytes += elements * int64_t(p.elementType.getIntOrFloatBitWidth() / 8);
     paramsJson.push_back(llvm::json::Object{
@@ -490,8 +542,11 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                                paramBytes);
       for (auto &[name, bytes] : activationBytes)
         *report << llvm::formatv(", @{0} peak buffers {1} bytes", name, bytes);
-      *report << "; collectives per step in the compiled program: none (0 "
-                 "bytes)\n";
+      *report << "\n";
+      for (auto &[name, v] : volumes)
+        *report << llvm::formatv("  @{0} per micro-batch: {1} all-reduce(s) "
+                                 "of {2} bytes in all\n",
+                                 name, v.allReduces, v.allReduceBytes);
     }
   }
   return Error::success();

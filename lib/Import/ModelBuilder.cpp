@@ -119,7 +119,7 @@ Value ModelBuilder::param(StringRef name, ArrayRef<int64_t> shape,
     paramBuilder.create<ParamOp>(loc, name, type, init, stdAttr);
   }
   assert(it->second == type && "one parameter name, two shapes");
-  return b.create<GetParamOp>(loc, type, name);
+  return b.create<GetParamOp>(loc, type, name, /*tp_split=*/IntegerAttr());
 }
 
 template <typename BodyFn>

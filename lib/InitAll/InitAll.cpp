@@ -11,6 +11,7 @@
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Plan/Passes.h"
+#include "passes/Sharding/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -35,6 +36,7 @@ void loom::registerAllDialects(mlir::DialectRegistry &registry) {
 void loom::registerAllPasses() {
   loom::plan::registerTfmPlanPasses();
   loom::autodiff::registerTfmAutodiffPasses();
+  loom::sharding::registerTfmShardingPasses();
   loom::lowering::registerTfmLoweringPasses();
   loom::registerAllPipelines();
 }

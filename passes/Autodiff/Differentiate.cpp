@@ -108,7 +108,7 @@ Value BlockDifferentiator::forward(Value v) {
     OpBuilder::InsertionGuard guard(bb);
     bb.setInsertionPointToStart(bwd.get());
     result = bb.create<GetParamOp>(get.getLoc(), get.getType(),
-                                   get.getNameAttr());
+                                   get.getNameAttr(), get.getTpSplitAttr());
   } else {
     saved.push_back(v);
     result = newArgument(Value(), v.getType());

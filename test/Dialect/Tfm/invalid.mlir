@@ -769,3 +769,49 @@ func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x8xi32>, %m: tensor<2x4xf32>, %
   %d = tfm.cross_entropy_grad %l, %y, %m, %g : tensor<2x4x64xf32>, tensor<2x8xi32>, tensor<2x4xf32>, tensor<f32>
   return
 }
+
+// -----
+
+// Test: a tp_split outside the parameter's dims
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  tfm.param @w init(ones) : tensor<4x8xf32>
+  func.func @f() {
+    // expected-error @+1 {{tp_split 2 is out of bounds for @w of rank 2}}
+    %w = tfm.get_param @w tp_split 2 : tensor<4x8xf32>
+    return
+  }
+}
+
+// -----
+
+// Test: a tp_split needs a plan
+tfm.param @w init(ones) : tensor<4x8xf32>
+func.func @f() {
+  // expected-error @+1 {{tp_split needs the module's tfm.plan}}
+  %w = tfm.get_param @w tp_split 0 : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Test: the split dim must divide by tp
+module attributes {tfm.plan = #tfm.plan<tp = 4>} {
+  tfm.param @w init(ones) : tensor<6x8xf32>
+  func.func @f() {
+    // expected-error @+1 {{dim 0 of @w has size 6, not divisible by tp 4}}
+    %w = tfm.get_param @w tp_split 0 : tensor<1x8xf32>
+    return
+  }
+}
+
+// -----
+
+// Test: the result must be the shard
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  tfm.param @w init(ones) : tensor<4x8xf32>
+  func.func @f() {
+    // expected-error @+1 {{result type 'tensor<4x4xf32>' is not the tp 2 shard of 'tensor<4x8xf32>' split on dim 0}}
+    %w = tfm.get_param @w tp_split 0 : tensor<4x4xf32>
+    return
+  }
+}

@@ -1,0 +1,52 @@
+//===- Passes.td - Sharding passes -------------------------*- tablegen -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_SHARDING_PASSES_TD
+#define LOOM_PASSES_SHARDING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "split the transformer layers over the tp ranks (Megatron TP)";
+  let description = [{
+    Input: global-shape tfm IR (forward, and the train step if it was
+    built) with a `tfm.plan` and its meshes. Output: every `layer` block (and
+    its backward) at this rank's local shapes, with `mesh.all_reduce` over the
+    tp axis where Megatron's f and g operators put communication.
+
+    Each value gets a distribution: replicated, split on one dim over tp, or
+    a partial sum. Rules decide it op by op, with no name matching:
+    `linear` of a replicated input is column-parallel (weight split on dim 0,
+    output split on its last dim); `linear` of a split input is row-parallel
+    (weight split on dim 1, output a partial sum, all-reduced where a
+    replicated value is needed). Attention keeps heads split (num_heads and
+    num_kv_heads divided by tp); RoPE and activations follow their input;
+    norms and residual adds need replicated inputs. In backward the same
+    decisions apply per parameter: a column-parallel `linear_grad` gives a
+    partial input gradient (all-reduced: Megatron's f in backward), a
+    row-parallel one a split gradient (g is the identity in backward).
+    Parameters become `tfm.get_param ... tp_split <dim>` reads of this rank's
+    shard.
+
+    Not yet: the embedding and head (vocab-parallel), sequence parallelism,
+    a bias on a row-parallel linear, dropout on split activations, and
+    kv heads fewer than tp; each is reported as an error naming it.
+
+    ```mlir
+    %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
+    // tp = 2 becomes
+    %wq = tfm.get_param @q.weight tp_split 0 : tensor<32x64xf32>
+    %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<32x64xf32> -> tensor<2x8x32xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numAllReduces", "all-reduces", "All-reduces inserted">,
+    Statistic<"numSplitParams", "split-params", "Parameter reads split over tp">
+  ];
+  let dependentDialects = ["loom::tfm::TfmDialect", "mlir::mesh::MeshDialect"];
+}
+
+#endif // LOOM_PASSES_SHARDING_PASSES_TD

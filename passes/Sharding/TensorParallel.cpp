@@ -1,0 +1,361 @@
+//===- TensorParallel.cpp - Megatron tensor parallelism ---------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Walks the program in order and gives every value in a layer block a
+// distribution over the tp ranks:
+//
+//   R       replicated: every rank holds the whole tensor
+//   S(d)    split: dim d is divided by tp, rank r holds slice r
+//   P       partial sum: the whole tensor is the sum over the ranks
+//
+// Types are rewritten in place to the local shapes. A P value meets an op
+// that needs R through one mesh.all_reduce placed right after it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+
+#include "dialects/Tfm/TfmOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace loom::sharding {
+#define GEN_PASS_DEF_TFMTENSORPARALLEL
+#include "passes/Sharding/Passes.h.inc"
+} // namespace loom::sharding
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::tfm;
+
+namespace {
+
+struct Dist {
+  enum Kind { R, S, P } kind = R;
+  int64_t dim = -1; // the split dim of S
+  static Dist split(int64_t d) { return {S, d}; }
+  static Dist partial() { return {P, -1}; }
+  bool isR() const { return kind == R; }
+  bool isP() const { return kind == P; }
+  bool isS() const { return kind == S; }
+};
+
+class TensorParallel {
+public:
+  TensorParallel(ModuleOp module, int64_t tp, int64_t tpAxis,
+                 uint64_t &numAllReduces, uint64_t &numSplitParams)
+      : module(module), tp(tp), tpAxis(tpAxis), b(module.getContext()),
+        numAllReduces(numAllReduces), numSplitParams(numSplitParams) {}
+
+  LogicalResult run(func::FuncOp func);
+
+private:
+  Dist get(Value v) const {
+    auto it = dist.find(v);
+    return it == dist.end() ? Dist() : it->second;
+  }
+  static int64_t lastDim(Value v) {
+    return cast<RankedTensorType>(v.getType()).getRank() - 1;
+  }
+
+  /// Marks `v` split on `d` and divides that dim of its type by tp.
+  LogicalResult split(Value v, int64_t d, Operation *where);
+  /// Decides (or checks) how parameter `get` is split and rewrites it.
+  LogicalResult splitParam(Value weight, int64_t d, Operation *user);
+  /// The replicated version of `v`: `v` itself, or its all-reduce if partial.
+  Value replicated(Value v);
+  /// Replaces operand `i` of `op` by its replicated version.
+  void makeReplicated(Operation *op, unsigned i) {
+    op->setOperand(i, replicated(op->getOperand(i)));
+  }
+  void makeAllReplicated(Operation *op) {
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      if (isa<RankedTensorType>(op->getOperand(i).getType()))
+        makeReplicated(op, i);
+  }
+
+  LogicalResult block(BlockOp block);
+  LogicalResult layerOp(Operation *op);
+
+  ModuleOp module;
+  int64_t tp, tpAxis;
+  OpBuilder b;
+  DenseMap<Value, Dist> dist;
+  DenseMap<Value, Value> reduced;
+  llvm::StringMap<int64_t> paramSplit; // -1: replicated
+  uint64_t &numAllReduces, &numSplitParams;
+};
+
+LogicalResult TensorParallel::split(Value v, int64_t d, Operation *where) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  if (shape[d] % tp != 0)
+    return where->emitError() << "dim " << d << " of size " << shape[d]
+                              << " is not divisible by tp " << tp;
+  shape[d] /= tp;
+  v.setType(type.clone(shape));
+  dist[v] = Dist::split(d);
+  return success();
+}
+
+LogicalResult TensorParallel::splitParam(Value weight, int64_t d,
+                                         Operation *user) {
+  auto get = weight.getDefiningOp<GetParamOp>();
+  if (!get)
+    return user->emitError() << "tensor parallelism needs the weight read "
+                                "with tfm.get_param in the same block";
+  auto [it, inserted] = paramSplit.try_emplace(get.getName(), d);
+  if (!inserted && it->second != d)
+    return user->emitError() << "@" << get.getName() << " is split on dim "
+                             << it->second << " elsewhere but needs dim " << d
+                             << " here";
+  if (get.getTpSplit())
+    return success(); // already rewritten (read by two ops)
+  get.setTpSplitAttr(b.getI64IntegerAttr(d));
+  ++numSplitParams;
+  return split(weight, d, user);
+}
+
+Value TensorParallel::replicated(Value v) {
+  if (!get(v).isP())
+    return v;
+  Value &r = reduced[v];
+  if (r)
+    return r;
+  OpBuilder::InsertionGuard guard(b);
+  if (Operation *def = v.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+  r = b.create<mesh::AllReduceOp>(v.getLoc(), v.getType(), "dense",
+                                  ArrayRef<int16_t>{int16_t(tpAxis)}, v)
+          .getResult();
+  ++numAllReduces;
+  return r;
+}
+
+/// The rules: decide results' distributions from the operands', rewriting
+/// parameter reads, attributes and types.
+LogicalResult TensorParallel::layerOp(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<GetParamOp>([&](auto) { return success(); }) // decided by users
+      .Case<LinearOp>([&](LinearOp lin) -> LogicalResult {
+        if (get(lin.getInput()).isP())
+          makeReplicated(op, 0);
+        if (get(lin.getInput()).isR()) { // column-parallel
+          if (failed(splitParam(lin.getWeight(), 0, op)) ||
+              (lin.getBias() && failed(splitParam(lin.getBias(), 0, op))))
+            return failure();
+          return split(lin.getResult(), lastDim(lin.getResult()), op);
+        }
+        // Row-parallel: each rank multiplies its slice of the features.
+        if (lin.getBias())
+          return op->emitError() << "a bias on a row-parallel linear is not "
+                                    "supported by tensor parallelism yet";
+        if (failed(splitParam(lin.getWeight(), 1, op)))
+          return failure();
+        dist[lin.getResult()] = Dist::partial();
+        return success();
+      })
+      .Case<LinearGradOp>([&](LinearGradOp g) -> LogicalResult {
+        auto get = g.getWeight().getDefiningOp<GetParamOp>();
+        auto it = get ? paramSplit.find(get.getName()) : paramSplit.end();
+        if (it == paramSplit.end() || it->second < 0) {
+          makeAllReplicated(op);
+          return success();
+        }
+        if (failed(splitParam(g.getWeight(), it->second, op)))
+          return failure();
+        if (it->second == 0) { // column-parallel: dx = dy W is partial
+          makeReplicated(op, 0);
+          if (failed(split(g.getWeightGrad(), 0, op)) ||
+              (g.getBiasGrad() && failed(split(g.getBiasGrad(), 0, op))))
+            return failure();
+          dist[g.getInputGrad()] = Dist::partial();
+          return success();
+        }
+        makeReplicated(op, 2); // row-parallel: dy is whole on every rank
+        if (g.getBiasGrad())
+          return op->emitError() << "a bias on a row-parallel linear is not "
+                                    "supported by tensor parallelism yet";
+        if (failed(split(g.getWeightGrad(), 1, op)))
+          return failure();
+        return split(g.getInputGrad(), lastDim(g.getInputGrad()), op);
+      })
+      .Case<AttentionOp, AttentionGradOp>([&](auto a) -> LogicalResult {
+        if (!get(a.getQuery()).isS())
+          return op->emitError()
+                 << "attention inputs are replicated; tensor parallelism "
+                    "expects q, k and v from column-parallel linears";
+        int64_t heads = a.getNumHeads(), kv = a.getNumKvHeads();
+        if (heads % tp != 0)
+          return op->emitError() << "num_heads " << heads
+                                 << " is not divisible by tp " << tp;
+        if (kv % tp != 0)
+          return op->emitError()
+                 << "num_kv_heads " << kv << " is not divisible by tp " << tp
+                 << " (replicating kv heads is not supported yet)";
+        a.setNumHeads(heads / tp);
+        a.setNumKvHeads(kv / tp);
+        if constexpr (std::is_same_v<decltype(a), AttentionOp>) {
+          if (failed(split(a.getResult(), 2, op)))
+            return failure();
+          return split(a.getLse(), 1, op);
+        } else {
+          makeReplicated(op, 5); // the output gradient is already split
+          for (Value r : op->getResults())
+            if (failed(split(r, 2, op)))
+              return failure();
+          return success();
+        }
+      })
+      .Case<RopeOp, RopeGradOp>([&](auto r) -> LogicalResult {
+        if (get(r.getInput()).isP())
+          makeReplicated(op, 0);
+        if (get(r.getInput()).isS())
+          return split(r.getResult(), 2, op);
+        return success();
+      })
+      .Case<GeluOp, SiluOp, SwigluOp, GeluGradOp, SiluGradOp, SwigluGradOp,
+            CastOp>([&](Operation *e) -> LogicalResult {
+        // Elementwise: one distribution for all operands, which partial sums
+        // cannot share (the ops are not linear).
+        makeAllReplicated(e);
+        bool anySplit = llvm::any_of(e->getOperands(), [&](Value v) {
+          return get(v).isS();
+        });
+        if (!anySplit)
+          return success();
+        if (!llvm::all_of(e->getOperands(),
+                          [&](Value v) { return get(v).isS(); }))
+          return e->emitError() << "operands mix split and replicated values";
+        for (Value r : e->getResults())
+          if (failed(split(r, lastDim(r), e)))
+            return failure();
+        return success();
+      })
+      .Case<AddOp>([&](AddOp a) -> LogicalResult {
+        Dist l = get(a.getLhs()), r = get(a.getRhs());
+        if (l.isP() && r.isP()) {
+          dist[a.getResult()] = Dist::partial(); // sum first, reduce once
+          return success();
+        }
+        makeAllReplicated(op);
+        l = get(a.getLhs());
+        r = get(a.getRhs());
+        if (l.isS() && r.isS())
+          return split(a.getResult(), l.dim, op);
+        if (l.isS() || r.isS())
+          return op->emitError() << "adds a split and a replicated value";
+        return success();
+      })
+      .Case<DropoutOp>([&](DropoutOp d) -> LogicalResult {
+        makeAllReplicated(op);
+        if (get(d.getInput()).isS())
+          return op->emitError() << "dropout on tensor-parallel activations "
+                                    "is not supported yet";
+        return success();
+      })
+      .Default([&](Operation *other) -> LogicalResult {
+        // Norms, position ids, anything else: whole tensors in and out.
+        makeAllReplicated(other);
+        for (Value v : other->getOperands())
+          if (get(v).isS())
+            return other->emitError()
+                   << "needs whole tensors but an operand is split over tp";
+        return success();
+      });
+}
+
+LogicalResult TensorParallel::block(BlockOp blk) {
+  Block &body = blk.getBody().front();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), blk.getInputs())) {
+    arg.setType(input.getType());
+    if (Dist d = get(input); !d.isR())
+      dist[arg] = d;
+  }
+  bool layer = blk.getKind() == BlockKind::layer;
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (isa<mesh::AllReduceOp>(op))
+      continue; // inserted by this pass
+    if (!layer) {
+      for (Value v : op.getOperands())
+        if (!get(v).isR())
+          return op.emitError() << "only layer blocks are tensor-parallel; "
+                                   "the embedding and head need whole tensors";
+      continue;
+    }
+    if (failed(layerOp(&op)))
+      return failure();
+  }
+  // Block results carry their yielded value's type and distribution; a
+  // partial sum leaves a block reduced.
+  Operation *yield = body.getTerminator();
+  for (unsigned i = 0; i < yield->getNumOperands(); ++i) {
+    yield->setOperand(i, replicated(yield->getOperand(i)));
+    Value v = yield->getOperand(i);
+    blk.getResult(i).setType(v.getType());
+    if (Dist d = get(v); !d.isR())
+      dist[blk.getResult(i)] = d;
+  }
+  return success();
+}
+
+LogicalResult TensorParallel::run(func::FuncOp func) {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto blk = dyn_cast<BlockOp>(op);
+    if (!blk)
+      continue;
+    if (failed(block(blk)))
+      return failure();
+  }
+  // Parameter gradients leave as this rank's shards.
+  Operation *ret = func.getBody().front().getTerminator();
+  func.setType(FunctionType::get(func.getContext(),
+                                 func.getArgumentTypes(),
+                                 ret->getOperandTypes()));
+  return success();
+}
+
+struct TensorParallelPass
+    : sharding::impl::TfmTensorParallelBase<TensorParallelPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto plan = module->getAttrOfType<PlanAttr>(kPlanAttrName);
+    if (!plan || plan.getTp() == 1)
+      return;
+    auto meshOp = module.lookupSymbol<mesh::MeshOp>("dense");
+    auto names = meshOp ? meshOp->getAttrOfType<ArrayAttr>("tfm.mesh_axes")
+                        : ArrayAttr();
+    int64_t tpAxis = -1;
+    if (names)
+      for (auto [i, n] : llvm::enumerate(names))
+        if (cast<StringAttr>(n).getValue() == "tp")
+          tpAxis = int64_t(i);
+    if (tpAxis < 0) {
+      module.emitError() << "tensor parallelism needs mesh @dense with a tp "
+                            "axis (run tfm-materialize-mesh)";
+      return signalPassFailure();
+    }
+    uint64_t allReduces = 0, splitParams = 0;
+    // The forward is rewritten first, so the train step's backward blocks
+    // meet parameters whose split is already decided.
+    TensorParallel tensorParallel(module, plan.getTp(), tpAxis, allReduces,
+                                  splitParams);
+    for (StringRef name : {"forward", "train_step"}) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (func && failed(tensorParallel.run(func)))
+        return signalPassFailure();
+    }
+    numAllReduces += allReduces;
+    numSplitParams += splitParams;
+  }
+};
+
+} // namespace

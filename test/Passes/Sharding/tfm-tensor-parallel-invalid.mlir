@@ -1,0 +1,126 @@
+// RUN: loom-opt %s -split-input-file --tfm-tensor-parallel -verify-diagnostics
+
+// Test: a row-parallel linear with a bias (GPT-2's c_proj) is not supported yet
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @a init(ones) : tensor<8x8xf32>
+  tfm.param @b init(ones) : tensor<8x8xf32>
+  tfm.param @bias init(zeros) : tensor<8xf32>
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      %wa = tfm.get_param @a : tensor<8x8xf32>
+      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      %wb = tfm.get_param @b : tensor<8x8xf32>
+      %bb = tfm.get_param @bias : tensor<8xf32>
+      // expected-error @+1 {{a bias on a row-parallel linear is not supported by tensor parallelism yet}}
+      %r = tfm.linear %c, %wb, %bb : tensor<1x2x8xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<1x2x8xf32>
+      tfm.yield %r : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}
+
+// -----
+
+// Test: sizes that do not divide
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @a init(ones) : tensor<7x8xf32>
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x7xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x7xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      %wa = tfm.get_param @a : tensor<7x8xf32>
+      // expected-error @+1 {{dim 0 of size 7 is not divisible by tp 2}}
+      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<7x8xf32> -> tensor<1x2x7xf32>
+      tfm.yield %c : tensor<1x2x7xf32>
+    }
+    return %y : tensor<1x2x7xf32>
+  }
+}
+
+// -----
+
+// Test: kv heads fewer than tp
+module attributes {tfm.plan = #tfm.plan<tp = 4>} {
+  mesh.mesh @dense(shape = 1x1x1x4) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @q init(ones) : tensor<16x16xf32>
+  tfm.param @kv init(ones) : tensor<8x16xf32>
+  func.func @forward(%x: tensor<1x2x16xf32>) -> tensor<1x2x16xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x16xf32>) -> tensor<1x2x16xf32> {
+    ^bb0(%h: tensor<1x2x16xf32>):
+      %wq = tfm.get_param @q : tensor<16x16xf32>
+      %q = tfm.linear %h, %wq : tensor<1x2x16xf32>, tensor<16x16xf32> -> tensor<1x2x16xf32>
+      %wk = tfm.get_param @kv : tensor<8x16xf32>
+      %k = tfm.linear %h, %wk : tensor<1x2x16xf32>, tensor<8x16xf32> -> tensor<1x2x8xf32>
+      // expected-error @+1 {{num_kv_heads 2 is not divisible by tp 4 (replicating kv heads is not supported yet)}}
+      %a, %l = tfm.attention %q, %k, %k heads 4 kv_heads 2 head_dim 4 scale 0.5 mask causal
+          : tensor<1x2x16xf32>, tensor<1x2x8xf32>, tensor<1x2x8xf32> -> tensor<1x2x16xf32>, tensor<1x4x2xf32>
+      tfm.yield %a : tensor<1x2x16xf32>
+    }
+    return %y : tensor<1x2x16xf32>
+  }
+}
+
+// -----
+
+// Test: heads that do not divide
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @q init(ones) : tensor<12x12xf32>
+  func.func @forward(%x: tensor<1x2x12xf32>) -> tensor<1x2x12xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x12xf32>) -> tensor<1x2x12xf32> {
+    ^bb0(%h: tensor<1x2x12xf32>):
+      %wq = tfm.get_param @q : tensor<12x12xf32>
+      %q = tfm.linear %h, %wq : tensor<1x2x12xf32>, tensor<12x12xf32> -> tensor<1x2x12xf32>
+      // expected-error @+1 {{num_heads 3 is not divisible by tp 2}}
+      %a, %l = tfm.attention %q, %q, %q heads 3 kv_heads 3 head_dim 4 scale 0.5 mask causal
+          : tensor<1x2x12xf32>, tensor<1x2x12xf32>, tensor<1x2x12xf32> -> tensor<1x2x12xf32>, tensor<1x3x2xf32>
+      tfm.yield %a : tensor<1x2x12xf32>
+    }
+    return %y : tensor<1x2x12xf32>
+  }
+}
+
+// -----
+
+// Test: attention on replicated inputs
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      // expected-error @+1 {{attention inputs are replicated; tensor parallelism expects q, k and v from column-parallel linears}}
+      %a, %l = tfm.attention %h, %h, %h heads 2 kv_heads 2 head_dim 4 scale 0.5 mask causal
+          : tensor<1x2x8xf32>, tensor<1x2x8xf32>, tensor<1x2x8xf32> -> tensor<1x2x8xf32>, tensor<1x2x2xf32>
+      tfm.yield %a : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}
+
+// -----
+
+// Test: dropout on split activations
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @a init(ones) : tensor<8x8xf32>
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      %wa = tfm.get_param @a : tensor<8x8xf32>
+      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      // expected-error @+1 {{dropout on tensor-parallel activations is not supported yet}}
+      %d = tfm.dropout %c p 0.1 seed 1 : tensor<1x2x8xf32>
+      tfm.yield %d : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}
+
+// -----
+
+// Test: the meshes must exist
+// expected-error @+1 {{tensor parallelism needs mesh @dense with a tp axis (run tfm-materialize-mesh)}}
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+}
