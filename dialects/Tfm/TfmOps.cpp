@@ -353,6 +353,20 @@ LogicalResult LinearGradOp::verify() {
                     "input shape with out_features last");
 }
 
+LogicalResult BiasAddOp::verify() {
+  if (tensorOf(getInput()).getRank() < 1)
+    return emitOpError() << "input must have rank >= 1";
+  if (failed(checkRank(*this, "bias", getBias(), 1, "[features]")) ||
+      failed(checkSameElementType(*this, "bias", getBias(), "input",
+                                  getInput())))
+    return failure();
+  int64_t features = tensorOf(getInput()).getShape().back();
+  if (tensorOf(getBias()).getDimSize(0) != features)
+    return emitOpError() << "bias size " << tensorOf(getBias()).getDimSize(0)
+                         << " does not match the input's last dim " << features;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Rotary position embedding
 //===----------------------------------------------------------------------===//

@@ -573,6 +573,27 @@ def Tfm_SwigluGradOp : Tfm_Op<"swiglu_grad", [Pure,
   let assemblyFormat = "$gate `,` $up `,` $grad attr-dict `:` type($gate)";
 }
 
+def Tfm_BiasAddOp : Tfm_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "adds a bias vector to every row: the bias of a row-parallel linear";
+  let description = [{
+    `result[..., j] = input[..., j] + bias[j]`. The tensor-parallel pass
+    writes it after the all-reduce of a row-parallel linear, so the bias is
+    added once and not once per rank. It appears after differentiation only
+    (the gradient of a linear's bias is part of `tfm.linear_grad`), so it has
+    no gradient rule of its own.
+
+    ```mlir
+    %y = tfm.bias_add %x, %b : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$bias);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias attr-dict `:` type($input) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_AddOp : Tfm_ElementwiseOp<"add", [Commutative]> {
   let summary = "elementwise sum: residual connections, gradient accumulation";
   let description = [{

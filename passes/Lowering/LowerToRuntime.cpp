@@ -452,6 +452,16 @@ FailureOr<SmallVector<Value>> lower(AddOp op, AddOp::Adaptor a, Emitter &e) {
 }
 
 template <>
+FailureOr<SmallVector<Value>> lower(BiasAddOp op, BiasAddOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  e.call("loomrt_add_bias",
+         {e.dtype(out), e.i64(rows(out)), e.i64(dim(out, -1)),
+          e.ptr(a.getInput()), e.ptr(a.getBias()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
 FailureOr<SmallVector<Value>> lower(DropoutOp op, DropoutOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getType());
@@ -628,6 +638,7 @@ struct LowerToRuntimePass
         RuntimeCallPattern<GeluGradOp>, RuntimeCallPattern<SiluOp>,
         RuntimeCallPattern<SiluGradOp>, RuntimeCallPattern<SwigluOp>,
         RuntimeCallPattern<SwigluGradOp>, RuntimeCallPattern<AddOp>,
+        RuntimeCallPattern<BiasAddOp>,
         RuntimeCallPattern<DropoutOp>, RuntimeCallPattern<CastOp>,
         RuntimeCallPattern<CrossEntropyOp>, CrossEntropyGradPattern,
         CollectivePattern<mesh::AllReduceOp>,

@@ -31,9 +31,10 @@ def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
     Parameters become `tfm.get_param ... tp_split <dim>` reads of this rank's
     shard.
 
-    Not yet: the embedding and head (vocab-parallel), sequence parallelism,
-    a bias on a row-parallel linear, dropout on split activations, and
-    kv heads fewer than tp; each is reported as an error naming it.
+    The bias of a row-parallel linear is added once, after the all-reduce
+    (`tfm.bias_add`). Not yet: the embedding and head (vocab-parallel),
+    sequence parallelism, dropout on split activations, and kv heads fewer
+    than tp; each is reported as an error naming it.
 
     ```mlir
     %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>

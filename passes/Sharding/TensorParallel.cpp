@@ -154,13 +154,26 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
             return failure();
           return split(lin.getResult(), lastDim(lin.getResult()), op);
         }
-        // Row-parallel: each rank multiplies its slice of the features.
-        if (lin.getBias())
-          return op->emitError() << "a bias on a row-parallel linear is not "
-                                    "supported by tensor parallelism yet";
+        // Row-parallel: each rank multiplies its slice of the features; a
+        // bias is added once, after the all-reduce (Megatron's
+        // RowParallelLinear), so it stays whole on every rank.
         if (failed(splitParam(lin.getWeight(), 1, op)))
           return failure();
-        dist[lin.getResult()] = Dist::partial();
+        if (!lin.getBias()) {
+          dist[lin.getResult()] = Dist::partial();
+          return success();
+        }
+        b.setInsertionPoint(lin);
+        auto partial = b.create<LinearOp>(lin.getLoc(), lin.getType(),
+                                          lin.getInput(), lin.getWeight(),
+                                          Value());
+        dist[partial.getResult()] = Dist::partial();
+        Value whole = replicated(partial.getResult());
+        b.setInsertionPointAfter(whole.getDefiningOp());
+        Value biased = b.create<BiasAddOp>(lin.getLoc(), lin.getType(), whole,
+                                           lin.getBias());
+        lin.replaceAllUsesWith(biased);
+        lin.erase();
         return success();
       })
       .Case<LinearGradOp>([&](LinearGradOp g) -> LogicalResult {
@@ -180,10 +193,8 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
           dist[g.getInputGrad()] = Dist::partial();
           return success();
         }
-        makeReplicated(op, 2); // row-parallel: dy is whole on every rank
-        if (g.getBiasGrad())
-          return op->emitError() << "a bias on a row-parallel linear is not "
-                                    "supported by tensor parallelism yet";
+        // Row-parallel: dy is whole on every rank, so is the bias gradient.
+        makeReplicated(op, 2);
         if (failed(split(g.getWeightGrad(), 1, op)))
           return failure();
         return split(g.getInputGrad(), lastDim(g.getInputGrad()), op);
@@ -240,6 +251,7 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
             return failure();
         return success();
       })
+      .Case<BiasAddOp>([&](auto) { return success(); }) // written by the pass
       .Case<AddOp>([&](AddOp a) -> LogicalResult {
         Dist l = get(a.getLhs()), r = get(a.getRhs());
         if (l.isP() && r.isP()) {

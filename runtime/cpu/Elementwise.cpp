@@ -132,6 +132,30 @@ extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
   });
 }
 
+extern "C" void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
+                                const void *x, const void *bias, void *out) {
+  checkedDtypeSize(__func__, dtype);
+  CHECK_N(rows);
+  CHECK_N(n);
+  if (rows * n == 0)
+    return;
+  CHECK_PTR(x);
+  CHECK_PTR(bias);
+  CHECK_PTR(out);
+  std::vector<float> b(static_cast<size_t>(n));
+  const float *bv = loadBlock(dtype, bias, 0, n, b.data());
+  if (bv != b.data())
+    std::copy(bv, bv + n, b.data());
+  parallelBlocks(rows * n, [&](int64_t begin, int64_t len) {
+    float xt[kBlock], ot[kBlock];
+    const float *xv = loadBlock(dtype, x, begin, len, xt);
+    float *ov = outBlock(dtype, out, begin, ot);
+    for (int64_t i = 0; i < len; ++i)
+      ov[i] = xv[i] + b[size_t((begin + i) % n)];
+    storeBlock(ov, dtype, out, begin, len);
+  });
+}
+
 extern "C" float loomrt_sum_squares(loomrt_dtype dtype, const void *x,
                                     int64_t n) {
   checkedDtypeSize(__func__, dtype);

@@ -98,6 +98,13 @@ __global__ void addKernel(loomrt_dtype dt, int64_t n, const void *a,
   GRID_STRIDE(i, n) { st(out, dt, i, ld(a, dt, i) + ld(b, dt, i)); }
 }
 
+__global__ void addBiasKernel(loomrt_dtype dt, int64_t rows, int64_t n,
+                              const void *x, const void *bias, void *out) {
+  GRID_STRIDE(i, rows * n) {
+    st(out, dt, i, ld(x, dt, i) + ld(bias, dt, i % n));
+  }
+}
+
 // As on the cpu backend: f32 partial sums over blocks of kSumBlock
 // elements, double across blocks. One CUDA block per element block.
 constexpr int64_t kSumBlock = 4096;
@@ -170,6 +177,21 @@ extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
   CHECK_PTR(b);
   CHECK_PTR(out);
   addKernel<<<gridFor(n), kThreads, 0, stream()>>>(dtype, n, a, b, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
+                                const void *x, const void *bias, void *out) {
+  checkedDtypeSize(__func__, dtype);
+  CHECK_N(rows);
+  CHECK_N(n);
+  if (rows * n == 0)
+    return;
+  CHECK_PTR(x);
+  CHECK_PTR(bias);
+  CHECK_PTR(out);
+  addBiasKernel<<<gridFor(rows * n), kThreads, 0, stream()>>>(dtype, rows, n,
+                                                              x, bias, out);
   CUDA_CHECK_LAUNCH();
 }
 

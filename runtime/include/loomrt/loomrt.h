@@ -163,6 +163,12 @@ void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype, const void *x,
 void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a, const void *b,
                 void *out);
 
+/* out[r, j] = x[r, j] + bias[j] for a [rows, n] x and an [n] bias (the
+ * bias of a row-parallel linear, added once after the all-reduce); out may
+ * alias x. */
+void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
+                     const void *x, const void *bias, void *out);
+
 /* Returns sum(x[i]^2) accumulated in f32 partial sums (per block) and
  * double across blocks: the local part of a gradient norm. */
 float loomrt_sum_squares(loomrt_dtype dtype, const void *x, int64_t n);

@@ -815,3 +815,39 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
     return
   }
 }
+
+// -----
+
+// Test: bias_add bias size
+func.func @f(%x: tensor<2x4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{bias size 4 does not match the input's last dim 8}}
+  %y = tfm.bias_add %x, %b : tensor<2x4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Test: bias_add bias rank
+func.func @f(%x: tensor<2x4x8xf32>, %b: tensor<1x8xf32>) {
+  // expected-error @+1 {{bias must be [features] (rank 1), got rank 2}}
+  %y = tfm.bias_add %x, %b : tensor<2x4x8xf32>, tensor<1x8xf32>
+  return
+}
+
+// -----
+
+// Test: bias_add element types
+func.func @f(%x: tensor<2x4x8xf32>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{bias element type 'bf16' does not match input element type 'f32'}}
+  %y = tfm.bias_add %x, %b : tensor<2x4x8xf32>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+// Test: bias_add of a scalar
+func.func @f(%x: tensor<f32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %y = tfm.bias_add %x, %b : tensor<f32>, tensor<8xf32>
+  return
+}

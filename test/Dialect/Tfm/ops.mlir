@@ -109,7 +109,7 @@ func.func @attention(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<
 }
 
 // CHECK-LABEL: func.func @elementwise
-func.func @elementwise(%x: tensor<2x8x32xf32>, %y: tensor<2x8x32xf32>) {
+func.func @elementwise(%x: tensor<2x8x32xf32>, %y: tensor<2x8x32xf32>, %b32: tensor<32xf32>) {
   // CHECK: tfm.gelu %{{.*}} none : tensor<2x8x32xf32>
   %0 = tfm.gelu %x none : tensor<2x8x32xf32>
   // CHECK: tfm.gelu %{{.*}} tanh : tensor<2x8x32xf32>
@@ -126,6 +126,8 @@ func.func @elementwise(%x: tensor<2x8x32xf32>, %y: tensor<2x8x32xf32>) {
   %6:2 = tfm.swiglu_grad %x, %y, %x : tensor<2x8x32xf32>
   // CHECK: tfm.add %{{.*}}, %{{.*}} : tensor<2x8x32xf32>
   %7 = tfm.add %x, %y : tensor<2x8x32xf32>
+  // CHECK: tfm.bias_add %{{.*}}, %{{.*}} : tensor<2x8x32xf32>, tensor<32xf32>
+  %ba = tfm.bias_add %7, %b32 : tensor<2x8x32xf32>, tensor<32xf32>
   // CHECK: tfm.dropout %{{.*}} p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
   %8 = tfm.dropout %x p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
   // CHECK: tfm.cast %{{.*}} : tensor<2x8x32xf32> to tensor<2x8x32xbf16>

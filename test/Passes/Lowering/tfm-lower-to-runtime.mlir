@@ -45,7 +45,8 @@ func.func @linear_grad(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>, %dy: tensor<4x
 // CHECK: call @loomrt_gelu_forward(%{{.*}}, %[[TANH]], %{{.*}}, %{{.*}}, %{{.*}})
 // CHECK: call @loomrt_silu_forward
 // CHECK: call @loomrt_swiglu_forward
-// CHECK: call @loomrt_add
+// CHECK: call @loomrt_add(
+// CHECK: call @loomrt_add_bias({{.*}}) : (i32, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CHECK: call @loomrt_dropout_forward
 // CHECK: call @loomrt_cast
 func.func @norms_and_activations(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xbf16> {
@@ -54,7 +55,8 @@ func.func @norms_and_activations(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> te
   %2 = tfm.gelu %1 tanh : tensor<2x4x8xf32>
   %3 = tfm.silu %2 : tensor<2x4x8xf32>
   %4 = tfm.swiglu %3, %2 : tensor<2x4x8xf32>
-  %5 = tfm.add %4, %x : tensor<2x4x8xf32>
+  %add = tfm.add %4, %x : tensor<2x4x8xf32>
+  %5 = tfm.bias_add %add, %w : tensor<2x4x8xf32>, tensor<8xf32>
   %6 = tfm.dropout %5 p 0.1 seed 7 : tensor<2x4x8xf32>
   %7 = tfm.cast %6 : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
   return %7 : tensor<2x4x8xbf16>

@@ -1,28 +1,5 @@
 // RUN: loom-opt %s -split-input-file --tfm-tensor-parallel -verify-diagnostics
 
-// Test: a row-parallel linear with a bias (GPT-2's c_proj) is not supported yet
-module attributes {tfm.plan = #tfm.plan<tp = 2>} {
-  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
-  tfm.param @a init(ones) : tensor<8x8xf32>
-  tfm.param @b init(ones) : tensor<8x8xf32>
-  tfm.param @bias init(zeros) : tensor<8xf32>
-  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
-    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
-    ^bb0(%h: tensor<1x2x8xf32>):
-      %wa = tfm.get_param @a : tensor<8x8xf32>
-      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
-      %wb = tfm.get_param @b : tensor<8x8xf32>
-      %bb = tfm.get_param @bias : tensor<8xf32>
-      // expected-error @+1 {{a bias on a row-parallel linear is not supported by tensor parallelism yet}}
-      %r = tfm.linear %c, %wb, %bb : tensor<1x2x8xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<1x2x8xf32>
-      tfm.yield %r : tensor<1x2x8xf32>
-    }
-    return %y : tensor<1x2x8xf32>
-  }
-}
-
-// -----
-
 // Test: sizes that do not divide
 module attributes {tfm.plan = #tfm.plan<tp = 2>} {
   mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}

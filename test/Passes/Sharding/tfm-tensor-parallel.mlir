@@ -129,3 +129,33 @@ module attributes {tfm.plan = #tfm.plan<>} {
     return %y : tensor<1x2x8xf32>
   }
 }
+
+// -----
+
+// A row-parallel linear's bias is added once, after the all-reduce, and
+// stays whole; its gradient (dy is whole) is whole too.
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @a init(ones) : tensor<8x8xf32>
+  tfm.param @b init(ones) : tensor<8x8xf32>
+  tfm.param @bias init(zeros) : tensor<8xf32>
+  // CHECK-LABEL: func.func @forward
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      %wa = tfm.get_param @a : tensor<8x8xf32>
+      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      // CHECK: %[[WB:.*]] = tfm.get_param @b tp_split 1 : tensor<8x4xf32>
+      // CHECK: %[[BIAS:.*]] = tfm.get_param @bias : tensor<8xf32>
+      // CHECK: %[[P:.*]] = tfm.linear %{{.*}}, %[[WB]] : tensor<1x2x4xf32>, tensor<8x4xf32> -> tensor<1x2x8xf32>
+      // CHECK: %[[R:.*]] = mesh.all_reduce %[[P]]
+      // CHECK: %[[Y:.*]] = tfm.bias_add %[[R]], %[[BIAS]] : tensor<1x2x8xf32>, tensor<8xf32>
+      // CHECK: tfm.yield %[[Y]]
+      %wb = tfm.get_param @b : tensor<8x8xf32>
+      %bb = tfm.get_param @bias : tensor<8xf32>
+      %r = tfm.linear %c, %wb, %bb : tensor<1x2x8xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<1x2x8xf32>
+      tfm.yield %r : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}

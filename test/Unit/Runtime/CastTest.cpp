@@ -271,3 +271,28 @@ TEST(SupportDeathTest, MisuseAbortsWithTheFunctionName) {
   EXPECT_DEATH(loomrt_abort("compiled program gave up"),
                "loomrt: rank 0: compiled program gave up");
 }
+
+TEST(ElementwiseTest, AddBiasBroadcastsOverRows) {
+  for (loomrt_dtype dt : {LOOMRT_F32, LOOMRT_BF16, LOOMRT_F16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    const double tol = dt == LOOMRT_F32 ? 1e-6 : 1e-2;
+    // Rows not a multiple of the kernel block, so the bias index wraps
+    // inside blocks.
+    const int64_t rows = 37, n = 211;
+    std::vector<float> x = rounded(randomVec(size_t(rows * n), 4), dt);
+    std::vector<float> bias = rounded(randomVec(size_t(n), 5), dt);
+    Buf out(dt, x.size());
+    loomrt_add_bias(dt, rows, n, Buf(dt, x).data(), Buf(dt, bias).data(),
+                    out.data());
+    std::vector<double> want(x.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        want[size_t(r * n + j)] = double(x[size_t(r * n + j)]) + bias[size_t(j)];
+    expectClose(out.values(), want, tol, tol, "add_bias");
+    // In place.
+    Buf inPlace(dt, x);
+    loomrt_add_bias(dt, rows, n, inPlace.data(), Buf(dt, bias).data(),
+                    inPlace.data());
+    expectClose(inPlace.values(), want, tol, tol, "add_bias in place");
+  }
+}

@@ -58,6 +58,7 @@ constexpr int kSkip = 77;
   X(loomrt_abort)                                                              \
   X(loomrt_adamw)                                                              \
   X(loomrt_add)                                                                \
+  X(loomrt_add_bias)                                                           \
   X(loomrt_all_gather)                                                         \
   X(loomrt_all_reduce)                                                         \
   X(loomrt_all_to_all)                                                         \
@@ -400,6 +401,8 @@ void testChecksAndHelpers() {
       be.loomrt_scale(dt, a.get(), 70000, -0.75f);
       be.loomrt_add(dt, 70000, a.get(), b.get(), out.get());
       be.loomrt_add(dt, 70000, out.get(), b.get(), out.get()); // aliasing
+      Dev bias(be, dt, randomVec(700, 7));
+      be.loomrt_add_bias(dt, 100, 700, out.get(), bias.get(), out.get());
       Dev y32(be, LOOMRT_F32, randomVec(70000, 5));
       be.loomrt_axpy(70000, 0.5f, dt, a.get(), LOOMRT_F32, y32.get());
       Dev y(be, dt, randomVec(70000, 6));
