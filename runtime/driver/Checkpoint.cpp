@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -27,6 +28,37 @@ void forEachCheckpointPiece(
     for (size_t i : t.pieces)
       for (const Shard *s : m.params[i].distinctShards())
         fn(t, m.params[i], *s);
+}
+
+Manifest stateLayout(const Manifest &m, const std::vector<std::string> &prefixes,
+                     loomrt_dtype dtype) {
+  Manifest out = m;
+  out.params.clear();
+  out.hfTensors.clear();
+  size_t n = m.params.size();
+  for (size_t k = 0; k < prefixes.size(); ++k) {
+    for (const ParamSpec &p : m.params) {
+      ParamSpec q = p;
+      q.name = prefixes[k] + p.name;
+      q.hf.name = prefixes[k] + p.hf.name;
+      q.dtype = dtype;
+      out.params.push_back(std::move(q));
+    }
+    for (const HfTensor &t : m.hfTensors) {
+      HfTensor u = t;
+      u.name = prefixes[k] + t.name;
+      u.dtype = dtype;
+      for (size_t &i : u.pieces)
+        i += k * n;
+      out.hfTensors.push_back(std::move(u));
+    }
+  }
+  std::sort(out.hfTensors.begin(), out.hfTensors.end(),
+            [](const HfTensor &a, const HfTensor &b) { return a.name < b.name; });
+  // Entries name parameters of `m`; nothing runs them on this layout.
+  for (RankInfo &r : out.ranks)
+    r.entries.clear();
+  return out;
 }
 
 //===----------------------------------------------------------------------===//

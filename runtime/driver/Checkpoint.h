@@ -49,6 +49,15 @@ void writeCheckpoint(const std::string &path, const Manifest &m,
                      const ShardFetcher &fetch,
                      const std::map<std::string, std::string> &metadata);
 
+/// The layout of a file of per-parameter state (optimizer moments, f32 main
+/// parameters, gradients) in the checkpoint format: for each prefix, every
+/// parameter of `m` again, named prefix + name and placed in HF tensor
+/// prefix + hf.name, with dtype `dtype`. Parameter k of the result is
+/// parameter k % n of `m` under prefixes[k / n] (n = m.params.size()), so
+/// writeCheckpoint and loadCheckpoint work on it unchanged.
+Manifest stateLayout(const Manifest &m, const std::vector<std::string> &prefixes,
+                     loomrt_dtype dtype);
+
 /// A parsed and structurally validated safetensors file.
 class SafetensorsFile {
 public:

@@ -8,11 +8,24 @@
 //   1. loomrt_init (MPI), flags, manifest, world size check;
 //   2. one communicator per group kind the compiled code or the driver uses;
 //   3. this rank's parameter shards: initialized from the seed or cut out of
-//      a --load checkpoint;
-//   4. --steps steps; a step runs the "forward" entry once per micro-batch,
+//      a --load checkpoint; with --train also the f32 training state (main
+//      grads, AdamW moments, main params for bf16/f16) and, from
+//      CKPT.optim.safetensors, where a previous run stopped;
+//   4. --steps steps; a step runs the "forward" entry (or, with --train,
+//      "train_step" followed by the optimizer) once per micro-batch,
 //      averages the loss over micro-batches and data-parallel ranks, and
 //      the rank with logs_loss prints a Megatron-style line;
-//   5. --save: rank 0 gathers the shards and writes one safetensors file.
+//   5. --save: rank 0 gathers the shards and writes one safetensors file
+//      (plus the optimizer state with --train).
+//
+// A training step (Megatron's train_step with a DDP grad buffer and the
+// mixed-precision optimizer):
+//   for each micro-batch: train_step(grad_scale = loss_scale / nmb), then
+//     main_grad (f32) += grad;
+//   all-reduce main_grad over dp, / dp; unscale by 1 / loss_scale;
+//   f16: all ranks agree on inf/nan, the scaler updates, overflow skips;
+//   global grad norm (every element once), clip, AdamW with the schedule's
+//   lr on the f32 main params, cast back into the model's dtype.
 //
 // Failures before and between steps are collective: every rank reports its
 // status, the lowest failing rank prints "<binary>: error: <message>", and
@@ -24,10 +37,12 @@
 
 #include "runtime/driver/Checkpoint.h"
 #include "runtime/driver/Manifest.h"
+#include "runtime/driver/Optimizer.h"
 #include "runtime/driver/ParamInit.h"
 
 #include "loomrt/loomrt.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
@@ -61,7 +76,33 @@ std::string usage(const std::string &tool) {
          "  --load CKPT            start from a safetensors checkpoint\n"
          "  --save CKPT            write a safetensors checkpoint at the end\n"
          "  --threads N            kernel threads per rank\n"
+         "training (needs a program compiled with loom-compile --train):\n"
+         "  --train                run train_step and AdamW instead of the "
+         "forward only\n"
+         "  --lr X                 peak learning rate (default 1e-3)\n"
+         "  --min-lr X             cosine decay floor (default 0)\n"
+         "  --lr-warmup-steps N    linear warmup from 0 (default 0)\n"
+         "  --lr-decay-steps N     end of the cosine decay (default: the last "
+         "step)\n"
+         "  --weight-decay X       AdamW decay of >1-D non-bias params "
+         "(default 0.01)\n"
+         "  --adam-beta1 X, --adam-beta2 X, --adam-eps X   (0.9, 0.999, 1e-8)\n"
+         "  --clip-grad X          global gradient-norm clip, 0 = off "
+         "(default 1.0)\n"
+         "  --initial-loss-scale X, --min-loss-scale X, --loss-scale-window "
+         "N,\n"
+         "  --hysteresis N         f16 dynamic loss scaler (2^32, 1, 1000, 2)\n"
+         "  --dump-grads FILE      write the first step's gradients "
+         "(safetensors)\n"
          "  --help                 this text\n";
+}
+
+std::string optimizerStatePath(const std::string &path) {
+  const std::string ext = ".safetensors";
+  if (path.size() > ext.size() &&
+      path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return path.substr(0, path.size() - ext.size()) + ".optim" + ext;
+  return path + ".optim" + ext;
 }
 
 static int64_t parseInteger(const std::string &flag, const std::string &value,
@@ -77,15 +118,39 @@ static int64_t parseInteger(const std::string &flag, const std::string &value,
   return v;
 }
 
+static double parseReal(const std::string &flag, const std::string &value,
+                        double min, bool inclusive = true) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v))
+    throw Error(flag + " expects a number, got '" + value + "'");
+  if (inclusive ? v < min : v <= min) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", min);
+    throw Error(flag + " must be " + (inclusive ? "at least " : "above ") +
+                text + ", got " + value);
+  }
+  return v;
+}
+
 Options parseOptions(const std::vector<std::string> &args) {
   Options o;
   static const std::set<std::string> withValue = {
       "--manifest", "--steps", "--data",  "--data-format", "--seed",
-      "--metrics-jsonl", "--load", "--save", "--threads"};
+      "--metrics-jsonl", "--load", "--save", "--threads", "--lr", "--min-lr",
+      "--lr-warmup-steps", "--lr-decay-steps", "--weight-decay",
+      "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad",
+      "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
+      "--hysteresis", "--dump-grads"};
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag == "--help" || flag == "-h") {
       o.help = true;
+      continue;
+    }
+    if (flag == "--train") {
+      o.train = true;
       continue;
     }
     size_t eq = flag.find('=');
@@ -125,9 +190,45 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.save = value;
     else if (flag == "--threads")
       o.threads = int32_t(parseInteger(flag, value, 1));
+    else if (flag == "--lr")
+      o.lr = parseReal(flag, value, 0.0);
+    else if (flag == "--min-lr")
+      o.minLr = parseReal(flag, value, 0.0);
+    else if (flag == "--lr-warmup-steps")
+      o.lrWarmupSteps = parseInteger(flag, value, 0);
+    else if (flag == "--lr-decay-steps")
+      o.lrDecaySteps = parseInteger(flag, value, 0);
+    else if (flag == "--weight-decay")
+      o.weightDecay = parseReal(flag, value, 0.0);
+    else if (flag == "--adam-beta1")
+      o.adamBeta1 = parseReal(flag, value, 0.0);
+    else if (flag == "--adam-beta2")
+      o.adamBeta2 = parseReal(flag, value, 0.0);
+    else if (flag == "--adam-eps")
+      o.adamEps = parseReal(flag, value, 0.0, /*inclusive=*/false);
+    else if (flag == "--clip-grad")
+      o.clipGrad = parseReal(flag, value, 0.0);
+    else if (flag == "--initial-loss-scale")
+      o.initialLossScale = parseReal(flag, value, 0.0, /*inclusive=*/false);
+    else if (flag == "--min-loss-scale")
+      o.minLossScale = parseReal(flag, value, 0.0, /*inclusive=*/false);
+    else if (flag == "--loss-scale-window")
+      o.lossScaleWindow = parseInteger(flag, value, 1);
+    else if (flag == "--hysteresis")
+      o.hysteresis = parseInteger(flag, value, 1);
+    else if (flag == "--dump-grads")
+      o.dumpGrads = value;
   }
   if (o.dataFormat && o.data.empty())
     throw Error("--data-format needs --data");
+  for (const auto &[name, beta] :
+       {std::pair{"--adam-beta1", o.adamBeta1}, {"--adam-beta2", o.adamBeta2}})
+    if (beta && *beta >= 1.0)
+      throw Error(std::string(name) + " must be below 1");
+  if (o.minLr && o.lr && *o.minLr > *o.lr)
+    throw Error("--min-lr must not exceed --lr");
+  if (!o.train && !o.dumpGrads.empty())
+    throw Error("--dump-grads needs --train");
   return o;
 }
 
@@ -163,6 +264,33 @@ struct BoundEntry {
   bool producesLoss = false;
 };
 
+/// One parameter shard this rank trains. The f32 state of all of them lives
+/// in flat buffers (main grads, moments, main params), so the data-parallel
+/// all-reduce, the inf/nan check and unscaling are one call each.
+struct TrainParam {
+  size_t index = 0;         // in Manifest::params
+  const ParamSpec *spec = nullptr;
+  int64_t n = 0;            // elements of the shard
+  int64_t offset = 0;       // in the flat f32 buffers
+  void *model = nullptr;    // the shard in the param dtype (entry argument)
+  void *grad = nullptr;     // train_step's gradient output, param dtype
+  float *main = nullptr;    // f32 main param; `model` itself for f32 params
+  bool decay = false;       // takesWeightDecay
+  bool countsInNorm = false; // first holder of its box: counted once
+};
+
+/// What one step produced, for the log.
+struct StepResult {
+  double lossSum = 0.0; // over this rank's micro-batches
+  double lr = 0.0;
+  std::optional<double> gradNorm; // none for a skipped update
+  bool skipped = false;
+};
+
+const char *const kMomentPrefixes[] = {"optimizer.exp_avg.",
+                                       "optimizer.exp_avg_sq."};
+const char *const kMainParamPrefix = "optimizer.main_param.";
+
 class Run {
 public:
   Run(int argc, char **argv)
@@ -173,6 +301,10 @@ public:
   }
   ~Run() {
     for (auto &[name, buf] : buffers)
+      loomrt_free(buf);
+    for (TrainParam &t : trained)
+      loomrt_free(t.grad);
+    for (float *buf : {mainGrads, expAvg, expAvgSq, mainParams})
       loomrt_free(buf);
   }
 
@@ -186,14 +318,26 @@ private:
   void setUp();
   void createCommunicators();
   void allocateParameters();
+  void setUpTraining();
+  void loadOptimizerState();
   BoundEntry bind(const Entry &entry);
   void runSteps();
+  void trainStep(BoundEntry &entry, int64_t dataStep, bool first,
+                 StepResult &result);
+  double globalGradNorm();
   void save();
+  /// Rank 0 writes `layout` (a manifest or a stateLayout of it) to `path`;
+  /// every rank sends the pieces it is the first holder of. bufferOf(k) is
+  /// this rank's buffer of layout.params[k].
+  void writeFile(const std::string &path, const Manifest &layout,
+                 const std::function<const void *(size_t)> &bufferOf,
+                 const std::map<std::string, std::string> &metadata);
 
   std::string tool, exeDir;
   int32_t rank, worldSize;
   std::vector<std::string> args;
   Options opts;
+  std::string manifestPath;
   Manifest m;
   const RankInfo *me = nullptr;
   std::map<std::string, loomrt_comm> comms; // by group kind; null if absent
@@ -204,6 +348,18 @@ private:
   float loss = 0.0f;
   FILE *metrics = nullptr;
   int64_t dpSize = 1, dpRank = 0;
+  int64_t samplesPerStep = 1;
+
+  // Training (--train).
+  std::vector<TrainParam> trained; // held parameters, manifest order
+  int64_t trainedElements = 0;
+  float *mainGrads = nullptr, *expAvg = nullptr, *expAvgSq = nullptr;
+  float *mainParams = nullptr; // only when some parameter is not f32
+  float gradScale = 1.0f;      // the train_step's grad_scale input
+  bool mixedPrecision = false; // f32 main params apart from the model's
+  bool dynamicScaling = false; // f16: DynamicLossScaler
+  TrainState state;            // where training stands (checkpointed)
+  bool resumed = false;        // the optimizer state came from --load
 };
 
 void Run::collectively(const std::function<void()> &fn) {
@@ -238,21 +394,29 @@ void Run::setUp() {
     opts = parseOptions(args);
     if (opts.help)
       return;
-    std::string path =
+    manifestPath =
         opts.manifest.empty() ? exeDir + "/manifest.json" : opts.manifest;
-    m = readManifest(path);
+    m = readManifest(manifestPath);
     if (m.worldSize != worldSize)
       throw Error("manifest is for " + std::to_string(m.worldSize) +
                   " rank" + (m.worldSize == 1 ? "" : "s") +
                   " but this job has " + std::to_string(worldSize));
     me = &m.ranks[rank];
     std::tie(dpSize, dpRank) = m.dataParallel(rank);
+    samplesPerStep = m.microBatchSize * m.numMicrobatches * dpSize;
     // The loss is averaged over each data-parallel group: its members must
     // all produce one or all not.
+    const char *entry = opts.train ? "train_step" : "forward";
+    if (opts.train)
+      for (const RankInfo &r : m.ranks)
+        if (!r.entries.count("train_step"))
+          throw Error("--train needs a \"train_step\" entry, but rank " +
+                      std::to_string(r.rank) + " of " + manifestPath +
+                      " has none (compile with loom-compile --train)");
     if (auto g = m.groupOf("dp", rank))
       for (int32_t peer : *g->first)
-        if (m.ranks[peer].entries.at("forward").hasArg(ArgKind::Loss) !=
-            me->entries.at("forward").hasArg(ArgKind::Loss))
+        if (m.ranks[peer].entries.at(entry).hasArg(ArgKind::Loss) !=
+            me->entries.at(entry).hasArg(ArgKind::Loss))
           throw Error("ranks " + std::to_string(rank) + " and " +
                       std::to_string(peer) +
                       " are in one data-parallel group but only one of "
@@ -298,6 +462,167 @@ void Run::allocateParameters() {
       initializeBox(p, s->box, opts.seed, buffers[p.name]);
 }
 
+//===----------------------------------------------------------------------===//
+// Training state
+//===----------------------------------------------------------------------===//
+
+void Run::setUpTraining() {
+  collectively([&] {
+    const Entry &entry = me->entries.at("train_step");
+    if (!entry.hasArg(ArgKind::GradScale))
+      throw Error("the train_step entry of rank " + std::to_string(rank) +
+                  " has no grad_scale argument");
+    if (me->logsLoss && !entry.hasArg(ArgKind::Loss))
+      throw Error("rank " + std::to_string(rank) + " logs the loss but its "
+                  "train_step entry has no loss argument");
+    std::set<std::string> grads;
+    for (const EntryArg &a : entry.args)
+      if (a.kind == ArgKind::Grad && !grads.insert(a.name).second)
+        throw Error("the train_step entry of rank " + std::to_string(rank) +
+                    " returns the gradient of \"" + a.name + "\" twice");
+
+    for (size_t i = 0; i < m.params.size(); ++i) {
+      const ParamSpec &p = m.params[i];
+      const Shard *s = p.shardOf(rank);
+      if (!s)
+        continue;
+      if (!grads.count(p.name))
+        throw Error("the train_step entry of rank " + std::to_string(rank) +
+                    " returns no gradient for parameter \"" + p.name + "\"");
+      TrainParam t;
+      t.index = i;
+      t.spec = &p;
+      t.n = numElements(s->box.shape);
+      t.offset = trainedElements;
+      t.model = buffers.at(p.name);
+      t.grad = loomrt_alloc(t.n * dtypeBytes(p.dtype));
+      t.decay = takesWeightDecay(p.name, p.shape);
+      for (const Shard *d : p.distinctShards())
+        t.countsInNorm |= d == s;
+      trainedElements += t.n;
+      mixedPrecision |= p.dtype != LOOMRT_F32;
+      dynamicScaling |= p.dtype == LOOMRT_F16;
+      trained.push_back(t);
+    }
+    int64_t bytes = trainedElements * int64_t(sizeof(float));
+    mainGrads = static_cast<float *>(loomrt_alloc(bytes));
+    expAvg = static_cast<float *>(loomrt_alloc(bytes));
+    expAvgSq = static_cast<float *>(loomrt_alloc(bytes));
+    loomrt_zero(expAvg, bytes);
+    loomrt_zero(expAvgSq, bytes);
+    if (mixedPrecision)
+      mainParams = static_cast<float *>(loomrt_alloc(bytes));
+    // f32 parameters are their own main parameters; the others start as
+    // their widened values (a --load optimizer state may replace them).
+    for (TrainParam &t : trained) {
+      if (t.spec->dtype == LOOMRT_F32) {
+        t.main = static_cast<float *>(t.model);
+        continue;
+      }
+      t.main = mainParams + t.offset;
+      loomrt_cast(t.spec->dtype, t.model, LOOMRT_F32, t.main, t.n);
+    }
+
+    if (!opts.load.empty())
+      loadOptimizerState();
+
+    // Settings: flags win, then the checkpoint, then the defaults.
+    AdamWConfig &ad = state.adamw;
+    if (!resumed)
+      ad = AdamWConfig();
+    ad.weightDecay = opts.weightDecay.value_or(ad.weightDecay);
+    ad.beta1 = opts.adamBeta1.value_or(ad.beta1);
+    ad.beta2 = opts.adamBeta2.value_or(ad.beta2);
+    ad.eps = opts.adamEps.value_or(ad.eps);
+    ad.clipGrad = opts.clipGrad.value_or(ad.clipGrad);
+    LrSchedule &lr = state.schedule;
+    lr.maxLr = opts.lr ? *opts.lr : resumed ? lr.maxLr : kDefaultLr;
+    lr.minLr = opts.minLr ? *opts.minLr : resumed ? lr.minLr : 0.0;
+    lr.warmupSteps = opts.lrWarmupSteps ? *opts.lrWarmupSteps
+                     : resumed          ? lr.warmupSteps
+                                        : 0;
+    state.decayStepsGiven =
+        opts.lrDecaySteps || (resumed && state.decayStepsGiven);
+    lr.decaySteps = opts.lrDecaySteps            ? *opts.lrDecaySteps
+                    : resumed && state.decayStepsGiven ? lr.decaySteps
+                                                 : state.iteration + opts.steps;
+    if (lr.minLr > lr.maxLr)
+      throw Error("the minimum learning rate " + std::to_string(lr.minLr) +
+                  " exceeds the peak " + std::to_string(lr.maxLr));
+    // The scaler's settings come from the flags, its position from the
+    // checkpoint (Megatron saves scale and trackers only).
+    DynamicLossScaler &sc = state.scaler;
+    sc.minScale = opts.minLossScale;
+    sc.growthInterval = opts.lossScaleWindow;
+    sc.hysteresis = opts.hysteresis;
+    if (!state.hasScaler) {
+      sc.scale = opts.initialLossScale;
+      sc.growthTracker = 0;
+      sc.hysteresisTracker = opts.hysteresis;
+    }
+    state.hasScaler = dynamicScaling;
+    if (state.consumedSamples % samplesPerStep != 0)
+      throw Error("the checkpoint consumed " +
+                  std::to_string(state.consumedSamples) +
+                  " samples, not a multiple of this plan's global batch of " +
+                  std::to_string(samplesPerStep));
+  });
+  if (rank == 0 && !opts.load.empty()) {
+    if (resumed)
+      std::printf("loom: resuming at iteration %" PRId64
+                  " (consumed samples %" PRId64 ", optimizer step %" PRId64
+                  ") from %s\n",
+                  state.iteration, state.consumedSamples, state.optimizerSteps,
+                  optimizerStatePath(opts.load).c_str());
+    else
+      std::printf("loom: %s not found: the optimizer starts from zero at "
+                  "iteration 0\n",
+                  optimizerStatePath(opts.load).c_str());
+    std::fflush(stdout);
+  }
+}
+
+void Run::loadOptimizerState() {
+  std::string path = optimizerStatePath(opts.load);
+  // A model-only checkpoint (e.g. converted from Hugging Face) starts a
+  // fresh optimizer; a damaged optimizer file is an error.
+  if (!fileExists(path))
+    return;
+  SafetensorsFile file(path);
+  auto meta = file.metadata().find("loom.train_state");
+  if (meta == file.metadata().end())
+    throw Error("optimizer state " + path +
+                " has no \"loom.train_state\" metadata");
+  state = TrainState::fromJson(meta->second, "optimizer state " + path);
+  resumed = true;
+
+  std::map<std::string, void *> bufs;
+  Manifest moments = stateLayout(
+      m, {kMomentPrefixes[0], kMomentPrefixes[1]}, LOOMRT_F32);
+  for (const TrainParam &t : trained) {
+    bufs[kMomentPrefixes[0] + t.spec->name] = expAvg + t.offset;
+    bufs[kMomentPrefixes[1] + t.spec->name] = expAvgSq + t.offset;
+  }
+  loadCheckpoint(path, moments, rank, bufs);
+
+  // Main parameters are saved when the saving run had low-precision
+  // parameters; they are more precise than the model file's values.
+  bool hasMain = std::any_of(
+      file.tensors().begin(), file.tensors().end(), [](const auto &kv) {
+        return kv.first.rfind(kMainParamPrefix, 0) == 0;
+      });
+  if (!hasMain)
+    return;
+  bufs.clear();
+  for (const TrainParam &t : trained)
+    bufs[kMainParamPrefix + t.spec->name] = t.main;
+  loadCheckpoint(path, stateLayout(m, {kMainParamPrefix}, LOOMRT_F32), rank,
+                 bufs);
+  for (const TrainParam &t : trained)
+    if (t.spec->dtype != LOOMRT_F32)
+      loomrt_cast(LOOMRT_F32, t.main, t.spec->dtype, t.model, t.n);
+}
+
 BoundEntry Run::bind(const Entry &entry) {
   BoundEntry b;
   // The object exports the symbol; the executable is linked with
@@ -331,6 +656,19 @@ BoundEntry Run::bind(const Entry &entry) {
       // in no group of that kind).
       b.args.push_back(&comms.at(a.name));
       break;
+    case ArgKind::GradScale:
+      b.args.push_back(&gradScale);
+      break;
+    case ArgKind::Grad: {
+      auto t = std::find_if(trained.begin(), trained.end(), [&](auto &t) {
+        return t.spec->name == a.name;
+      });
+      if (t == trained.end())
+        throw Error("entry point '" + entry.symbol + "' returns gradients, "
+                    "which only --train provides buffers for");
+      b.args.push_back(t->grad);
+      break;
+    }
     case ArgKind::Other:
       // The manifest parser admits these only in entries not run yet.
       throw Error("entry point '" + entry.symbol + "' takes an argument of "
@@ -341,8 +679,105 @@ BoundEntry Run::bind(const Entry &entry) {
   return b;
 }
 
+//===----------------------------------------------------------------------===//
+// The step loop
+//===----------------------------------------------------------------------===//
+
+double Run::globalGradNorm() {
+  // Every element once: each distinct box of a parameter is counted by its
+  // first holder only (data-parallel and tensor-parallel replicas hold equal
+  // gradients after the all-reduce), and the world sums the parts.
+  double local = 0.0;
+  for (const TrainParam &t : trained)
+    if (t.countsInNorm)
+      local += double(loomrt_sum_squares(LOOMRT_F32, mainGrads + t.offset, t.n));
+  float sum = float(local);
+  if (worldSize > 1)
+    loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, &sum, &sum,
+                      1);
+  return std::sqrt(double(sum));
+}
+
+void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
+                    StepResult &result) {
+  double lossScale = dynamicScaling ? state.scaler.scale : 1.0;
+  // The compiled code differentiates grad_scale * loss: scaling for f16 and
+  // the mean over micro-batches cost nothing there.
+  gradScale = float(lossScale / double(m.numMicrobatches));
+  loomrt_zero(mainGrads, trainedElements * int64_t(sizeof(float)));
+  for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
+    try {
+      reader->read(dataStep, micro, dpRank, dpSize, batch);
+    } catch (const Error &e) {
+      // Only this rank sees these samples: abort the job with the reason.
+      std::string msg = tool + ": error: " + e.what();
+      loomrt_abort(msg.c_str());
+    }
+    entry.fn(entry.args.data());
+    result.lossSum += loss;
+    // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
+    for (const TrainParam &t : trained)
+      loomrt_axpy(t.n, 1.0f, t.spec->dtype, t.grad, LOOMRT_F32,
+                  mainGrads + t.offset);
+  }
+  // Gradient sync once, after the last micro-batch: the data-parallel mean.
+  if (dpSize > 1) {
+    loomrt_all_reduce(comms.at("dp"), LOOMRT_F32, LOOMRT_SUM, mainGrads,
+                      mainGrads, trainedElements);
+    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(1.0 / dpSize));
+  }
+  if (lossScale != 1.0)
+    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements,
+                 float(1.0 / lossScale));
+  if (first && !opts.dumpGrads.empty())
+    writeFile(opts.dumpGrads, stateLayout(m, {""}, LOOMRT_F32),
+              [&](size_t k) -> const void * {
+                for (const TrainParam &t : trained)
+                  if (t.index == k)
+                    return mainGrads + t.offset;
+                return nullptr; // not held: never asked for
+              },
+              {{"format", "pt"}, {"loom.family", m.family}});
+
+  result.lr = state.schedule.at(state.optimizerSteps);
+  bool nonfinite = false;
+  if (dynamicScaling) {
+    // Every rank must take the same decision: MAX over the world.
+    float flag = float(loomrt_has_nonfinite(LOOMRT_F32, mainGrads,
+                                            trainedElements));
+    if (worldSize > 1)
+      loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_MAX, &flag,
+                        &flag, 1);
+    nonfinite = flag != 0.0f;
+    state.scaler.update(nonfinite);
+  }
+  double norm = nonfinite ? 0.0 : globalGradNorm();
+  // Without a scaler, a non-finite gradient would poison the weights: the
+  // update is skipped all the same (the norm is the same on every rank).
+  if (nonfinite || !std::isfinite(norm)) {
+    result.skipped = true;
+    ++state.skippedIterations;
+    return;
+  }
+  result.gradNorm = norm;
+  const AdamWConfig &ad = state.adamw;
+  double coeff = clipCoefficient(norm, ad.clipGrad);
+  if (coeff < 1.0)
+    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(coeff));
+  ++state.optimizerSteps;
+  for (const TrainParam &t : trained) {
+    loomrt_adamw(t.n, t.main, mainGrads + t.offset, expAvg + t.offset,
+                 expAvgSq + t.offset, float(result.lr), float(ad.beta1),
+                 float(ad.beta2), float(ad.eps),
+                 t.decay ? float(ad.weightDecay) : 0.0f,
+                 state.optimizerSteps);
+    if (t.spec->dtype != LOOMRT_F32)
+      loomrt_cast(LOOMRT_F32, t.main, t.spec->dtype, t.model, t.n);
+  }
+}
+
 void Run::runSteps() {
-  BoundEntry forward;
+  BoundEntry entry;
   collectively([&] {
     if (opts.data.empty())
       stream = syntheticTokenStream(opts.seed, m.vocabSize);
@@ -356,7 +791,7 @@ void Run::runSteps() {
     batch.tokens.resize(n);
     batch.labels.resize(n);
     batch.lossMask.resize(n);
-    forward = bind(me->entries.at("forward"));
+    entry = bind(me->entries.at(opts.train ? "train_step" : "forward"));
     if (me->logsLoss && !opts.metricsJsonl.empty()) {
       metrics = std::fopen(opts.metricsJsonl.c_str(), "w");
       if (!metrics)
@@ -365,7 +800,6 @@ void Run::runSteps() {
     }
   });
 
-  int64_t samplesPerStep = m.microBatchSize * m.numMicrobatches * dpSize;
   int64_t tokensPerStep = samplesPerStep * m.seqLength;
   if (me->logsLoss) {
     // Megatron's order of the parallel sizes.
@@ -387,22 +821,32 @@ void Run::runSteps() {
     std::fflush(stdout);
   }
 
+  // A resumed run continues the iteration count and the sample stream.
+  int64_t firstIteration = state.iteration;
+  int64_t firstDataStep = state.consumedSamples / samplesPerStep;
+  int64_t lastIteration = firstIteration + opts.steps;
   for (int64_t step = 0; step < opts.steps; ++step) {
     double start = loomrt_wtime();
-    double lossSum = 0.0;
-    for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
-      try {
-        reader->read(step, micro, dpRank, dpSize, batch);
-      } catch (const Error &e) {
-        // Only this rank sees these samples: abort the job with the reason.
-        std::string msg = tool + ": error: " + e.what();
-        loomrt_abort(msg.c_str());
+    StepResult result;
+    if (opts.train) {
+      trainStep(entry, firstDataStep + step, step == 0, result);
+    } else {
+      for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
+        try {
+          reader->read(firstDataStep + step, micro, dpRank, dpSize, batch);
+        } catch (const Error &e) {
+          // Only this rank sees these samples: abort the job with the reason.
+          std::string msg = tool + ": error: " + e.what();
+          loomrt_abort(msg.c_str());
+        }
+        entry.fn(entry.args.data());
+        result.lossSum += loss;
       }
-      forward.fn(forward.args.data());
-      lossSum += loss;
     }
-    float stepLoss = float(lossSum / double(m.numMicrobatches));
-    if (forward.producesLoss && dpSize > 1) {
+    state.iteration += 1;
+    state.consumedSamples += samplesPerStep;
+    float stepLoss = float(result.lossSum / double(m.numMicrobatches));
+    if (entry.producesLoss && dpSize > 1) {
       loomrt_all_reduce(comms.at("dp"), LOOMRT_F32, LOOMRT_SUM, &stepLoss,
                         &stepLoss, 1);
       stepLoss /= float(dpSize);
@@ -412,26 +856,54 @@ void Run::runSteps() {
       continue;
     double ms = seconds * 1e3;
     double tps = seconds > 0 ? double(tokensPerStep) / seconds : 0.0;
+    // Megatron's training_log fields, in its order.
     std::printf(" iteration %8" PRId64 "/%8" PRId64
                 " | consumed samples: %12" PRId64
                 " | elapsed time per iteration (ms): %.1f"
-                " | tokens per second: %.1f | global batch size: %5" PRId64
-                " | lm loss: %E |\n",
-                step + 1, opts.steps, (step + 1) * samplesPerStep, ms, tps,
+                " | tokens per second: %.1f",
+                state.iteration, lastIteration, state.consumedSamples, ms, tps);
+    if (opts.train)
+      std::printf(" | learning rate: %E", result.lr);
+    std::printf(" | global batch size: %5" PRId64 " | lm loss: %E |",
                 samplesPerStep, double(stepLoss));
+    if (opts.train) {
+      if (dynamicScaling)
+        std::printf(" loss scale: %.1f |", state.scaler.scale);
+      if (result.gradNorm)
+        std::printf(" grad norm: %.3f |", *result.gradNorm);
+      std::printf(" number of skipped iterations: %3d |", int(result.skipped));
+    }
+    std::printf("\n");
     std::fflush(stdout);
     if (metrics) {
       // %.9g round-trips an f32 exactly; JSON has no NaN/inf literals.
-      char lossText[32];
-      if (std::isfinite(stepLoss))
-        std::snprintf(lossText, sizeof(lossText), "%.9g", double(stepLoss));
-      else
-        std::snprintf(lossText, sizeof(lossText), "null");
+      auto number = [](double v, const char *fmt) {
+        char text[40];
+        if (std::isfinite(v))
+          std::snprintf(text, sizeof(text), fmt, v);
+        else
+          std::snprintf(text, sizeof(text), "null");
+        return std::string(text);
+      };
       std::fprintf(metrics,
                    "{\"step\": %" PRId64 ", \"loss\": %s, \"step_time_ms\": "
                    "%.3f, \"tokens_per_second\": %.1f, \"consumed_samples\": "
-                   "%" PRId64 "}\n",
-                   step + 1, lossText, ms, tps, (step + 1) * samplesPerStep);
+                   "%" PRId64,
+                   state.iteration, number(stepLoss, "%.9g").c_str(), ms, tps,
+                   state.consumedSamples);
+      if (opts.train) {
+        // lr and grad norm in full double precision for reference checks.
+        std::fprintf(metrics, ", \"lr\": %s, \"grad_norm\": %s",
+                     number(result.lr, "%.17g").c_str(),
+                     result.gradNorm ? number(*result.gradNorm, "%.17g").c_str()
+                                     : "null");
+        if (dynamicScaling)
+          std::fprintf(metrics, ", \"loss_scale\": %s",
+                       number(state.scaler.scale, "%.17g").c_str());
+        std::fprintf(metrics, ", \"skipped_iterations\": %" PRId64,
+                     state.skippedIterations);
+      }
+      std::fprintf(metrics, "}\n");
       std::fflush(metrics);
     }
   }
@@ -441,36 +913,81 @@ void Run::runSteps() {
   }
 }
 
-void Run::save() {
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+void Run::writeFile(const std::string &path, const Manifest &layout,
+                    const std::function<const void *(size_t)> &bufferOf,
+                    const std::map<std::string, std::string> &metadata) {
   // Rank 0 writes; the first holder of every distinct shard sends it, in
   // the order forEachCheckpointPiece defines on every rank.
+  auto indexOf = [&](const ParamSpec &p) {
+    return size_t(&p - layout.params.data());
+  };
   collectively([&] {
     if (rank != 0) {
-      forEachCheckpointPiece(m, [&](const HfTensor &, const ParamSpec &p,
-                                    const Shard &s) {
+      forEachCheckpointPiece(layout, [&](const HfTensor &, const ParamSpec &p,
+                                         const Shard &s) {
         if (s.rank == rank)
-          loomrt_send(loomrt_comm_world(), p.dtype, buffers.at(p.name),
+          loomrt_send(loomrt_comm_world(), p.dtype, bufferOf(indexOf(p)),
                       numElements(s.box.shape), 0);
       });
       return;
     }
-    // Only what describes the tensors: the same parameters give the same
-    // bytes whatever the plan, seed or step count that produced them.
-    std::map<std::string, std::string> meta = {{"format", "pt"},
-                                               {"loom.family", m.family}};
     writeCheckpoint(
-        opts.save, m,
+        path, layout,
         [&](const ParamSpec &p, const Shard &s, void *out) {
           int64_t n = numElements(s.box.shape);
           if (s.rank == 0)
-            std::memcpy(out, buffers.at(p.name), n * dtypeBytes(p.dtype));
+            std::memcpy(out, bufferOf(indexOf(p)), n * dtypeBytes(p.dtype));
           else
             loomrt_recv(loomrt_comm_world(), p.dtype, out, n, s.rank);
         },
-        meta);
+        metadata);
   });
+}
+
+void Run::save() {
+  if (opts.train) {
+    // The optimizer file first: a crash between the two writes leaves the
+    // previous model file, which a reader can still use alone.
+    std::vector<std::string> prefixes = {kMomentPrefixes[0],
+                                         kMomentPrefixes[1]};
+    if (mixedPrecision)
+      prefixes.push_back(kMainParamPrefix);
+    Manifest layout = stateLayout(m, prefixes, LOOMRT_F32);
+    size_t n = m.params.size();
+    std::vector<const TrainParam *> byIndex(n, nullptr);
+    for (const TrainParam &t : trained)
+      byIndex[t.index] = &t;
+    writeFile(optimizerStatePath(opts.save), layout,
+              [&](size_t k) -> const void * {
+                const TrainParam &t = *byIndex[k % n];
+                switch (k / n) {
+                case 0:
+                  return expAvg + t.offset;
+                case 1:
+                  return expAvgSq + t.offset;
+                default:
+                  return t.main;
+                }
+              },
+              {{"format", "pt"},
+               {"loom.family", m.family},
+               {"loom.train_state", state.toJson()}});
+  }
+  // Only what describes the tensors: the same parameters give the same
+  // bytes whatever the plan, seed or step count that produced them.
+  writeFile(opts.save, m,
+            [&](size_t k) -> const void * {
+              return buffers.at(m.params[k].name);
+            },
+            {{"format", "pt"}, {"loom.family", m.family}});
   if (rank == 0) {
-    std::printf("loom: saved checkpoint %s\n", opts.save.c_str());
+    std::printf("loom: saved checkpoint %s%s\n", opts.save.c_str(),
+                opts.train ? (" and " + optimizerStatePath(opts.save)).c_str()
+                           : "");
     std::fflush(stdout);
   }
 }
@@ -484,20 +1001,25 @@ int Run::main() {
   }
   if (opts.threads > 0)
     loomrt_set_num_threads(opts.threads);
-  // A --save that cannot succeed fails before the steps, not after them.
-  if (!opts.save.empty())
-    collectively([&] {
-      if (rank != 0)
-        return;
-      std::string dir = opts.save.substr(0, opts.save.rfind('/') + 1);
-      if (dir.empty())
-        dir = ".";
-      if (::access(dir.c_str(), W_OK) != 0)
-        throw Error("cannot write checkpoint " + opts.save + ": directory " +
-                    dir + " is missing or not writable");
-    });
+  // A --save or --dump-grads that cannot succeed fails before the steps,
+  // not after them.
+  for (auto [what, out] : {std::pair{"checkpoint", &opts.save},
+                            {"gradient file", &opts.dumpGrads}})
+    if (!out->empty())
+      collectively([&] {
+        if (rank != 0)
+          return;
+        std::string dir = out->substr(0, out->rfind('/') + 1);
+        if (dir.empty())
+          dir = ".";
+        if (::access(dir.c_str(), W_OK) != 0)
+          throw Error(std::string("cannot write ") + what + " " + *out +
+                      ": directory " + dir + " is missing or not writable");
+      });
   createCommunicators();
   allocateParameters();
+  if (opts.train)
+    setUpTraining();
   runSteps();
   if (!opts.save.empty())
     save();

@@ -33,7 +33,30 @@ struct Options {
   std::string load, save;
   int32_t threads = 0; // 0: the runtime's default
   bool help = false;
+
+  // Training (--train): run the train_step entry and AdamW. The schedule
+  // and optimizer flags are optional: a value not given comes from the
+  // --load checkpoint, else from the defaults (AdamWConfig, kDefaultLr).
+  bool train = false;
+  std::optional<double> lr, minLr;
+  std::optional<int64_t> lrWarmupSteps, lrDecaySteps;
+  std::optional<double> weightDecay, adamBeta1, adamBeta2, adamEps;
+  std::optional<double> clipGrad; // 0: no clipping
+  // Dynamic loss scaling, f16 parameters only.
+  double initialLossScale = 4294967296.0; // 2^32
+  double minLossScale = 1.0;
+  int64_t lossScaleWindow = 1000;
+  int64_t hysteresis = 2;
+  std::string dumpGrads; // gradients of the first step, safetensors
 };
+
+/// The default peak learning rate of --train.
+constexpr double kDefaultLr = 1e-3;
+
+/// Where the optimizer state of checkpoint `path` lives: "x.safetensors"
+/// -> "x.optim.safetensors", any other name gets ".optim.safetensors"
+/// appended.
+std::string optimizerStatePath(const std::string &path);
 
 /// Parses the flags after argv[0]. Accepts "--flag value" and
 /// "--flag=value". Throws Error for unknown flags and bad values.

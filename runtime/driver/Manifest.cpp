@@ -274,8 +274,10 @@ Entry parseEntry(const Reader &r, const json &v, const std::string &path,
       a.kind = ArgKind::LossMask;
     else if (kind == "loss")
       a.kind = ArgKind::Loss;
-    else if (kind == "param") {
-      a.kind = ArgKind::Param;
+    else if (kind == "grad_scale")
+      a.kind = ArgKind::GradScale;
+    else if (kind == "param" || kind == "grad") {
+      a.kind = kind == "param" ? ArgKind::Param : ArgKind::Grad;
       a.name = r.string(r.member(args[i], p, "name"), at(p, "name"));
       if (!m.findParam(a.name))
         r.fail(p, "unknown parameter \"" + a.name + "\"");
@@ -287,7 +289,7 @@ Entry parseEntry(const Reader &r, const json &v, const std::string &path,
     } else if (strict) {
       r.fail(at(p, "kind"), "unknown argument kind \"" + kind +
                                 "\" (expected tokens, labels, loss_mask, "
-                                "param, loss or comm)");
+                                "param, loss, comm, grad_scale or grad)");
     } else {
       a.kind = ArgKind::Other;
       a.name = kind;
@@ -533,10 +535,13 @@ void parseRanks(const Reader &r, const json &root, Manifest &m) {
                        " has no \"forward\" entry");
     for (auto &[name, entry] : info.entries)
       for (const EntryArg &a : entry.args)
-        if (a.kind == ArgKind::Param && !m.findParam(a.name)->shardOf(info.rank))
+        if ((a.kind == ArgKind::Param || a.kind == ArgKind::Grad) &&
+            !m.findParam(a.name)->shardOf(info.rank))
           r.fail(path, "entry \"" + name + "\" of rank " +
-                           std::to_string(rank) + " takes parameter \"" +
-                           a.name + "\" but the rank holds no shard of it");
+                           std::to_string(rank) + " takes " +
+                           (a.kind == ArgKind::Grad ? "the gradient of " : "") +
+                           "parameter \"" + a.name +
+                           "\" but the rank holds no shard of it");
     if (info.logsLoss && !info.entries["forward"].hasArg(ArgKind::Loss))
       r.fail(path, "rank " + std::to_string(rank) +
                        " logs the loss but its forward entry has no loss "

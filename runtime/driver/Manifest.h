@@ -86,14 +86,25 @@ struct HfTensor {
   std::vector<size_t> pieces; // indices into Manifest::params
 };
 
-/// `Other` is a kind this driver does not provide (an entry point it does
-/// not run yet, e.g. a train step's optimizer arguments); it is an error
-/// only in an entry the driver runs.
-enum class ArgKind { Tokens, Labels, LossMask, Param, Loss, Comm, Other };
+/// `GradScale` (an f32 scalar input) and `Grad` (the output gradient of a
+/// parameter) belong to the train step. `Other` is a kind this driver does
+/// not provide; it is an error only in an entry the driver runs.
+enum class ArgKind {
+  Tokens,
+  Labels,
+  LossMask,
+  Param,
+  Loss,
+  Comm,
+  GradScale,
+  Grad,
+  Other
+};
 
 struct EntryArg {
   ArgKind kind = ArgKind::Tokens;
-  std::string name; // parameter name (Param), group kind (Comm), kind (Other)
+  /// Parameter name (Param, Grad), group kind (Comm), kind (Other).
+  std::string name;
 };
 
 /// A compiled entry point: `void symbol(void **args)`.

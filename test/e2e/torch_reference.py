@@ -22,6 +22,18 @@
 #   torch_reference.py check --config C.json --manifest out/manifest.json
 #       --checkpoint ckpt.safetensors --data FILE [--data-format int32|uint16]
 #       --metrics m.jsonl [--rtol 1e-5]
+#   torch_reference.py grads ... --checkpoint init.safetensors
+#       --grads dumped.safetensors          (loom-run --train --dump-grads)
+#   torch_reference.py train ... --checkpoint init.safetensors
+#       --metrics m.jsonl --final final.safetensors --steps N [optimizer flags]
+#   torch_reference.py falls --metrics m.jsonl --min-drop D [--window K]
+#
+# `grads` compares the gradients of the first step with autograd; `train`
+# runs the same training as loom-run --train (torch.optim.AdamW, Megatron's
+# warmup + cosine schedule, global-norm clipping, no weight decay for biases
+# and 1-D tensors) from the same initial weights on the same batches and
+# compares the loss curve and the final weights. Tensors are compared by
+# their normwise relative difference |loom - torch| / |torch|.
 #
 # transformers and safetensors are not installed: safetensors is parsed
 # with json + torch.frombuffer. Computation is float64 by default, so the
@@ -293,6 +305,177 @@ def cmd_check(args):
     print("loss matches PyTorch within %.0e" % args.rtol)
 
 
+def global_batches(args, manifest, stream, step):
+    """The micro-batches of every data-parallel rank for step `step`."""
+    B, S = manifest["micro_batch_size"], manifest["seq_length"]
+    nmb = manifest.get("num_microbatches", 1)
+    dp = len((manifest.get("groups", {}).get("dp") or [[0]])[0])
+    eod = manifest.get("eod_token_id")
+    for m in range(nmb):
+        for d in range(dp):
+            tokens, labels, mask = micro_batch(stream, step, m, d, dp, nmb,
+                                               B, S, eod)
+            pos, doc = positions_and_docs(tokens, args.eod_token_id,
+                                          args.reset_position_ids,
+                                          args.reset_attention_mask)
+            yield tokens, labels, mask, pos, doc
+
+
+def step_loss(args, cfg, manifest, W, stream, step):
+    """The loss loom-run logs: the mean over micro-batches and dp ranks of
+    the masked mean cross-entropy of each micro-batch."""
+    forward = gpt2_logits if cfg.family == "gpt2" else llama_logits
+    losses = [masked_mean_ce(forward(cfg, W, t, p, d), l, m)
+              for t, l, m, p, d in global_batches(args, manifest, stream, step)]
+    return sum(losses) / len(losses)
+
+
+def load_setup(args):
+    cfg = Config(args.config)
+    with open(args.manifest) as f:
+        manifest = json.load(f)
+    dtype = torch.float64 if args.precision == "f64" else torch.float32
+    W = {k: v.to(dtype).requires_grad_(True)
+         for k, v in read_safetensors(args.checkpoint).items()}
+    stream = read_tokens(args.data, args.data_format)
+    return cfg, manifest, W, stream
+
+
+def relative(a, b):
+    a, b = a.to(torch.float64), b.to(torch.float64)
+    d = float((a - b).norm() / b.norm().clamp_min(1e-300))
+    return d if d == d else float("inf")  # NaN: as bad as it gets
+
+
+def compare_tensors(what, loom, ref):
+    """Prints the worst tensors; returns the worst normwise difference."""
+    missing = sorted(set(ref) - set(loom))
+    if missing:
+        sys.exit("FAIL: %s lacks %s" % (what, ", ".join(missing)))
+    diffs = sorted(((relative(loom[k], ref[k].detach()), k) for k in ref),
+                   reverse=True)
+    for d, k in diffs[:3]:
+        print("%s %s: relative difference %.2e" % (what, k, d))
+    return diffs[0][0]
+
+
+def cmd_grads(args):
+    cfg, manifest, W, stream = load_setup(args)
+    loss = step_loss(args, cfg, manifest, W, stream, 0)
+    loss.backward()
+    worst = compare_tensors("gradient", read_safetensors(args.grads),
+                            {k: v.grad for k, v in W.items()})
+    if not worst <= args.rtol:  # NaN fails too
+        sys.exit("FAIL: gradients differ from autograd by %.2e (> %.0e)"
+                 % (worst, args.rtol))
+    print("gradients match autograd within %.0e" % args.rtol)
+
+
+def megatron_lr(args, num_steps):
+    """OptimizerParamScheduler.get_lr, cosine style, lr_warmup_init 0;
+    num_steps = updates applied so far."""
+    warmup, decay = args.lr_warmup_steps, args.lr_decay_steps
+    if warmup > 0 and num_steps <= warmup:
+        return args.lr * num_steps / warmup
+    if num_steps > decay:
+        return args.min_lr
+    ratio = (num_steps - warmup) / (decay - warmup)
+    return args.min_lr + (args.lr - args.min_lr) * 0.5 * (math.cos(math.pi * ratio) + 1.0)
+
+
+def cmd_train(args):
+    cfg, manifest, W, stream = load_setup(args)
+    with open(args.metrics) as f:
+        logged = [json.loads(line) for line in f if line.strip()]
+    if len(logged) != args.steps:
+        sys.exit("FAIL: %s has %d steps, expected %d"
+                 % (args.metrics, len(logged), args.steps))
+    # Megatron's no_weight_decay_cond: biases and 1-D tensors.
+    decay = [w for k, w in sorted(W.items()) if w.dim() > 1 and not k.endswith(".bias")]
+    no_decay = [w for k, w in sorted(W.items()) if not (w.dim() > 1 and not k.endswith(".bias"))]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": args.weight_decay},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr, betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_eps)
+    # Adam divides each gradient element by its own magnitude, so an element
+    # whose gradient f32 cannot resolve gets a move of O(lr) from rounding
+    # noise in loom: GPT-2's key bias (exactly zero in exact arithmetic,
+    # softmax ignores a shift shared by all keys), or an embedding row whose
+    # gradient is ~eps at its first use. A sum of n f32 terms is known to
+    # about n * 2^-24 of its largest term, n <= a few hundred here, so
+    # elements with 0 < |g| <= 1e-5 max|g| of their tensor at some step are
+    # "unresolved": they are held to Adam's step bound (Kingma & Ba 2.1:
+    # lr (1 - beta1) / sqrt(1 - beta2) per step, for loom and torch each)
+    # instead of the tolerance. The output says how many there are.
+    unresolved = {k: torch.zeros_like(w, dtype=torch.bool) for k, w in W.items()}
+    step_bound = (1 - args.adam_beta1) / math.sqrt(1 - args.adam_beta2)
+    lr_sum = 0.0
+    worst = 0.0
+    for step in range(args.steps):
+        opt.zero_grad()
+        loss = step_loss(args, cfg, manifest, W, stream, args.first_step + step)
+        loss.backward()
+        for k, w in W.items():
+            g = w.grad.abs()
+            unresolved[k] |= (g > 0) & (g <= 1e-5 * g.max())
+        norm = float(torch.nn.utils.clip_grad_norm_(
+            list(W.values()), args.clip_grad if args.clip_grad > 0 else float("inf")))
+        lr = megatron_lr(args, args.first_step + step)
+        lr_sum += lr
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.step()
+        entry = logged[step]
+        if entry["grad_norm"] is None or entry["loss"] is None:
+            sys.exit("FAIL: loom skipped step %d (non-finite gradients), "
+                     "which this reference does not model" % entry["step"])
+        rel = abs(entry["loss"] - float(loss)) / abs(float(loss))
+        worst = max(worst, rel)
+        norm_rel = abs(entry["grad_norm"] - norm) / norm
+        print("step %d: loom %.8e torch %.8e relative difference %.2e | "
+              "lr loom %.6e torch %.6e | grad norm loom %.6e torch %.6e"
+              % (entry["step"], entry["loss"], float(loss), rel, entry["lr"],
+                 lr, entry["grad_norm"], norm))
+        if abs(entry["lr"] - lr) > 1e-12 * max(1.0, lr) or not norm_rel <= args.grad_norm_rtol:
+            sys.exit("FAIL: step %d: lr or grad norm differ" % entry["step"])
+    if not worst <= args.rtol:
+        sys.exit("FAIL: loss curve differs from PyTorch by %.2e (> %.0e)"
+                 % (worst, args.rtol))
+    print("loss curve matches PyTorch within %.0e" % args.rtol)
+    loom = read_safetensors(args.final)
+    count = sum(int(n.sum()) for n in unresolved.values())
+    if count:
+        bound = 2 * step_bound * lr_sum
+        gap = max(float((loom[k].to(torch.float64) - W[k].detach())[n].abs().max())
+                  for k, n in unresolved.items() if n.any())
+        print("%d elements with gradients below f32 resolution differ by up "
+              "to %.2e (Adam's bound %.2e)" % (count, gap, bound))
+        if not gap <= bound:
+            sys.exit("FAIL: unresolved elements differ by more than Adam can move")
+        for k, n in unresolved.items():
+            loom[k] = torch.where(n, W[k].detach().to(loom[k].dtype), loom[k])
+    final = compare_tensors("final", loom, W)
+    if not final <= args.param_rtol:
+        sys.exit("FAIL: final parameters differ from PyTorch by %.2e (> %.0e)"
+                 % (final, args.param_rtol))
+    print("final parameters match PyTorch within %.0e" % args.param_rtol)
+
+
+def cmd_falls(args):
+    with open(args.metrics) as f:
+        losses = [json.loads(line)["loss"] for line in f if line.strip()]
+    k = args.window
+    if len(losses) < 2 * k or None in losses:
+        sys.exit("FAIL: %s: need %d finite losses" % (args.metrics, 2 * k))
+    first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
+    print("mean loss of the first %d steps %.4f, of the last %d steps %.4f"
+          % (k, first, k, last))
+    if not last < first - args.min_drop:
+        sys.exit("FAIL: the loss fell by %.4f, expected more than %.4f"
+                 % (first - last, args.min_drop))
+    print("loss fell by more than %g" % args.min_drop)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -314,8 +497,50 @@ def main():
     c.add_argument("--eod-token-id", type=int)
     c.add_argument("--reset-position-ids", action="store_true")
     c.add_argument("--reset-attention-mask", action="store_true")
+    g = sub.add_parser("grads", help="compare --dump-grads with autograd")
+    t = sub.add_parser("train", help="compare a loom-run --train run")
+    for q in (g, t):
+        q.add_argument("--config", required=True)
+        q.add_argument("--manifest", required=True)
+        q.add_argument("--checkpoint", required=True,
+                       help="the initial weights (loom-run --steps 0 --save)")
+        q.add_argument("--data", required=True)
+        q.add_argument("--data-format", choices=["int32", "uint16"])
+        q.add_argument("--rtol", type=float, default=1e-5)
+        q.add_argument("--precision", choices=["f64", "f32"], default="f64")
+        q.add_argument("--eod-token-id", type=int)
+        q.add_argument("--reset-position-ids", action="store_true")
+        q.add_argument("--reset-attention-mask", action="store_true")
+    g.add_argument("--grads", required=True, help="loom-run --dump-grads FILE")
+    t.add_argument("--metrics", required=True)
+    t.add_argument("--final", required=True, help="loom-run --save FILE")
+    t.add_argument("--steps", type=int, required=True)
+    t.add_argument("--first-step", type=int, default=0,
+                   help="steps already run before the initial checkpoint")
+    t.add_argument("--param-rtol", type=float, default=1e-5)
+    t.add_argument("--grad-norm-rtol", type=float,
+                   help="tolerance of the logged grad norms (default: --rtol)")
+    # loom-run's defaults.
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--min-lr", type=float, default=0.0)
+    t.add_argument("--lr-warmup-steps", type=int, default=0)
+    t.add_argument("--lr-decay-steps", type=int)
+    t.add_argument("--weight-decay", type=float, default=0.01)
+    t.add_argument("--adam-beta1", type=float, default=0.9)
+    t.add_argument("--adam-beta2", type=float, default=0.999)
+    t.add_argument("--adam-eps", type=float, default=1e-8)
+    t.add_argument("--clip-grad", type=float, default=1.0)
+    f = sub.add_parser("falls", help="check that a logged loss curve falls")
+    f.add_argument("--metrics", required=True)
+    f.add_argument("--window", type=int, default=5)
+    f.add_argument("--min-drop", type=float, required=True)
     args = p.parse_args()
-    {"tokens": cmd_tokens, "check": cmd_check}[args.cmd](args)
+    if args.cmd == "train" and args.lr_decay_steps is None:
+        args.lr_decay_steps = args.first_step + args.steps
+    if args.cmd == "train" and args.grad_norm_rtol is None:
+        args.grad_norm_rtol = args.rtol
+    {"tokens": cmd_tokens, "check": cmd_check, "grads": cmd_grads,
+     "train": cmd_train, "falls": cmd_falls}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,60 @@ static cl::opt<std::string>
                         "(default: cores / ranks)"),
                cl::value_desc("n"), cl::cat(category));
 
+// Training flags, forwarded as given (the ranks validate the values).
+static cl::opt<bool> optTrain("train",
+                              cl::desc("Run train_step and AdamW (a program "
+                                       "compiled with loom-compile --train)"),
+                              cl::cat(category));
+static cl::opt<std::string> optLr("lr", cl::desc("Peak learning rate"),
+                                  cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string> optMinLr("min-lr",
+                                     cl::desc("Floor of the cosine decay"),
+                                     cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string>
+    optWarmup("lr-warmup-steps", cl::desc("Linear learning-rate warmup steps"),
+              cl::value_desc("n"), cl::cat(category));
+static cl::opt<std::string>
+    optDecay("lr-decay-steps",
+             cl::desc("Step at which the cosine decay reaches --min-lr"),
+             cl::value_desc("n"), cl::cat(category));
+static cl::opt<std::string>
+    optWeightDecay("weight-decay",
+                   cl::desc("AdamW weight decay (not for biases and 1-D "
+                            "parameters)"),
+                   cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string> optBeta1("adam-beta1", cl::desc("AdamW beta1"),
+                                     cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string> optBeta2("adam-beta2", cl::desc("AdamW beta2"),
+                                     cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string> optEps("adam-eps", cl::desc("AdamW epsilon"),
+                                   cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string>
+    optClip("clip-grad", cl::desc("Global gradient-norm clip (0: off)"),
+            cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string>
+    optInitialScale("initial-loss-scale",
+                    cl::desc("f16 dynamic loss scaler: initial scale"),
+                    cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string>
+    optMinScale("min-loss-scale", cl::desc("f16 dynamic loss scaler: floor"),
+                cl::value_desc("x"), cl::cat(category));
+static cl::opt<std::string>
+    optScaleWindow("loss-scale-window",
+                   cl::desc("f16 dynamic loss scaler: clean steps before "
+                            "growing the scale"),
+                   cl::value_desc("n"), cl::cat(category));
+static cl::opt<std::string>
+    optHysteresis("hysteresis",
+                  cl::desc("f16 dynamic loss scaler: overflows before "
+                           "backing off"),
+                  cl::value_desc("n"), cl::cat(category));
+static cl::opt<std::string>
+    optDumpGrads("dump-grads",
+                 cl::desc("Write the first step's gradients (safetensors, "
+                          "HF names)"),
+                 cl::value_desc("file"), cl::cat(category));
+
 // Launcher flags.
 static cl::opt<std::string> optMpirun("mpirun",
                                       cl::desc("mpirun to use (default: the "
@@ -187,6 +241,22 @@ int main(int argc, char **argv) {
   forward("--load", optLoad);
   forward("--save", optSave);
   forward("--threads", optThreads);
+  if (optTrain)
+    rankArgs.push_back("--train");
+  forward("--lr", optLr);
+  forward("--min-lr", optMinLr);
+  forward("--lr-warmup-steps", optWarmup);
+  forward("--lr-decay-steps", optDecay);
+  forward("--weight-decay", optWeightDecay);
+  forward("--adam-beta1", optBeta1);
+  forward("--adam-beta2", optBeta2);
+  forward("--adam-eps", optEps);
+  forward("--clip-grad", optClip);
+  forward("--initial-loss-scale", optInitialScale);
+  forward("--min-loss-scale", optMinScale);
+  forward("--loss-scale-window", optScaleWindow);
+  forward("--hysteresis", optHysteresis);
+  forward("--dump-grads", optDumpGrads);
   // Ranks share the machine's cores unless told otherwise (children inherit
   // the environment on the local node).
   if (!optThreads.getNumOccurrences() &&

@@ -188,17 +188,28 @@ TEST(Manifest, BadRanksAndEntries) {
   j["entries"]["forward"]["args"][3] = {{"kind", "gradient"}};
   EXPECT_EQ(errorOf(j), "m.json: entries.forward.args[3].kind: unknown "
                         "argument kind \"gradient\" (expected tokens, labels, "
-                        "loss_mask, param, loss or comm)");
-  // Entries the driver does not run may take kinds it does not know.
+                        "loss_mask, param, loss, comm, grad_scale or grad)");
+  // Entries the driver does not run may take kinds it does not know; the
+  // train step's own kinds are parsed.
   j = fusedQkvManifest(1);
   j["entries"]["train_step"] = {
       {"symbol", "loom_train_step"},
-      {"args", {{{"kind", "grad_scale"}}, {{"kind", "tokens"}}}}};
+      {"args",
+       {{{"kind", "master_weights"}},
+        {{"kind", "tokens"}},
+        {{"kind", "grad_scale"}},
+        {{"kind", "grad"}, {"name", "attn.q.weight"}}}}};
   Manifest m = parseManifest(j.dump(), "m.json");
   const Entry &train = m.ranks[0].entries.at("train_step");
   EXPECT_EQ(train.args[0].kind, ArgKind::Other);
-  EXPECT_EQ(train.args[0].name, "grad_scale");
+  EXPECT_EQ(train.args[0].name, "master_weights");
   EXPECT_EQ(train.args[1].kind, ArgKind::Tokens);
+  EXPECT_EQ(train.args[2].kind, ArgKind::GradScale);
+  EXPECT_EQ(train.args[3].kind, ArgKind::Grad);
+  EXPECT_EQ(train.args[3].name, "attn.q.weight");
+  j["entries"]["train_step"]["args"][3]["name"] = "nope";
+  EXPECT_EQ(errorOf(j), "m.json: entries.train_step.args[3]: unknown "
+                        "parameter \"nope\"");
   j = fusedQkvManifest(1);
   j["entries"]["forward"]["args"][3]["name"] = "nope";
   EXPECT_EQ(errorOf(j), "m.json: entries.forward.args[3]: unknown parameter "
