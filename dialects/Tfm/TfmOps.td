@@ -165,15 +165,26 @@ def Tfm_EmbeddingOp : Tfm_Op<"embedding", [Pure]> {
     `[V, H]`. Used for the token embedding (ids are tokens) and the learned
     position embedding of GPT-2 (ids are position ids).
 
+    With `vocab_parallel_axis <a>` (written by the tensor-parallel pass) the
+    table is this rank's slice of the vocabulary along axis `a` of mesh
+    @dense: rows `[r * V, (r + 1) * V)` for the rank's index `r` on that axis,
+    with `V` the local table's rows. Ids outside the slice give zero rows, so
+    the result is a partial sum over the axis (Megatron's
+    VocabParallelEmbedding).
+
     ```mlir
     %e = tfm.embedding %tokens, %wte
         : tensor<2x8xi32>, tensor<512x64xf32> -> tensor<2x8x64xf32>
+    %p = tfm.embedding %tokens, %wte_shard vocab_parallel_axis 3
+        : tensor<2x8xi32>, tensor<256x64xf32> -> tensor<2x8x64xf32>
     ```
   }];
-  let arguments = (ins Tfm_IdTensor:$ids, Tfm_FloatTensor:$table);
+  let arguments = (ins Tfm_IdTensor:$ids, Tfm_FloatTensor:$table,
+                       OptionalAttr<I64Attr>:$vocab_parallel_axis);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $table attr-dict `:` type($ids) `,` type($table) `->` type($result)
+    $ids `,` $table (`vocab_parallel_axis` $vocab_parallel_axis^)? attr-dict
+    `:` type($ids) `,` type($table) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -202,17 +213,20 @@ def Tfm_EmbeddingGradOp : Tfm_Op<"embedding_grad", [Pure]> {
   let summary = "gradient of tfm.embedding with respect to the table";
   let description = [{
     Scatter-adds `grad[b, s, :]` into row `ids[b, s]` of a zero table of
-    type `result`.
+    type `result`. With `vocab_parallel_axis`, the result is this rank's
+    slice of the table gradient (see tfm.embedding).
 
     ```mlir
     %dt = tfm.embedding_grad %tokens, %dy
         : tensor<2x8xi32>, tensor<2x8x64xf32> -> tensor<512x64xf32>
     ```
   }];
-  let arguments = (ins Tfm_IdTensor:$ids, Tfm_FloatTensor:$grad);
+  let arguments = (ins Tfm_IdTensor:$ids, Tfm_FloatTensor:$grad,
+                       OptionalAttr<I64Attr>:$vocab_parallel_axis);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $grad attr-dict `:` type($ids) `,` type($grad) `->` type($result)
+    $ids `,` $grad (`vocab_parallel_axis` $vocab_parallel_axis^)? attr-dict
+    `:` type($ids) `,` type($grad) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -654,17 +668,24 @@ def Tfm_CrossEntropyOp : Tfm_Op<"cross_entropy", [Pure]> {
     all `[B, S]` positions, computed in f32: the mean over the tokens whose
     loss mask is non-zero (Megatron's `loss_func`).
 
+    With `vocab_parallel_axis <a>`, `logits` hold this rank's slice of the
+    vocabulary along axis `a` of mesh @dense and the loss is computed without
+    gathering them (Megatron's vocab-parallel cross-entropy: all-reduces of
+    the row maxima, of the sums of exponentials and of the target logits).
+
     ```mlir
     %loss = tfm.cross_entropy %logits, %labels, %mask
         : tensor<2x8x512xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IdTensor:$labels,
-                       Tfm_MaskTensor:$loss_mask);
+                       Tfm_MaskTensor:$loss_mask,
+                       OptionalAttr<I64Attr>:$vocab_parallel_axis);
   let results = (outs Tfm_Loss:$loss);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $loss_mask attr-dict `:` type($logits) `,`
-    type($labels) `,` type($loss_mask) `->` type($loss)
+    $logits `,` $labels `,` $loss_mask
+    (`vocab_parallel_axis` $vocab_parallel_axis^)? attr-dict `:`
+    type($logits) `,` type($labels) `,` type($loss_mask) `->` type($loss)
   }];
   let hasVerifier = 1;
 }
@@ -674,6 +695,8 @@ def Tfm_CrossEntropyGradOp : Tfm_Op<"cross_entropy_grad", [Pure,
   let summary = "gradient of tfm.cross_entropy with respect to the logits";
   let description = [{
     `result = (softmax(logits) - onehot(labels)) * mask / sum(mask) * grad`.
+    With `vocab_parallel_axis`, on this rank's slice of the vocabulary (the
+    softmax statistics are all-reduced over the axis).
 
     ```mlir
     %dlogits = tfm.cross_entropy_grad %logits, %labels, %mask, %dloss
@@ -681,11 +704,13 @@ def Tfm_CrossEntropyGradOp : Tfm_Op<"cross_entropy_grad", [Pure,
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IdTensor:$labels,
-                       Tfm_MaskTensor:$loss_mask, Tfm_Loss:$grad);
+                       Tfm_MaskTensor:$loss_mask, Tfm_Loss:$grad,
+                       OptionalAttr<I64Attr>:$vocab_parallel_axis);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $loss_mask `,` $grad attr-dict `:` type($logits)
-    `,` type($labels) `,` type($loss_mask) `,` type($grad)
+    $logits `,` $labels `,` $loss_mask `,` $grad
+    (`vocab_parallel_axis` $vocab_parallel_axis^)? attr-dict `:`
+    type($logits) `,` type($labels) `,` type($loss_mask) `,` type($grad)
   }];
   let hasVerifier = 1;
 }

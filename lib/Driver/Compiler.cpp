@@ -119,6 +119,30 @@ CollectiveVolume collectiveVolume(func::FuncOp f) {
     v.allReduceBytes +=
         t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
   });
+  // Vocab-parallel cross-entropy reduces f32 statistics per token row:
+  // maxima, sums of exponentials and target logits forward; the first two
+  // again (recomputed) in backward.
+  auto rowsOf = [](Value logits) {
+    auto t = cast<RankedTensorType>(logits.getType());
+    return t.getNumElements() / t.getShape().back();
+  };
+  f.walk([&](Operation *op) {
+    int64_t count = 0;
+    Value logits;
+    if (auto ce = dyn_cast<tfm::CrossEntropyOp>(op);
+        ce && ce.getVocabParallelAxis()) {
+      count = 3;
+      logits = ce.getLogits();
+    } else if (auto g = dyn_cast<tfm::CrossEntropyGradOp>(op);
+               g && g.getVocabParallelAxis()) {
+      count = 2;
+      logits = g.getLogits();
+    }
+    if (!count)
+      return;
+    v.allReduces += count;
+    v.allReduceBytes += count * rowsOf(logits) * 4;
+  });
   return v;
 }
 

@@ -254,12 +254,14 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
         StringRef wteName =
             isGpt2() ? "transformer.wte.weight" : "model.embed_tokens.weight";
         Value x = b.create<EmbeddingOp>(
-            loc, act(h), t, normalParam(wteName, {c.vocabSize, h}, c.initStd));
+            loc, act(h), t, normalParam(wteName, {c.vocabSize, h}, c.initStd),
+            /*vocab_parallel_axis=*/IntegerAttr());
         if (isGpt2()) {
           Value wpe = normalParam("transformer.wpe.weight",
                                   {c.maxPositions, h}, c.initStd);
           x = b.create<AddOp>(loc, x.getType(), x,
-                              b.create<EmbeddingOp>(loc, act(h), pos, wpe));
+                              b.create<EmbeddingOp>(loc, act(h), pos, wpe,
+                                                    IntegerAttr()));
         }
         return {dropout(x), pos};
       });
@@ -308,7 +310,7 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
         Value logits =
             b.create<LinearOp>(loc, act(c.vocabSize), x, w, Value());
         return {b.create<CrossEntropyOp>(loc, lossType, logits, args[1],
-                                         args[2])};
+                                         args[2], IntegerAttr())};
       })[0];
   b.create<func::ReturnOp>(loc, loss);
   return module;

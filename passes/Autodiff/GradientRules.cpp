@@ -72,7 +72,8 @@ LogicalResult embedding(EmbeddingOp op, GradientContext &c) {
   Value dy = c.gradient(op.getResult());
   Value ids = c.forward(op.getIds());
   Value dt = c.builder.create<EmbeddingGradOp>(
-      op.getLoc(), op.getTable().getType(), ids, dy);
+      op.getLoc(), op.getTable().getType(), ids, dy,
+      op.getVocabParallelAxisAttr());
   c.accumulate(op.getTable(), dt);
   return success();
 }
@@ -157,7 +158,8 @@ LogicalResult crossEntropy(CrossEntropyOp op, GradientContext &c) {
   Value dloss = c.gradient(op.getLoss());
   Value dlogits = c.builder.create<CrossEntropyGradOp>(
       op.getLoc(), op.getLogits().getType(), c.forward(op.getLogits()),
-      c.forward(op.getLabels()), c.forward(op.getLossMask()), dloss);
+      c.forward(op.getLabels()), c.forward(op.getLossMask()), dloss,
+      op.getVocabParallelAxisAttr());
   c.accumulate(op.getLogits(), dlogits);
   return success();
 }

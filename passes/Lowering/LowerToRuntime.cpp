@@ -91,6 +91,9 @@ int32_t dtypeCode(Type elementType) {
 // Emitting calls
 //===----------------------------------------------------------------------===//
 
+Value communicator(Operation *op, StringRef kind,
+                   ConversionPatternRewriter &rewriter);
+
 /// Builds runtime calls at one insertion point.
 class Emitter {
 public:
@@ -102,6 +105,9 @@ public:
   }
   Value i64(int64_t v) {
     return b.create<arith::ConstantIntOp>(loc, v, b.getI64Type());
+  }
+  Value addI64(Value v, int64_t c) {
+    return b.create<arith::AddIOp>(loc, v, i64(c));
   }
   Value f32(double v) {
     return b.create<arith::ConstantFloatOp>(loc, APFloat(float(v)),
@@ -149,10 +155,59 @@ public:
     return ptr(array);
   }
   void call(StringRef name, ValueRange args) {
-    b.create<func::CallOp>(loc, declare(name), TypeRange(), args);
+    b.create<func::CallOp>(loc, declare(name), declaredResults(name), args);
+  }
+  /// A call whose one result is used.
+  Value callValue(StringRef name, ValueRange args) {
+    return b
+        .create<func::CallOp>(loc, declare(name), declaredResults(name), args)
+        .getResult(0);
+  }
+  /// An f32 buffer of n elements (softmax statistics), or a scalar (n < 0).
+  Value allocF32(int64_t n) {
+    auto type = n < 0 ? MemRefType::get({}, b.getF32Type())
+                      : MemRefType::get({n}, b.getF32Type());
+    return b.create<memref::AllocOp>(loc, type, b.getI64IntegerAttr(64));
+  }
+  /// The communicator handle of the group over axis `axis` of @dense.
+  FailureOr<Value> axisHandle(Operation *op, int64_t axis) {
+    FailureOr<std::string> kind =
+        lowering::groupKindOf(op, "dense", {int16_t(axis)});
+    if (failed(kind))
+      return failure();
+    Value comm = communicator(op, *kind, b);
+    if (!comm)
+      return failure();
+    return handle(comm);
+  }
+  /// The first vocabulary id of this rank's slice: its index in the group
+  /// of `handle` times the slice's size.
+  Value vocabStart(Value commHandle, int64_t sliceRows) {
+    Value rank = callValue("loomrt_comm_rank", {commHandle});
+    Value wide = b.create<arith::ExtSIOp>(loc, b.getI64Type(), rank);
+    return b.create<arith::MulIOp>(loc, wide, i64(sliceRows));
+  }
+  /// `num / den` as an f32 value, or 0 when `den` is 0 (an all-masked batch).
+  Value safeDivide(Value num, Value den) {
+    Value zero = f32(0.0);
+    Value isZero =
+        b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, den, zero);
+    Value q = b.create<arith::DivFOp>(loc, num, den);
+    return b.create<arith::SelectOp>(loc, isZero, zero, q);
+  }
+  Value load(Value scalarMemref) {
+    return b.create<memref::LoadOp>(loc, scalarMemref, ValueRange());
+  }
+  void store(Value value, Value scalarMemref) {
+    b.create<memref::StoreOp>(loc, value, scalarMemref, ValueRange());
   }
 
 private:
+  TypeRange declaredResults(StringRef name) {
+    declare(name);
+    auto func = cast<func::FuncOp>(SymbolTable::lookupSymbolIn(module, name));
+    return func.getResultTypes();
+  }
   /// Declares `name` from Entrypoints.def on first use.
   StringRef declare(StringRef name) {
     if (SymbolTable::lookupSymbolIn(module, name))
@@ -199,13 +254,30 @@ template <typename OpT>
 FailureOr<SmallVector<Value>> lower(OpT op, typename OpT::Adaptor a,
                                     Emitter &e);
 
+/// [start, end) of the vocabulary a (vocab-parallel) table holds.
+template <typename OpT>
+FailureOr<std::pair<Value, Value>> vocabRange(OpT op, int64_t rows,
+                                              Emitter &e) {
+  if (!op.getVocabParallelAxis())
+    return std::make_pair(e.i64(0), e.i64(rows));
+  FailureOr<Value> h = e.axisHandle(op, *op.getVocabParallelAxis());
+  if (failed(h))
+    return failure();
+  Value start = e.vocabStart(*h, rows);
+  Value end = e.addI64(start, rows);
+  return std::make_pair(start, end);
+}
+
 template <>
 FailureOr<SmallVector<Value>> lower(EmbeddingOp op, EmbeddingOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getType());
+  auto range = vocabRange(op, dim(a.getTable(), 0), e);
+  if (failed(range))
+    return failure();
   e.call("loomrt_embedding_forward",
          {e.dtype(out), e.i64(numElements(a.getIds())), e.i64(dim(out, -1)),
-          e.ptr(a.getIds()), e.i64(0), e.i64(dim(a.getTable(), 0)),
+          e.ptr(a.getIds()), range->first, range->second,
           e.ptr(a.getTable()), e.ptr(out)});
   return SmallVector<Value>{out};
 }
@@ -214,10 +286,13 @@ template <>
 FailureOr<SmallVector<Value>> lower(EmbeddingGradOp op,
                                     EmbeddingGradOp::Adaptor a, Emitter &e) {
   Value out = e.alloc(op.getType());
+  auto range = vocabRange(op, dim(out, 0), e);
+  if (failed(range))
+    return failure();
   e.call("loomrt_embedding_backward",
          {e.dtype(a.getGrad()), e.i64(numElements(a.getIds())),
-          e.i64(dim(out, -1)), e.ptr(a.getIds()), e.i64(0),
-          e.i64(dim(out, 0)), e.ptr(a.getGrad()), e.dtype(out), e.ptr(out),
+          e.i64(dim(out, -1)), e.ptr(a.getIds()), range->first,
+          range->second, e.ptr(a.getGrad()), e.dtype(out), e.ptr(out),
           e.i32(0)});
   return SmallVector<Value>{out};
 }
@@ -483,10 +558,48 @@ FailureOr<SmallVector<Value>> lower(CastOp op, CastOp::Adaptor a, Emitter &e) {
   return SmallVector<Value>{out};
 }
 
+/// Row maxima and sums of exponentials of vocab-parallel logits, reduced over
+/// the group (Megatron's _VocabParallelCrossEntropy, first two all-reduces).
+std::pair<Value, Value> softmaxStatistics(Value logits, Value h, Emitter &e) {
+  int64_t n = rows(logits), vl = dim(logits, -1);
+  Value rowMax = e.allocF32(n), sumExp = e.allocF32(n);
+  e.call("loomrt_ce_local_max",
+         {e.dtype(logits), e.i64(n), e.i64(vl), e.ptr(logits), e.ptr(rowMax)});
+  e.call("loomrt_all_reduce", {h, e.i32(0), e.i32(/*max*/ 1), e.ptr(rowMax),
+                               e.ptr(rowMax), e.i64(n)});
+  e.call("loomrt_ce_local_sum_exp", {e.dtype(logits), e.i64(n), e.i64(vl),
+                                     e.ptr(logits), e.ptr(rowMax),
+                                     e.ptr(sumExp)});
+  e.call("loomrt_all_reduce", {h, e.i32(0), e.i32(/*sum*/ 0), e.ptr(sumExp),
+                               e.ptr(sumExp), e.i64(n)});
+  return {rowMax, sumExp};
+}
+
 template <>
 FailureOr<SmallVector<Value>> lower(CrossEntropyOp op,
                                     CrossEntropyOp::Adaptor a, Emitter &e) {
   Value loss = e.alloc(op.getType());
+  if (std::optional<int64_t> axis = op.getVocabParallelAxis()) {
+    FailureOr<Value> h = e.axisHandle(op, *axis);
+    if (failed(h))
+      return failure();
+    Value logits = a.getLogits();
+    int64_t n = rows(logits), vl = dim(logits, -1);
+    auto [rowMax, sumExp] = softmaxStatistics(logits, *h, e);
+    Value target = e.allocF32(n);
+    e.call("loomrt_ce_local_target",
+           {e.dtype(logits), e.i64(n), e.i64(vl), e.ptr(logits),
+            e.ptr(a.getLabels()), e.vocabStart(*h, vl), e.ptr(target)});
+    e.call("loomrt_all_reduce", {*h, e.i32(0), e.i32(0), e.ptr(target),
+                                 e.ptr(target), e.i64(n)});
+    Value maskedSum = e.allocF32(-1), maskSum = e.allocF32(-1);
+    e.call("loomrt_ce_loss_from_parts",
+           {e.i64(n), e.ptr(rowMax), e.ptr(sumExp), e.ptr(target),
+            e.ptr(a.getLossMask()), e.null(), e.ptr(maskedSum),
+            e.ptr(maskSum)});
+    e.store(e.safeDivide(e.load(maskedSum), e.load(maskSum)), loss);
+    return SmallVector<Value>{loss};
+  }
   e.call("loomrt_cross_entropy_forward",
          {e.dtype(a.getLogits()), e.i64(rows(a.getLogits())),
           e.i64(dim(a.getLogits(), -1)), e.ptr(a.getLogits()),
@@ -599,6 +712,30 @@ struct CrossEntropyGradPattern : OpConversionPattern<CrossEntropyGradOp> {
     Value out = e.alloc(op.getType());
     Value dloss =
         rewriter.create<memref::LoadOp>(op.getLoc(), a.getGrad(), ValueRange());
+    if (std::optional<int64_t> axis = op.getVocabParallelAxis()) {
+      FailureOr<Value> h = e.axisHandle(op, *axis);
+      if (failed(h))
+        return rewriter.notifyMatchFailure(op, "no communicator argument");
+      Value logits = a.getLogits();
+      int64_t n = rows(logits), vl = dim(logits, -1);
+      // The statistics are recomputed rather than kept from the forward:
+      // two all-reduces of n floats instead of two live [n] buffers.
+      auto [rowMax, sumExp] = softmaxStatistics(logits, *h, e);
+      // The mask's sum comes with loss_from_parts (its other outputs are not
+      // needed here, so the row maxima stand in for the targets).
+      Value maskedSum = e.allocF32(-1), maskSum = e.allocF32(-1);
+      e.call("loomrt_ce_loss_from_parts",
+             {e.i64(n), e.ptr(rowMax), e.ptr(sumExp), e.ptr(rowMax),
+              e.ptr(a.getLossMask()), e.null(), e.ptr(maskedSum),
+              e.ptr(maskSum)});
+      e.call("loomrt_ce_vocab_parallel_backward",
+             {e.dtype(out), e.i64(n), e.i64(vl), e.ptr(logits),
+              e.ptr(a.getLabels()), e.vocabStart(*h, vl), e.ptr(rowMax),
+              e.ptr(sumExp), e.ptr(a.getLossMask()),
+              e.safeDivide(dloss, e.load(maskSum)), e.ptr(out)});
+      rewriter.replaceOp(op, out);
+      return success();
+    }
     e.call("loomrt_cross_entropy_backward",
            {e.dtype(out), e.i64(rows(out)), e.i64(dim(out, -1)),
             e.ptr(a.getLogits()), e.ptr(a.getLabels()), e.ptr(a.getLossMask()),

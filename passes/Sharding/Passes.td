@@ -10,11 +10,12 @@
 include "mlir/Pass/PassBase.td"
 
 def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
-  let summary = "split the transformer layers over the tp ranks (Megatron TP)";
+  let summary = "split the model over the tp ranks (Megatron tensor parallelism)";
   let description = [{
     Input: global-shape tfm IR (forward, and the train step if it was
     built) with a `tfm.plan` and its meshes. Output: every `layer` block (and
-    its backward) at this rank's local shapes, with `mesh.all_reduce` over the
+    its backward, and the vocab-parallel embedding and head) at this rank's
+    local shapes, with `mesh.all_reduce` over the
     tp axis where Megatron's f and g operators put communication.
 
     Each value gets a distribution: replicated, split on one dim over tp, or
@@ -32,9 +33,13 @@ def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
     shard.
 
     The bias of a row-parallel linear is added once, after the all-reduce
-    (`tfm.bias_add`). Not yet: the embedding and head (vocab-parallel),
-    sequence parallelism, dropout on split activations, and kv heads fewer
-    than tp; each is reported as an error naming it.
+    (`tfm.bias_add`). The token embedding is vocab-parallel (table split on
+    the vocabulary, ids outside a rank's slice give zeros, one all-reduce);
+    the head's projection is then column-parallel and the cross-entropy
+    vocab-parallel, so the full logits are never gathered; tied embeddings
+    split the one table the same way in both places. Position embeddings stay
+    whole. Not yet: sequence parallelism, dropout on split activations, and
+    kv heads fewer than tp; each is reported as an error naming it.
 
     ```mlir
     %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>

@@ -88,6 +88,9 @@ private:
   OpBuilder b;
   DenseMap<Value, Dist> dist;
   DenseMap<Value, Value> reduced;
+  /// Position ids (from tfm.position_ids, through block boundaries): their
+  /// embedding tables are not vocabularies.
+  DenseSet<Value> positions;
   llvm::StringMap<int64_t> paramSplit; // -1: replicated
   uint64_t &numAllReduces, &numSplitParams;
 };
@@ -252,6 +255,43 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
         return success();
       })
       .Case<BiasAddOp>([&](auto) { return success(); }) // written by the pass
+      .Case<PositionIdsOp>([&](PositionIdsOp p) -> LogicalResult {
+        positions.insert(p.getResult());
+        return success();
+      })
+      .Case<EmbeddingOp>([&](EmbeddingOp emb) -> LogicalResult {
+        // Position embeddings stay whole (as in Megatron); the token
+        // embedding is vocab-parallel: each rank looks up the ids of its
+        // vocabulary slice, the others give zero rows, an all-reduce sums.
+        if (positions.contains(emb.getIds()))
+          return success();
+        if (failed(splitParam(emb.getTable(), 0, op)))
+          return failure();
+        emb.setVocabParallelAxisAttr(b.getI64IntegerAttr(tpAxis));
+        dist[emb.getResult()] = Dist::partial();
+        return success();
+      })
+      .Case<EmbeddingGradOp>([&](EmbeddingGradOp g) -> LogicalResult {
+        makeReplicated(op, 1);
+        if (positions.contains(g.getIds()))
+          return success();
+        g.setVocabParallelAxisAttr(b.getI64IntegerAttr(tpAxis));
+        return split(g.getResult(), 0, op);
+      })
+      .Case<CrossEntropyOp, CrossEntropyGradOp>([&](auto ce) -> LogicalResult {
+        // Vocab-parallel cross-entropy on logits split over the vocabulary
+        // (the head's column-parallel projection): never gathered.
+        if (get(ce.getLogits()).isP())
+          makeReplicated(op, 0);
+        if (!get(ce.getLogits()).isS())
+          return success();
+        ce.setVocabParallelAxisAttr(b.getI64IntegerAttr(tpAxis));
+        if constexpr (std::is_same_v<decltype(ce), CrossEntropyGradOp>) {
+          makeReplicated(op, 3);
+          return split(ce.getResult(), lastDim(ce.getResult()), op);
+        }
+        return success();
+      })
       .Case<AddOp>([&](AddOp a) -> LogicalResult {
         Dist l = get(a.getLhs()), r = get(a.getRhs());
         if (l.isP() && r.isP()) {
@@ -292,17 +332,12 @@ LogicalResult TensorParallel::block(BlockOp blk) {
     if (Dist d = get(input); !d.isR())
       dist[arg] = d;
   }
-  bool layer = blk.getKind() == BlockKind::layer;
+  for (auto [arg, input] : llvm::zip(body.getArguments(), blk.getInputs()))
+    if (positions.contains(input))
+      positions.insert(arg);
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (isa<mesh::AllReduceOp>(op))
       continue; // inserted by this pass
-    if (!layer) {
-      for (Value v : op.getOperands())
-        if (!get(v).isR())
-          return op.emitError() << "only layer blocks are tensor-parallel; "
-                                   "the embedding and head need whole tensors";
-      continue;
-    }
     if (failed(layerOp(&op)))
       return failure();
   }
@@ -315,16 +350,19 @@ LogicalResult TensorParallel::block(BlockOp blk) {
     blk.getResult(i).setType(v.getType());
     if (Dist d = get(v); !d.isR())
       dist[blk.getResult(i)] = d;
+    if (positions.contains(v))
+      positions.insert(blk.getResult(i));
   }
   return success();
 }
 
 LogicalResult TensorParallel::run(func::FuncOp func) {
-  for (Operation &op : func.getBody().front().without_terminator()) {
-    auto blk = dyn_cast<BlockOp>(op);
-    if (!blk)
-      continue;
-    if (failed(block(blk)))
+  for (Operation &op :
+       llvm::make_early_inc_range(func.getBody().front().without_terminator())) {
+    if (isa<mesh::AllReduceOp>(op))
+      continue; // inserted by this pass
+    // Between blocks: the sums of a tied parameter's gradients.
+    if (failed(isa<BlockOp>(op) ? block(cast<BlockOp>(op)) : layerOp(&op)))
       return failure();
   }
   // Parameter gradients leave as this rank's shards.

@@ -187,3 +187,34 @@ func.func @no_comm(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = mesh.all_reduce %x on @dense mesh_axes = [3] : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
 }
+
+// -----
+
+// Vocab-parallel ops find their slice from the rank's index in the group
+// and reduce the softmax statistics over it.
+mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+
+// CHECK-LABEL: func.func @vocab_parallel
+// CHECK-SAME: %[[TP:[a-z0-9]+]]: !llvm.ptr {tfm.comm = "tp"}
+// CHECK: %[[H:.*]] = llvm.load %[[TP]]
+// CHECK: %[[R:.*]] = call @loomrt_comm_rank(%[[H]]) : (!llvm.ptr) -> i32
+// CHECK: %[[RW:.*]] = arith.extsi %[[R]] : i32 to i64
+// CHECK: %[[START:.*]] = arith.muli %[[RW]], %{{.*}} : i64
+// CHECK: call @loomrt_embedding_forward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[START]],
+// CHECK: call @loomrt_ce_local_max
+// CHECK: call @loomrt_all_reduce
+// CHECK: call @loomrt_ce_local_sum_exp
+// CHECK: call @loomrt_all_reduce
+// CHECK: call @loomrt_ce_local_target
+// CHECK: call @loomrt_all_reduce
+// CHECK: call @loomrt_ce_loss_from_parts
+// CHECK: arith.divf
+// CHECK: call @loomrt_ce_vocab_parallel_backward
+// CHECK: call @loomrt_embedding_backward
+func.func @vocab_parallel(%t: tensor<2x4xi32>, %table: tensor<16x8xf32>, %logits: tensor<2x4x16xf32>, %m: tensor<2x4xf32>, %g: tensor<f32>, %dy: tensor<2x4x8xf32>, %tp: !llvm.ptr {tfm.comm = "tp"}) -> (tensor<2x4x8xf32>, tensor<f32>, tensor<2x4x16xf32>, tensor<16x8xf32>) {
+  %e = tfm.embedding %t, %table vocab_parallel_axis 3 : tensor<2x4xi32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+  %l = tfm.cross_entropy %logits, %t, %m vocab_parallel_axis 3 : tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x4xf32> -> tensor<f32>
+  %d = tfm.cross_entropy_grad %logits, %t, %m, %g vocab_parallel_axis 3 : tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x4xf32>, tensor<f32>
+  %dt = tfm.embedding_grad %t, %dy vocab_parallel_axis 3 : tensor<2x4xi32>, tensor<2x4x8xf32> -> tensor<16x8xf32>
+  return %e, %l, %d, %dt : tensor<2x4x8xf32>, tensor<f32>, tensor<2x4x16xf32>, tensor<16x8xf32>
+}

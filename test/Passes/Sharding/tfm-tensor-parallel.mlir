@@ -159,3 +159,49 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
     return %y : tensor<1x2x8xf32>
   }
 }
+
+// -----
+
+// The token embedding is vocab-parallel (its table split on the vocabulary,
+// one all-reduce of the looked-up rows), the position embedding whole; the
+// tied head projection is column-parallel on the same split and the
+// cross-entropy vocab-parallel, so no logits are gathered.
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @wte init(normal, std = 2.000000e-02) : tensor<32x8xf32>
+  tfm.param @wpe init(normal, std = 2.000000e-02) : tensor<4x8xf32>
+  // CHECK-LABEL: func.func @forward
+  func.func @forward(%t: tensor<1x4xi32>, %l: tensor<1x4xi32>, %m: tensor<1x4xf32>) -> tensor<f32> {
+    // CHECK: tfm.block embedding
+    // CHECK: %[[POS:.*]] = tfm.position_ids
+    // CHECK: %[[WTE:.*]] = tfm.get_param @wte tp_split 0 : tensor<16x8xf32>
+    // CHECK: %[[TOK:.*]] = tfm.embedding %{{.*}}, %[[WTE]] vocab_parallel_axis 3 : tensor<1x4xi32>, tensor<16x8xf32> -> tensor<1x4x8xf32>
+    // CHECK: %[[SUM:.*]] = mesh.all_reduce %[[TOK]]
+    // CHECK: %[[WPE:.*]] = tfm.get_param @wpe : tensor<4x8xf32>
+    // CHECK: tfm.embedding %[[POS]], %[[WPE]] : tensor<1x4xi32>, tensor<4x8xf32> -> tensor<1x4x8xf32>
+    // CHECK: tfm.add %[[SUM]], %{{.*}} : tensor<1x4x8xf32>
+    %h = tfm.block embedding ins(%t : tensor<1x4xi32>) -> tensor<1x4x8xf32> {
+    ^bb0(%a: tensor<1x4xi32>):
+      %p = tfm.position_ids %a : tensor<1x4xi32>
+      %w = tfm.get_param @wte : tensor<32x8xf32>
+      %e = tfm.embedding %a, %w : tensor<1x4xi32>, tensor<32x8xf32> -> tensor<1x4x8xf32>
+      %wp = tfm.get_param @wpe : tensor<4x8xf32>
+      %ep = tfm.embedding %p, %wp : tensor<1x4xi32>, tensor<4x8xf32> -> tensor<1x4x8xf32>
+      %x = tfm.add %e, %ep : tensor<1x4x8xf32>
+      tfm.yield %x : tensor<1x4x8xf32>
+    }
+    // CHECK: tfm.block head
+    // CHECK: %[[HW:.*]] = tfm.get_param @wte tp_split 0 : tensor<16x8xf32>
+    // CHECK: %[[LOGITS:.*]] = tfm.linear %{{.*}}, %[[HW]] : tensor<1x4x8xf32>, tensor<16x8xf32> -> tensor<1x4x16xf32>
+    // CHECK-NOT: mesh.all_reduce
+    // CHECK: tfm.cross_entropy %[[LOGITS]], %{{.*}}, %{{.*}} vocab_parallel_axis 3 : tensor<1x4x16xf32>
+    %loss = tfm.block head ins(%h, %l, %m : tensor<1x4x8xf32>, tensor<1x4xi32>, tensor<1x4xf32>) -> tensor<f32> {
+    ^bb0(%x: tensor<1x4x8xf32>, %y: tensor<1x4xi32>, %z: tensor<1x4xf32>):
+      %w = tfm.get_param @wte : tensor<32x8xf32>
+      %o = tfm.linear %x, %w : tensor<1x4x8xf32>, tensor<32x8xf32> -> tensor<1x4x32xf32>
+      %c = tfm.cross_entropy %o, %y, %z : tensor<1x4x32xf32>, tensor<1x4xi32>, tensor<1x4xf32> -> tensor<f32>
+      tfm.yield %c : tensor<f32>
+    }
+    return %loss : tensor<f32>
+  }
+}
