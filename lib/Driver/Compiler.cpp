@@ -109,7 +109,15 @@ Error runPasses(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build
 /// What the collectives of one function move per call.
 struct CollectiveVolume {
   int64_t allReduces = 0, allReduceBytes = 0;
+  int64_t allGathers = 0, allGatherBytes = 0;
+  int64_t reduceScatters = 0, reduceScatterBytes = 0;
 };
+
+/// Bytes of a tensor type.
+int64_t bytesOf(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+}
 
 CollectiveVolume collectiveVolume(func::FuncOp f) {
   CollectiveVolume v;
@@ -118,6 +126,16 @@ CollectiveVolume collectiveVolume(func::FuncOp f) {
     ++v.allReduces;
     v.allReduceBytes +=
         t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+  });
+  // Gathers and reduce-scatters are counted by their whole tensor (the
+  // gathered result, the scattered input), Megatron's b*s*h.
+  f.walk([&](mesh::AllGatherOp op) {
+    ++v.allGathers;
+    v.allGatherBytes += bytesOf(op.getResult().getType());
+  });
+  f.walk([&](mesh::ReduceScatterOp op) {
+    ++v.reduceScatters;
+    v.reduceScatterBytes += bytesOf(op.getInput().getType());
   });
   // Vocab-parallel cross-entropy reduces f32 statistics per token row:
   // maxima, sums of exponentials and target logits forward; the first two
@@ -567,10 +585,17 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       for (auto &[name, bytes] : activationBytes)
         *report << llvm::formatv(", @{0} peak buffers {1} bytes", name, bytes);
       *report << "\n";
-      for (auto &[name, v] : volumes)
+      for (auto &[name, v] : volumes) {
         *report << llvm::formatv("  @{0} per micro-batch: {1} all-reduce(s) "
-                                 "of {2} bytes in all\n",
+                                 "of {2} bytes in all",
                                  name, v.allReduces, v.allReduceBytes);
+        if (v.allGathers || v.reduceScatters)
+          *report << llvm::formatv(", {0} all-gather(s) of {1} bytes, {2} "
+                                   "reduce-scatter(s) of {3} bytes",
+                                   v.allGathers, v.allGatherBytes,
+                                   v.reduceScatters, v.reduceScatterBytes);
+        *report << "\n";
+      }
     }
   }
   return Error::success();

@@ -69,6 +69,8 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
           key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
         else if (auto c = dyn_cast<mesh::AllToAllOp>(op))
           key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
+        else if (auto c = dyn_cast<mesh::AllSliceOp>(op))
+          key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
         else if (auto axis =
                      op->getAttrOfType<IntegerAttr>("vocab_parallel_axis"))
           // Vocab-parallel tfm ops reduce over (and find their vocabulary

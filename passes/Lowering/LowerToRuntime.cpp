@@ -682,6 +682,32 @@ struct CollectivePattern : OpConversionPattern<OpT> {
       e.call("loomrt_all_gather",
              {h, e.dtype(in), e.i32(rank), e.int64Array(inType.getShape()),
               e.i32(op.getGatherAxis().getSExtValue()), e.ptr(in), e.ptr(out)});
+    } else if constexpr (std::is_same_v<OpT, mesh::AllSliceOp>) {
+      // No communication: this rank copies its slice, rows of the dims
+      // before the slice axis times the slice (a strided copy).
+      int64_t axis = op.getSliceAxis().getSExtValue();
+      auto outShape = outType.getShape();
+      int64_t outer = 1, inner = 1;
+      for (int64_t i = 0; i < axis; ++i)
+        outer *= outShape[i];
+      for (int64_t i = axis + 1; i < outType.getRank(); ++i)
+        inner *= outShape[i];
+      int64_t esize = outType.getElementTypeBitWidth() / 8;
+      int64_t rowBytes = outShape[axis] * inner * esize;
+      int64_t parts = inType.getDimSize(axis) / outShape[axis];
+      Value rank = e.callValue("loomrt_comm_rank", {h});
+      Value offset = rewriter.create<arith::MulIOp>(
+          op.getLoc(),
+          rewriter.create<arith::ExtSIOp>(op.getLoc(), rewriter.getI64Type(),
+                                          rank),
+          e.i64(rowBytes));
+      auto ptrType = LLVM::LLVMPointerType::get(rewriter.getContext());
+      Value src = rewriter.create<LLVM::GEPOp>(
+          op.getLoc(), ptrType, rewriter.getI8Type(), e.ptr(in),
+          ValueRange{offset});
+      e.call("loomrt_copy_2d", {e.ptr(out), e.i64(rowBytes), src,
+                                e.i64(rowBytes * parts), e.i64(outer),
+                                e.i64(rowBytes)});
     } else if constexpr (std::is_same_v<OpT, mesh::ReduceScatterOp>) {
       if (op.getReduction() != mesh::ReductionKind::Sum)
         return rewriter.notifyMatchFailure(op, "reduce_scatter sums only");
@@ -781,7 +807,8 @@ struct LowerToRuntimePass
         CollectivePattern<mesh::AllReduceOp>,
         CollectivePattern<mesh::AllGatherOp>,
         CollectivePattern<mesh::ReduceScatterOp>,
-        CollectivePattern<mesh::AllToAllOp>>(converter, ctx);
+        CollectivePattern<mesh::AllToAllOp>,
+        CollectivePattern<mesh::AllSliceOp>>(converter, ctx);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);
     populateCallOpTypeConversionPattern(patterns, converter);
@@ -794,7 +821,8 @@ struct LowerToRuntimePass
         [&](Operation *op) { return converter.isLegal(op); });
     target.addIllegalDialect<TfmDialect>();
     target.addIllegalOp<mesh::AllReduceOp, mesh::AllGatherOp,
-                        mesh::ReduceScatterOp, mesh::AllToAllOp>();
+                        mesh::ReduceScatterOp, mesh::AllToAllOp,
+                        mesh::AllSliceOp>();
     target.addLegalOp<mesh::MeshOp>();
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp f) {
       return converter.isSignatureLegal(f.getFunctionType()) &&

@@ -38,8 +38,18 @@ def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
     the head's projection is then column-parallel and the cross-entropy
     vocab-parallel, so the full logits are never gathered; tied embeddings
     split the one table the same way in both places. Position embeddings stay
-    whole. Not yet: sequence parallelism, dropout on split activations, and
-    kv heads fewer than tp; each is reported as an error naming it.
+    whole.
+
+    With the plan's `sequence_parallel`, the residual stream (embedding
+    output, norms, residual adds) is split on the sequence (dim 1): a
+    partial sum reaches it through `mesh.reduce_scatter` instead of an
+    all-reduce, a column-parallel linear `mesh.all_gather`s its input (again
+    in backward), a replicated value is sliced (`mesh.all_slice`), and the
+    norms' weight gradients, sums over this rank's tokens only, are
+    all-reduced.
+
+    Not yet: dropout on split activations (it runs on whole tensors instead)
+    and kv heads fewer than tp, reported as an error naming it.
 
     ```mlir
     %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>

@@ -14,6 +14,12 @@
 // Types are rewritten in place to the local shapes. A P value meets an op
 // that needs R through one mesh.all_reduce placed right after it.
 //
+// With sequence parallelism the residual stream (embedding output, norms,
+// residual adds, dropout) is S(1), split on the sequence: a partial sum
+// reaches it through a reduce-scatter instead of an all-reduce, a
+// column-parallel linear all-gathers its input, and the norms' weight
+// gradients (sums over this rank's tokens only) are all-reduced.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Sharding/Passes.h"
@@ -48,9 +54,9 @@ struct Dist {
 
 class TensorParallel {
 public:
-  TensorParallel(ModuleOp module, int64_t tp, int64_t tpAxis,
+  TensorParallel(ModuleOp module, int64_t tp, int64_t tpAxis, bool sp,
                  uint64_t &numAllReduces, uint64_t &numSplitParams)
-      : module(module), tp(tp), tpAxis(tpAxis), b(module.getContext()),
+      : module(module), tp(tp), tpAxis(tpAxis), sp(sp), b(module.getContext()),
         numAllReduces(numAllReduces), numSplitParams(numSplitParams) {}
 
   LogicalResult run(func::FuncOp func);
@@ -68,8 +74,25 @@ private:
   LogicalResult split(Value v, int64_t d, Operation *where);
   /// Decides (or checks) how parameter `get` is split and rewrites it.
   LogicalResult splitParam(Value weight, int64_t d, Operation *user);
-  /// The replicated version of `v`: `v` itself, or its all-reduce if partial.
+  /// The replicated version of `v`: `v` itself, its all-reduce if partial,
+  /// its all-gather if split on the sequence.
   Value replicated(Value v);
+  /// The sequence-split version of `v` (sequence parallelism): a partial sum
+  /// is reduce-scattered, a replicated value sliced.
+  FailureOr<Value> seqSplit(Value v, Operation *where);
+  /// The layout of the residual stream: sequence-split with SP, else whole.
+  FailureOr<Value> residual(Value v, Operation *where) {
+    return sp ? seqSplit(v, where) : FailureOr<Value>(replicated(v));
+  }
+  LogicalResult makeResidual(Operation *op, unsigned i) {
+    FailureOr<Value> v = residual(op->getOperand(i), op);
+    if (failed(v))
+      return failure();
+    op->setOperand(i, *v);
+    return success();
+  }
+  /// Inserts `build(builder)` right after `v`'s definition.
+  template <typename BuildFn> Value after(Value v, BuildFn build);
   /// Replaces operand `i` of `op` by its replicated version.
   void makeReplicated(Operation *op, unsigned i) {
     op->setOperand(i, replicated(op->getOperand(i)));
@@ -85,9 +108,11 @@ private:
 
   ModuleOp module;
   int64_t tp, tpAxis;
+  bool sp;
   OpBuilder b;
   DenseMap<Value, Dist> dist;
-  DenseMap<Value, Value> reduced;
+  DenseMap<Value, Value> reduced;   // v -> its whole version
+  DenseMap<Value, Value> scattered; // v -> its sequence-split version
   /// Position ids (from tfm.position_ids, through block boundaries): their
   /// embedding tables are not vocabularies.
   DenseSet<Value> positions;
@@ -125,21 +150,73 @@ LogicalResult TensorParallel::splitParam(Value weight, int64_t d,
   return split(weight, d, user);
 }
 
-Value TensorParallel::replicated(Value v) {
-  if (!get(v).isP())
-    return v;
-  Value &r = reduced[v];
-  if (r)
-    return r;
+template <typename BuildFn> Value TensorParallel::after(Value v, BuildFn build) {
   OpBuilder::InsertionGuard guard(b);
   if (Operation *def = v.getDefiningOp())
     b.setInsertionPointAfter(def);
   else
     b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
-  r = b.create<mesh::AllReduceOp>(v.getLoc(), v.getType(), "dense",
-                                  ArrayRef<int16_t>{int16_t(tpAxis)}, v)
+  return build();
+}
+
+Value TensorParallel::replicated(Value v) {
+  Dist d = get(v);
+  if (d.isR() || (d.isS() && d.dim != 1) || !isa<RankedTensorType>(v.getType()))
+    return v;
+  Value &r = reduced[v];
+  if (r)
+    return r;
+  const int16_t axesStorage[] = {int16_t(tpAxis)};
+  ArrayRef<int16_t> axes(axesStorage);
+  if (d.isP()) {
+    r = after(v, [&] {
+      return b.create<mesh::AllReduceOp>(v.getLoc(), v.getType(), "dense",
+                                         axes, v)
           .getResult();
-  ++numAllReduces;
+    });
+    ++numAllReduces;
+    return r;
+  }
+  // Sequence-split: gather the sequence.
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[1] *= tp;
+  r = after(v, [&] {
+    return b.create<mesh::AllGatherOp>(v.getLoc(), type.clone(shape), "dense",
+                                       axes, v, APInt(64, 1))
+        .getResult();
+  });
+  return r;
+}
+
+FailureOr<Value> TensorParallel::seqSplit(Value v, Operation *where) {
+  Dist d = get(v);
+  if (d.isS() && d.dim == 1)
+    return v;
+  if (d.isS())
+    return where->emitError() << "a value split on dim " << d.dim
+                              << " cannot become sequence-parallel";
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() < 2 || type.getDimSize(1) % tp != 0)
+    return where->emitError()
+           << "sequence length " << (type.getRank() < 2 ? 0 : type.getDimSize(1))
+           << " is not divisible by tp " << tp << " (sequence parallelism)";
+  Value &r = scattered[v];
+  if (r)
+    return r;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[1] /= tp;
+  const int16_t axesStorage[] = {int16_t(tpAxis)};
+  ArrayRef<int16_t> axes(axesStorage);
+  r = after(v, [&]() -> Value {
+    if (d.isP())
+      return b.create<mesh::ReduceScatterOp>(
+          v.getLoc(), type.clone(shape), "dense", axes, v,
+          mesh::ReductionKind::Sum, APInt(64, 1));
+    return b.create<mesh::AllSliceOp>(v.getLoc(), type.clone(shape), v,
+                                      "dense", axes, int64_t(1));
+  });
+  dist[r] = Dist::split(1);
   return r;
 }
 
@@ -149,7 +226,8 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<GetParamOp>([&](auto) { return success(); }) // decided by users
       .Case<LinearOp>([&](LinearOp lin) -> LogicalResult {
-        if (get(lin.getInput()).isP())
+        if (get(lin.getInput()).isP() ||
+            (get(lin.getInput()).isS() && get(lin.getInput()).dim == 1))
           makeReplicated(op, 0);
         if (get(lin.getInput()).isR()) { // column-parallel
           if (failed(splitParam(lin.getWeight(), 0, op)) ||
@@ -171,10 +249,13 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
                                           lin.getInput(), lin.getWeight(),
                                           Value());
         dist[partial.getResult()] = Dist::partial();
-        Value whole = replicated(partial.getResult());
-        b.setInsertionPointAfter(whole.getDefiningOp());
-        Value biased = b.create<BiasAddOp>(lin.getLoc(), lin.getType(), whole,
-                                           lin.getBias());
+        FailureOr<Value> summed = residual(partial.getResult(), op);
+        if (failed(summed))
+          return failure();
+        b.setInsertionPointAfter(summed->getDefiningOp());
+        Value biased = b.create<BiasAddOp>(lin.getLoc(), summed->getType(),
+                                           *summed, lin.getBias());
+        dist[biased] = get(*summed);
         lin.replaceAllUsesWith(biased);
         lin.erase();
         return success();
@@ -298,14 +379,38 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
           dist[a.getResult()] = Dist::partial(); // sum first, reduce once
           return success();
         }
-        makeAllReplicated(op);
-        l = get(a.getLhs());
-        r = get(a.getRhs());
-        if (l.isS() && r.isS())
+        if (l.isS() && r.isS() && l.dim == r.dim && l.dim != 1)
           return split(a.getResult(), l.dim, op);
-        if (l.isS() || r.isS())
+        if ((l.isS() && l.dim != 1) || (r.isS() && r.dim != 1))
           return op->emitError() << "adds a split and a replicated value";
+        // The residual stream: whole, or split on the sequence with SP.
+        if (failed(makeResidual(op, 0)) || failed(makeResidual(op, 1)))
+          return failure();
+        if (sp)
+          return split(a.getResult(), 1, op);
         return success();
+      })
+      .Case<LayerNormOp, RmsNormOp>([&](auto n) -> LogicalResult {
+        // Row-wise: works on whole tensors or on sequence shards alike.
+        if (failed(makeResidual(op, 0)))
+          return failure();
+        makeReplicated(op, 1);
+        if (sp)
+          return split(n.getResult(), 1, op);
+        return success();
+      })
+      .Case<LayerNormGradOp, RmsNormGradOp>([&](auto g) -> LogicalResult {
+        if (failed(makeResidual(op, 0)) || failed(makeResidual(op, 2)))
+          return failure();
+        makeReplicated(op, 1);
+        if (!sp)
+          return success();
+        // Each rank saw its own tokens: the weight (and bias) gradients are
+        // partial sums, all-reduced over tp (Megatron's sequence-parallel
+        // gradient all-reduce).
+        for (Value r : op->getResults().drop_front())
+          dist[r] = Dist::partial();
+        return split(g.getInputGrad(), 1, op);
       })
       .Case<DropoutOp>([&](DropoutOp d) -> LogicalResult {
         makeAllReplicated(op);
@@ -342,11 +447,20 @@ LogicalResult TensorParallel::block(BlockOp blk) {
       return failure();
   }
   // Block results carry their yielded value's type and distribution; a
-  // partial sum leaves a block reduced.
+  // partial sum leaves a block reduced. With SP an activation ([batch, seq, ...]) leaves in the residual
+  // stream's layout (a reduce-scatter); parameter gradients are summed.
   Operation *yield = body.getTerminator();
   for (unsigned i = 0; i < yield->getNumOperands(); ++i) {
-    yield->setOperand(i, replicated(yield->getOperand(i)));
     Value v = yield->getOperand(i);
+    if (get(v).isP()) {
+      bool activation = cast<RankedTensorType>(v.getType()).getRank() == 3;
+      FailureOr<Value> out = sp && activation ? seqSplit(v, yield)
+                                              : FailureOr<Value>(replicated(v));
+      if (failed(out))
+        return failure();
+      yield->setOperand(i, *out);
+      v = *out;
+    }
     blk.getResult(i).setType(v.getType());
     if (Dist d = get(v); !d.isR())
       dist[blk.getResult(i)] = d;
@@ -396,7 +510,8 @@ struct TensorParallelPass
     uint64_t allReduces = 0, splitParams = 0;
     // The forward is rewritten first, so the train step's backward blocks
     // meet parameters whose split is already decided.
-    TensorParallel tensorParallel(module, plan.getTp(), tpAxis, allReduces,
+    TensorParallel tensorParallel(module, plan.getTp(), tpAxis,
+                                  plan.isSequenceParallel(), allReduces,
                                   splitParams);
     for (StringRef name : {"forward", "train_step"}) {
       auto func = module.lookupSymbol<func::FuncOp>(name);

@@ -218,3 +218,18 @@ func.func @vocab_parallel(%t: tensor<2x4xi32>, %table: tensor<16x8xf32>, %logits
   %dt = tfm.embedding_grad %t, %dy vocab_parallel_axis 3 : tensor<2x4xi32>, tensor<2x4x8xf32> -> tensor<16x8xf32>
   return %e, %l, %d, %dt : tensor<2x4x8xf32>, tensor<f32>, tensor<2x4x16xf32>, tensor<16x8xf32>
 }
+
+// -----
+
+// A rank's slice: a strided copy from the offset of its index in the group.
+mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+// CHECK-LABEL: func.func @slice
+// CHECK: %[[R:.*]] = call @loomrt_comm_rank
+// CHECK: %[[RW:.*]] = arith.extsi %[[R]] : i32 to i64
+// CHECK: %[[OFF:.*]] = arith.muli %[[RW]], %{{.*}} : i64
+// CHECK: %[[SRC:.*]] = llvm.getelementptr %{{.*}}[%[[OFF]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK: call @loomrt_copy_2d(%{{.*}}, %{{.*}}, %[[SRC]], %{{.*}}, %{{.*}}, %{{.*}})
+func.func @slice(%x: tensor<2x8x4xf32>, %tp: !llvm.ptr {tfm.comm = "tp"}) -> tensor<2x4x4xf32> {
+  %s = mesh.all_slice %x on @dense mesh_axes = [3] slice_axis = 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+  return %s : tensor<2x4x4xf32>
+}

@@ -101,3 +101,21 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
 // expected-error @+1 {{tensor parallelism needs mesh @dense with a tp axis (run tfm-materialize-mesh)}}
 module attributes {tfm.plan = #tfm.plan<tp = 2>} {
 }
+
+// -----
+
+// Test: with sequence parallelism the sequence must divide by tp
+module attributes {tfm.plan = #tfm.plan<tp = 2, sequence_parallel = true>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @g init(ones) : tensor<8xf32>
+  func.func @forward(%x: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+    ^bb0(%h: tensor<1x3x8xf32>):
+      %w = tfm.get_param @g : tensor<8xf32>
+      // expected-error @+1 {{sequence length 3 is not divisible by tp 2 (sequence parallelism)}}
+      %n = tfm.rms_norm %h, %w eps 1.0e-6 : tensor<1x3x8xf32>, tensor<8xf32>
+      tfm.yield %n : tensor<1x3x8xf32>
+    }
+    return %y : tensor<1x3x8xf32>
+  }
+}

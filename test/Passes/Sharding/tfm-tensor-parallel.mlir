@@ -205,3 +205,41 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Sequence parallelism: the residual stream is split on the sequence; a
+// column-parallel linear all-gathers its input, a row-parallel one
+// reduce-scatters its output; the norm runs on the local tokens.
+module attributes {tfm.plan = #tfm.plan<tp = 2, sequence_parallel = true>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @g init(ones) : tensor<8xf32>
+  tfm.param @up init(ones) : tensor<16x8xf32>
+  tfm.param @down init(ones) : tensor<8x16xf32>
+  // CHECK-LABEL: func.func @forward
+  // CHECK-SAME: -> tensor<1x2x8xf32>
+  func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+    // CHECK: tfm.block layer 0 ins(%{{.*}} : tensor<1x4x8xf32>) -> tensor<1x2x8xf32>
+    %y = tfm.block layer 0 ins(%x : tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+    ^bb0(%h: tensor<1x4x8xf32>):
+      // CHECK: %[[LOCAL:.*]] = mesh.all_slice %{{.*}} on @dense mesh_axes = [3] slice_axis = 1 : tensor<1x4x8xf32> -> tensor<1x2x8xf32>
+      // CHECK: %[[N:.*]] = tfm.rms_norm %[[LOCAL]], %{{.*}} : tensor<1x2x8xf32>, tensor<8xf32>
+      // CHECK: %[[FULL:.*]] = mesh.all_gather %[[N]] on @dense mesh_axes = [3] gather_axis = 1 : tensor<1x2x8xf32> -> tensor<1x4x8xf32>
+      // CHECK: tfm.linear %[[FULL]], %{{.*}} : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+      // CHECK: %[[P:.*]] = tfm.linear %{{.*}}, %{{.*}} : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+      // CHECK: %[[RS:.*]] = mesh.reduce_scatter %[[P]] on @dense mesh_axes = [3] scatter_axis = 1 : tensor<1x4x8xf32> -> tensor<1x2x8xf32>
+      // CHECK: %[[OUT:.*]] = tfm.add %[[LOCAL]], %[[RS]] : tensor<1x2x8xf32>
+      // CHECK: tfm.yield %[[OUT]] : tensor<1x2x8xf32>
+      %w = tfm.get_param @g : tensor<8xf32>
+      %n = tfm.rms_norm %h, %w eps 1.0e-6 : tensor<1x4x8xf32>, tensor<8xf32>
+      %wu = tfm.get_param @up : tensor<16x8xf32>
+      %u = tfm.linear %n, %wu : tensor<1x4x8xf32>, tensor<16x8xf32> -> tensor<1x4x16xf32>
+      %s = tfm.silu %u : tensor<1x4x16xf32>
+      %wd = tfm.get_param @down : tensor<8x16xf32>
+      %d = tfm.linear %s, %wd : tensor<1x4x16xf32>, tensor<8x16xf32> -> tensor<1x4x8xf32>
+      %r = tfm.add %h, %d : tensor<1x4x8xf32>
+      tfm.yield %r : tensor<1x4x8xf32>
+    }
+    return %y : tensor<1x4x8xf32>
+  }
+}
