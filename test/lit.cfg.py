@@ -19,6 +19,7 @@ config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%loom_src", config.loom_src_root))
+config.substitutions.append(("%loom_bin", config.loom_tools_dir))
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
 

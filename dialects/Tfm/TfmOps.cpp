@@ -367,6 +367,32 @@ LogicalResult BiasAddOp::verify() {
   return success();
 }
 
+/// `narrow [..., N*D]` and `wide [..., N*factor*D]` of tfm.repeat_kv(_grad).
+static LogicalResult verifyRepeatKv(Operation *op, Value narrow, Value wide,
+                                    int64_t factor, int64_t headDim) {
+  if (failed(checkPositive(op, "factor", factor)) ||
+      failed(checkPositive(op, "head_dim", headDim)) ||
+      failed(checkSameElementType(op, "result", wide, "input", narrow)))
+    return failure();
+  int64_t features = tensorOf(narrow).getShape().back();
+  if (features % headDim != 0)
+    return op->emitOpError() << "feature size " << features
+                             << " is not a multiple of head_dim " << headDim;
+  SmallVector<int64_t> want(tensorOf(narrow).getShape());
+  want.back() *= factor;
+  return checkShape(op, "repeated", wide, want,
+                    "every head repeated factor times");
+}
+
+LogicalResult RepeatKvOp::verify() {
+  return verifyRepeatKv(*this, getInput(), getResult(), getFactor(),
+                        getHeadDim());
+}
+LogicalResult RepeatKvGradOp::verify() {
+  return verifyRepeatKv(*this, getResult(), getGrad(), getFactor(),
+                        getHeadDim());
+}
+
 //===----------------------------------------------------------------------===//
 // Rotary position embedding
 //===----------------------------------------------------------------------===//

@@ -608,6 +608,50 @@ def Tfm_BiasAddOp : Tfm_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>
   let hasVerifier = 1;
 }
 
+def Tfm_RepeatKvOp : Tfm_Op<"repeat_kv", [Pure]> {
+  let summary = "repeats every key/value head `factor` times";
+  let description = [{
+    Views `input [..., N*D]` as N heads of `head_dim` D and writes each head
+    `factor` times in a row: `[..., N*factor*D]`, head n becoming heads
+    `[n*factor, (n+1)*factor)`. The tensor-parallel pass uses it when there
+    are fewer kv heads than tp ranks: each rank then takes the one kv head its
+    query heads read (Megatron replicates kv heads the same way).
+
+    ```mlir
+    %k4 = tfm.repeat_kv %k factor 2 head_dim 16
+        : tensor<2x8x32xf32> -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, I64Attr:$factor,
+                       I64Attr:$head_dim);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `factor` $factor `head_dim` $head_dim attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_RepeatKvGradOp : Tfm_Op<"repeat_kv_grad", [Pure]> {
+  let summary = "gradient of tfm.repeat_kv: sums every head's copies";
+  let description = [{
+    `result[..., n-th head] = sum over j < factor of grad[..., (n*factor+j)-th head]`.
+
+    ```mlir
+    %dk = tfm.repeat_kv_grad %dk4 factor 2 head_dim 16
+        : tensor<2x8x64xf32> -> tensor<2x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$grad, I64Attr:$factor,
+                       I64Attr:$head_dim);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `factor` $factor `head_dim` $head_dim attr-dict `:` type($grad)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_AddOp : Tfm_ElementwiseOp<"add", [Commutative]> {
   let summary = "elementwise sum: residual connections, gradient accumulation";
   let description = [{

@@ -49,7 +49,10 @@ public:
                const ImportOptions &options, Type elementType)
       : ctx(context), c(config), o(options), b(&context),
         loc(UnknownLoc::get(&context)), elt(elementType),
-        batch(options.microBatchSize), seq(options.seqLength) {}
+        batch(options.microBatchSize), seq(options.seqLength),
+        vocab(llvm::divideCeil(config.vocabSize,
+                               options.makeVocabSizeDivisibleBy) *
+              options.makeVocabSizeDivisibleBy) {}
 
   OwningOpRef<ModuleOp> build();
 
@@ -104,6 +107,8 @@ private:
   Location loc;
   Type elt;
   int64_t batch, seq;
+  /// The vocabulary padded to a multiple of --make-vocab-size-divisible-by.
+  int64_t vocab;
   OpBuilder paramBuilder{&ctx};
   llvm::StringMap<RankedTensorType> params;
   int64_t dropoutSites = 0;
@@ -221,7 +226,9 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
   model.append("num_heads", b.getI64IntegerAttr(c.numHeads));
   model.append("num_kv_heads", b.getI64IntegerAttr(c.numKvHeads));
   model.append("head_dim", b.getI64IntegerAttr(c.headDim));
-  model.append("vocab_size", b.getI64IntegerAttr(c.vocabSize));
+  model.append("vocab_size", b.getI64IntegerAttr(vocab));
+  if (vocab != c.vocabSize)
+    model.append("unpadded_vocab_size", b.getI64IntegerAttr(c.vocabSize));
   model.append("micro_batch_size", b.getI64IntegerAttr(batch));
   model.append("seq_length", b.getI64IntegerAttr(seq));
   model.append("tie_word_embeddings", b.getBoolAttr(c.tieWordEmbeddings));
@@ -254,7 +261,7 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
         StringRef wteName =
             isGpt2() ? "transformer.wte.weight" : "model.embed_tokens.weight";
         Value x = b.create<EmbeddingOp>(
-            loc, act(h), t, normalParam(wteName, {c.vocabSize, h}, c.initStd),
+            loc, act(h), t, normalParam(wteName, {vocab, h}, c.initStd),
             /*vocab_parallel_axis=*/IntegerAttr());
         if (isGpt2()) {
           Value wpe = normalParam("transformer.wpe.weight",
@@ -306,9 +313,8 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
                 ? (isGpt2() ? "transformer.wte.weight"
                             : "model.embed_tokens.weight")
                 : "lm_head.weight";
-        Value w = normalParam(outName, {c.vocabSize, h}, c.initStd);
-        Value logits =
-            b.create<LinearOp>(loc, act(c.vocabSize), x, w, Value());
+        Value w = normalParam(outName, {vocab, h}, c.initStd);
+        Value logits = b.create<LinearOp>(loc, act(vocab), x, w, Value());
         return {b.create<CrossEntropyOp>(loc, lossType, logits, args[1],
                                          args[2], IntegerAttr())};
       })[0];
@@ -346,6 +352,10 @@ loom::buildModelModule(MLIRContext &context, const ModelConfig &config,
     return fail(llvm::formatv("eod token id {0} is outside the vocabulary "
                               "[0, {1})",
                               *o.eodTokenId, config.vocabSize));
+  if (o.makeVocabSizeDivisibleBy <= 0)
+    return fail(llvm::formatv("--make-vocab-size-divisible-by {0} must be "
+                              "positive",
+                              o.makeVocabSizeDivisibleBy));
   if (!(o.hiddenDropout >= 0.0 && o.hiddenDropout < 1.0))
     return fail(llvm::formatv("hidden dropout {0} is not in [0, 1)",
                               llvm::format("%g", o.hiddenDropout)));

@@ -106,6 +106,13 @@ public:
   Value i64(int64_t v) {
     return b.create<arith::ConstantIntOp>(loc, v, b.getI64Type());
   }
+  /// `p` advanced by `bytes` bytes.
+  Value offsetPtr(Value p, int64_t bytes) {
+    if (bytes == 0)
+      return p;
+    return b.create<LLVM::GEPOp>(loc, p.getType(), b.getI8Type(), p,
+                                 ArrayRef<LLVM::GEPArg>{bytes});
+  }
   Value addI64(Value v, int64_t c) {
     return b.create<arith::AddIOp>(loc, v, i64(c));
   }
@@ -536,6 +543,48 @@ FailureOr<SmallVector<Value>> lower(BiasAddOp op, BiasAddOp::Adaptor a,
   return SmallVector<Value>{out};
 }
 
+/// Every head of `narrow` is `factor` consecutive heads of `wide`: the
+/// copies are strided row copies (a row is one head of one token).
+template <>
+FailureOr<SmallVector<Value>> lower(RepeatKvOp op, RepeatKvOp::Adaptor a,
+                                    Emitter &e) {
+  Value out = e.alloc(op.getType());
+  int64_t f = op.getFactor(), d = op.getHeadDim();
+  int64_t headBytes = d * int64_t(cast<ShapedType>(out.getType())
+                                      .getElementTypeBitWidth() / 8);
+  int64_t heads = numElements(a.getInput()) / d;
+  Value src = e.ptr(a.getInput()), dst = e.ptr(out);
+  for (int64_t j = 0; j < f; ++j)
+    e.call("loomrt_copy_2d", {e.offsetPtr(dst, j * headBytes),
+                              e.i64(f * headBytes), src, e.i64(headBytes),
+                              e.i64(heads), e.i64(headBytes)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(RepeatKvGradOp op,
+                                    RepeatKvGradOp::Adaptor a, Emitter &e) {
+  Value out = e.alloc(op.getType());
+  int64_t f = op.getFactor(), d = op.getHeadDim();
+  int64_t headBytes = d * int64_t(cast<ShapedType>(out.getType())
+                                      .getElementTypeBitWidth() / 8);
+  int64_t heads = numElements(out) / d;
+  Value src = e.ptr(a.getGrad());
+  // The first copy lands in the result; the others are added to it.
+  Value part = e.alloc(op.getType());
+  for (int64_t j = 0; j < f; ++j) {
+    Value dst = e.ptr(j == 0 ? out : part);
+    e.call("loomrt_copy_2d", {dst, e.i64(headBytes),
+                              e.offsetPtr(src, j * headBytes),
+                              e.i64(f * headBytes), e.i64(heads),
+                              e.i64(headBytes)});
+    if (j > 0)
+      e.call("loomrt_add", {e.dtype(out), e.i64(numElements(out)), e.ptr(out),
+                            e.ptr(part), e.ptr(out)});
+  }
+  return SmallVector<Value>{out};
+}
+
 template <>
 FailureOr<SmallVector<Value>> lower(DropoutOp op, DropoutOp::Adaptor a,
                                     Emitter &e) {
@@ -801,7 +850,8 @@ struct LowerToRuntimePass
         RuntimeCallPattern<GeluGradOp>, RuntimeCallPattern<SiluOp>,
         RuntimeCallPattern<SiluGradOp>, RuntimeCallPattern<SwigluOp>,
         RuntimeCallPattern<SwigluGradOp>, RuntimeCallPattern<AddOp>,
-        RuntimeCallPattern<BiasAddOp>,
+        RuntimeCallPattern<BiasAddOp>, RuntimeCallPattern<RepeatKvOp>,
+        RuntimeCallPattern<RepeatKvGradOp>,
         RuntimeCallPattern<DropoutOp>, RuntimeCallPattern<CastOp>,
         RuntimeCallPattern<CrossEntropyOp>, CrossEntropyGradPattern,
         CollectivePattern<mesh::AllReduceOp>,

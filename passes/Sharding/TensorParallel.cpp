@@ -91,6 +91,17 @@ private:
     op->setOperand(i, *v);
     return success();
   }
+  /// The kv head this rank's query heads read, from whole k or v (when
+  /// there are fewer kv heads than tp ranks).
+  FailureOr<Value> kvHeadOfRank(Value kvWhole, int64_t kvHeads,
+                                int64_t headDim, Operation *where);
+  /// Turns the gradient of this rank's kv head into the whole k or v
+  /// gradient (all-gather, then sum each head's copies).
+  LogicalResult wholeKvGrad(Value localGrad, int64_t kvHeads, int64_t headDim,
+                            Operation *where);
+  /// Marks the linears producing k and v of attention ops with fewer kv
+  /// heads than tp ranks: those stay whole.
+  void findWholeKvLinears(Block &body);
   /// Inserts `build(builder)` right after `v`'s definition.
   template <typename BuildFn> Value after(Value v, BuildFn build);
   /// Replaces operand `i` of `op` by its replicated version.
@@ -113,6 +124,7 @@ private:
   DenseMap<Value, Dist> dist;
   DenseMap<Value, Value> reduced;   // v -> its whole version
   DenseMap<Value, Value> scattered; // v -> its sequence-split version
+  DenseSet<Operation *> wholeLinears; // k/v projections kept replicated
   /// Position ids (from tfm.position_ids, through block boundaries): their
   /// embedding tables are not vocabularies.
   DenseSet<Value> positions;
@@ -226,6 +238,10 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<GetParamOp>([&](auto) { return success(); }) // decided by users
       .Case<LinearOp>([&](LinearOp lin) -> LogicalResult {
+        if (wholeLinears.contains(op)) {
+          makeAllReplicated(op);
+          return success();
+        }
         if (get(lin.getInput()).isP() ||
             (get(lin.getInput()).isS() && get(lin.getInput()).dim == 1))
           makeReplicated(op, 0);
@@ -292,21 +308,44 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
         if (heads % tp != 0)
           return op->emitError() << "num_heads " << heads
                                  << " is not divisible by tp " << tp;
-        if (kv % tp != 0)
-          return op->emitError()
-                 << "num_kv_heads " << kv << " is not divisible by tp " << tp
-                 << " (replicating kv heads is not supported yet)";
+        bool replicatedKv = kv % tp != 0;
+        if (replicatedKv && tp % kv != 0)
+          return op->emitError() << "num_kv_heads " << kv << " and tp " << tp
+                                 << ": one must divide the other";
         a.setNumHeads(heads / tp);
-        a.setNumKvHeads(kv / tp);
+        a.setNumKvHeads(replicatedKv ? 1 : kv / tp);
+        if (replicatedKv) {
+          // Fewer kv heads than ranks: k and v were computed whole; each
+          // rank takes the one head its query heads read (Megatron's kv
+          // head replication).
+          for (unsigned i : {1u, 2u}) {
+            FailureOr<Value> local =
+                kvHeadOfRank(op->getOperand(i), kv, a.getHeadDim(), op);
+            if (failed(local))
+              return failure();
+            op->setOperand(i, *local);
+          }
+        }
         if constexpr (std::is_same_v<decltype(a), AttentionOp>) {
           if (failed(split(a.getResult(), 2, op)))
             return failure();
           return split(a.getLse(), 1, op);
         } else {
           makeReplicated(op, 5); // the output gradient is already split
-          for (Value r : op->getResults())
-            if (failed(split(r, 2, op)))
+          if (failed(split(a.getQueryGrad(), 2, op)))
+            return failure();
+          if (!replicatedKv)
+            return success(split(a.getKeyGrad(), 2, op).succeeded() &&
+                           split(a.getValueGrad(), 2, op).succeeded());
+          // Each rank's k/v gradient is for its copy of one head: gather the
+          // copies and sum each head's, so the replicated k and v linears
+          // get whole gradients.
+          for (Value g : {a.getKeyGrad(), a.getValueGrad()}) {
+            g.setType(op->getOperand(g == a.getKeyGrad() ? 1 : 2).getType());
+            dist[g] = Dist::split(2);
+            if (failed(wholeKvGrad(g, kv, a.getHeadDim(), op)))
               return failure();
+          }
           return success();
         }
       })
@@ -346,6 +385,12 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
         // vocabulary slice, the others give zero rows, an all-reduce sums.
         if (positions.contains(emb.getIds()))
           return success();
+        int64_t vocab = cast<RankedTensorType>(emb.getTable().getType())
+                            .getDimSize(0);
+        if (vocab % tp != 0)
+          return op->emitError()
+                 << "vocabulary size " << vocab << " is not divisible by tp "
+                 << tp << "; pad it (loom-import --make-vocab-size-divisible-by)";
         if (failed(splitParam(emb.getTable(), 0, op)))
           return failure();
         emb.setVocabParallelAxisAttr(b.getI64IntegerAttr(tpAxis));
@@ -430,6 +475,67 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
       });
 }
 
+FailureOr<Value> TensorParallel::kvHeadOfRank(Value kvWhole, int64_t kvHeads,
+                                              int64_t headDim,
+                                              Operation *where) {
+  if (get(kvWhole).isS())
+    return where->emitError() << "kv heads are split over tp but there are "
+                                 "only " << kvHeads;
+  Value whole = replicated(kvWhole);
+  auto type = cast<RankedTensorType>(whole.getType());
+  int64_t factor = tp / kvHeads;
+  SmallVector<int64_t> repeatedShape(type.getShape()), localShape(
+                                                           type.getShape());
+  repeatedShape.back() *= factor;
+  localShape.back() = headDim;
+  const int16_t axesStorage[] = {int16_t(tpAxis)};
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(where);
+  Value repeated = b.create<RepeatKvOp>(where->getLoc(),
+                                        type.clone(repeatedShape), whole,
+                                        factor, headDim);
+  Value local = b.create<mesh::AllSliceOp>(
+      where->getLoc(), type.clone(localShape), repeated, "dense",
+      ArrayRef<int16_t>(axesStorage), int64_t(type.getRank() - 1));
+  dist[local] = Dist::split(2);
+  return local;
+}
+
+LogicalResult TensorParallel::wholeKvGrad(Value localGrad, int64_t kvHeads,
+                                          int64_t headDim, Operation *where) {
+  auto type = cast<RankedTensorType>(localGrad.getType());
+  SmallVector<int64_t> gatheredShape(type.getShape()), wholeShape(
+                                                           type.getShape());
+  gatheredShape.back() = headDim * tp;
+  wholeShape.back() = headDim * kvHeads;
+  const int16_t axesStorage[] = {int16_t(tpAxis)};
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfter(where);
+  auto gathered = b.create<mesh::AllGatherOp>(
+      where->getLoc(), type.clone(gatheredShape), "dense",
+      ArrayRef<int16_t>(axesStorage), localGrad,
+      APInt(64, type.getRank() - 1));
+  Value whole = b.create<RepeatKvGradOp>(where->getLoc(),
+                                         type.clone(wholeShape), gathered,
+                                         tp / kvHeads, headDim);
+  localGrad.replaceAllUsesExcept(whole, gathered);
+  return success();
+}
+
+void TensorParallel::findWholeKvLinears(Block &body) {
+  for (auto attn : body.getOps<AttentionOp>()) {
+    int64_t kv = attn.getNumKvHeads();
+    if (kv % tp == 0 || tp % kv != 0)
+      continue;
+    for (Value v : {attn.getKey(), attn.getValue()}) {
+      if (auto rope = v.getDefiningOp<RopeOp>())
+        v = rope.getInput();
+      if (auto lin = v.getDefiningOp<LinearOp>())
+        wholeLinears.insert(lin);
+    }
+  }
+}
+
 LogicalResult TensorParallel::block(BlockOp blk) {
   Block &body = blk.getBody().front();
   for (auto [arg, input] : llvm::zip(body.getArguments(), blk.getInputs())) {
@@ -440,6 +546,7 @@ LogicalResult TensorParallel::block(BlockOp blk) {
   for (auto [arg, input] : llvm::zip(body.getArguments(), blk.getInputs()))
     if (positions.contains(input))
       positions.insert(arg);
+  findWholeKvLinears(body);
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (isa<mesh::AllReduceOp>(op))
       continue; // inserted by this pass

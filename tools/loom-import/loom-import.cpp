@@ -59,6 +59,11 @@ static cl::opt<double> hiddenDropout("hidden-dropout", cl::init(0.0),
 static cl::opt<int64_t> seed("seed", cl::init(1234),
                              cl::desc("Seed of the dropout masks"),
                              cl::cat(category));
+static cl::opt<int64_t> makeVocabSizeDivisibleBy(
+    "make-vocab-size-divisible-by", cl::init(1),
+    cl::desc("Pad the vocabulary to a multiple of this (Megatron's option; "
+             "e.g. 128, so it splits over tensor-parallel ranks)"),
+    cl::cat(category));
 static cl::opt<bool> summary(
     "summary",
     cl::desc("Print a summary of the IR instead of the IR itself (with -o, "
@@ -94,6 +99,7 @@ int main(int argc, char **argv) {
   options.resetAttentionMask = resetAttentionMask;
   options.hiddenDropout = hiddenDropout;
   options.seed = seed;
+  options.makeVocabSizeDivisibleBy = makeVocabSizeDivisibleBy;
 
   mlir::MLIRContext context;
   auto module = loom::buildModelModule(context, *config, options);

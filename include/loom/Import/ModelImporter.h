@@ -67,6 +67,10 @@ struct ImportOptions {
   double hiddenDropout = 0.0;
   /// Seed of the dropout masks.
   int64_t seed = 1234;
+  /// Pads the vocabulary to a multiple of this (Megatron's
+  /// --make-vocab-size-divisible-by), so it splits over tensor-parallel
+  /// ranks; the padded rows are ordinary, never-seen tokens.
+  int64_t makeVocabSizeDivisibleBy = 1;
 };
 
 /// Parses a Hugging Face config.json of the GPT-2 or Llama family. Errors name

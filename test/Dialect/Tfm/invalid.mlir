@@ -851,3 +851,39 @@ func.func @f(%x: tensor<f32>, %b: tensor<8xf32>) {
   %y = tfm.bias_add %x, %b : tensor<f32>, tensor<8xf32>
   return
 }
+
+// -----
+
+// Test: repeat_kv result shape
+func.func @f(%k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{repeated shape [2, 8, 32] does not match [2, 8, 64] (every head repeated factor times)}}
+  %r = tfm.repeat_kv %k factor 2 head_dim 16 : tensor<2x8x32xf32> -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// Test: repeat_kv whole heads
+func.func @f(%k: tensor<2x8x30xf32>) {
+  // expected-error @+1 {{feature size 30 is not a multiple of head_dim 16}}
+  %r = tfm.repeat_kv %k factor 2 head_dim 16 : tensor<2x8x30xf32> -> tensor<2x8x60xf32>
+  return
+}
+
+// -----
+
+// Test: repeat_kv_grad factor
+func.func @f(%k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{factor must be positive, got 0}}
+  %r = tfm.repeat_kv_grad %k factor 0 head_dim 16 : tensor<2x8x32xf32> -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+// Test: repeat_kv element types
+func.func @f(%k: tensor<2x8x32xf32>) {
+  // expected-error @+1 {{result element type 'bf16' does not match input element type 'f32'}}
+  %r = tfm.repeat_kv %k factor 2 head_dim 16 : tensor<2x8x32xf32> -> tensor<2x8x64xbf16>
+  return
+}

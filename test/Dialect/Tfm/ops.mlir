@@ -137,6 +137,15 @@ func.func @elementwise(%x: tensor<2x8x32xf32>, %y: tensor<2x8x32xf32>, %b32: ten
   return
 }
 
+// CHECK-LABEL: func.func @repeat_kv
+func.func @repeat_kv(%k: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  // CHECK: tfm.repeat_kv %{{.*}} factor 2 head_dim 16 : tensor<2x8x32xf32> -> tensor<2x8x64xf32>
+  %r = tfm.repeat_kv %k factor 2 head_dim 16 : tensor<2x8x32xf32> -> tensor<2x8x64xf32>
+  // CHECK: tfm.repeat_kv_grad %{{.*}} factor 2 head_dim 16 : tensor<2x8x64xf32> -> tensor<2x8x32xf32>
+  %g = tfm.repeat_kv_grad %r factor 2 head_dim 16 : tensor<2x8x64xf32> -> tensor<2x8x32xf32>
+  return %g : tensor<2x8x32xf32>
+}
+
 // CHECK-LABEL: func.func @loss
 func.func @loss(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %mask: tensor<2x8xf32>) -> (tensor<f32>, tensor<2x8x64xf32>) {
   // CHECK: tfm.cross_entropy %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>

@@ -233,3 +233,16 @@ func.func @slice(%x: tensor<2x8x4xf32>, %tp: !llvm.ptr {tfm.comm = "tp"}) -> ten
   %s = mesh.all_slice %x on @dense mesh_axes = [3] slice_axis = 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
   return %s : tensor<2x4x4xf32>
 }
+
+// -----
+
+// repeat_kv: one strided copy per copy of the heads; its gradient sums them.
+// CHECK-LABEL: func.func @repeat
+// CHECK-COUNT-2: call @loomrt_copy_2d
+// CHECK-COUNT-2: call @loomrt_copy_2d
+// CHECK: call @loomrt_add(
+func.func @repeat(%k: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %r = tfm.repeat_kv %k factor 2 head_dim 4 : tensor<2x8xf32> -> tensor<2x16xf32>
+  %g = tfm.repeat_kv_grad %r factor 2 head_dim 4 : tensor<2x16xf32> -> tensor<2x8xf32>
+  return %g : tensor<2x8xf32>
+}

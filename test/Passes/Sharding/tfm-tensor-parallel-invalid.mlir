@@ -18,29 +18,6 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
 
 // -----
 
-// Test: kv heads fewer than tp
-module attributes {tfm.plan = #tfm.plan<tp = 4>} {
-  mesh.mesh @dense(shape = 1x1x1x4) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
-  tfm.param @q init(ones) : tensor<16x16xf32>
-  tfm.param @kv init(ones) : tensor<8x16xf32>
-  func.func @forward(%x: tensor<1x2x16xf32>) -> tensor<1x2x16xf32> {
-    %y = tfm.block layer 0 ins(%x : tensor<1x2x16xf32>) -> tensor<1x2x16xf32> {
-    ^bb0(%h: tensor<1x2x16xf32>):
-      %wq = tfm.get_param @q : tensor<16x16xf32>
-      %q = tfm.linear %h, %wq : tensor<1x2x16xf32>, tensor<16x16xf32> -> tensor<1x2x16xf32>
-      %wk = tfm.get_param @kv : tensor<8x16xf32>
-      %k = tfm.linear %h, %wk : tensor<1x2x16xf32>, tensor<8x16xf32> -> tensor<1x2x8xf32>
-      // expected-error @+1 {{num_kv_heads 2 is not divisible by tp 4 (replicating kv heads is not supported yet)}}
-      %a, %l = tfm.attention %q, %k, %k heads 4 kv_heads 2 head_dim 4 scale 0.5 mask causal
-          : tensor<1x2x16xf32>, tensor<1x2x8xf32>, tensor<1x2x8xf32> -> tensor<1x2x16xf32>, tensor<1x4x2xf32>
-      tfm.yield %a : tensor<1x2x16xf32>
-    }
-    return %y : tensor<1x2x16xf32>
-  }
-}
-
-// -----
-
 // Test: heads that do not divide
 module attributes {tfm.plan = #tfm.plan<tp = 2>} {
   mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
@@ -117,5 +94,28 @@ module attributes {tfm.plan = #tfm.plan<tp = 2, sequence_parallel = true>} {
       tfm.yield %n : tensor<1x3x8xf32>
     }
     return %y : tensor<1x3x8xf32>
+  }
+}
+
+// -----
+
+// Test: kv heads and tp that do not divide each other
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @q init(ones) : tensor<24x8xf32>
+  tfm.param @kv init(ones) : tensor<12x8xf32>
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x24xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x24xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      %wq = tfm.get_param @q : tensor<24x8xf32>
+      %q = tfm.linear %h, %wq : tensor<1x2x8xf32>, tensor<24x8xf32> -> tensor<1x2x24xf32>
+      %wk = tfm.get_param @kv : tensor<12x8xf32>
+      %k = tfm.linear %h, %wk : tensor<1x2x8xf32>, tensor<12x8xf32> -> tensor<1x2x12xf32>
+      // expected-error @+1 {{num_kv_heads 3 and tp 2: one must divide the other}}
+      %a, %l = tfm.attention %q, %k, %k heads 6 kv_heads 3 head_dim 4 scale 0.5 mask causal
+          : tensor<1x2x24xf32>, tensor<1x2x12xf32>, tensor<1x2x12xf32> -> tensor<1x2x24xf32>, tensor<1x6x2xf32>
+      tfm.yield %a : tensor<1x2x24xf32>
+    }
+    return %y : tensor<1x2x24xf32>
   }
 }

@@ -243,3 +243,33 @@ module attributes {tfm.plan = #tfm.plan<tp = 2, sequence_parallel = true>} {
     return %y : tensor<1x4x8xf32>
   }
 }
+
+// -----
+
+// Fewer kv heads (2) than ranks (4): k and v stay whole; each rank repeats
+// the kv heads and takes the one its query head reads.
+module attributes {tfm.plan = #tfm.plan<tp = 4>} {
+  mesh.mesh @dense(shape = 1x1x1x4) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @q init(ones) : tensor<16x8xf32>
+  tfm.param @k init(ones) : tensor<8x8xf32>
+  // CHECK-LABEL: func.func @forward
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x16xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x16xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      // CHECK: tfm.get_param @q tp_split 0 : tensor<4x8xf32>
+      // CHECK: %[[WK:.*]] = tfm.get_param @k : tensor<8x8xf32>
+      // CHECK: %[[K:.*]] = tfm.linear %{{.*}}, %[[WK]] : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      // CHECK: %[[REP:.*]] = tfm.repeat_kv %[[K]] factor 2 head_dim 4 : tensor<1x2x8xf32> -> tensor<1x2x16xf32>
+      // CHECK: %[[MINE:.*]] = mesh.all_slice %[[REP]] on @dense mesh_axes = [3] slice_axis = 2 : tensor<1x2x16xf32> -> tensor<1x2x4xf32>
+      // CHECK: tfm.attention %{{.*}}, %[[MINE]], %{{.*}} heads 1 kv_heads 1 head_dim 4
+      %wq = tfm.get_param @q : tensor<16x8xf32>
+      %q = tfm.linear %h, %wq : tensor<1x2x8xf32>, tensor<16x8xf32> -> tensor<1x2x16xf32>
+      %wk = tfm.get_param @k : tensor<8x8xf32>
+      %k = tfm.linear %h, %wk : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      %a, %l = tfm.attention %q, %k, %k heads 4 kv_heads 2 head_dim 4 scale 0.5 mask causal
+          : tensor<1x2x16xf32>, tensor<1x2x8xf32>, tensor<1x2x8xf32> -> tensor<1x2x16xf32>, tensor<1x4x2xf32>
+      tfm.yield %a : tensor<1x2x16xf32>
+    }
+    return %y : tensor<1x2x16xf32>
+  }
+}
