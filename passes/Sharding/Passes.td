@@ -24,8 +24,8 @@ def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
     output split on its last dim); `linear` of a split input is row-parallel
     (weight split on dim 1, output a partial sum, all-reduced where a
     replicated value is needed). Attention keeps heads split (num_heads and
-    num_kv_heads divided by tp); RoPE and activations follow their input;
-    norms and residual adds need replicated inputs. In backward the same
+    num_kv_heads divided by tp; fewer kv heads, see below); RoPE and
+    activations follow their input; norms and residual adds need replicated inputs. In backward the same
     decisions apply per parameter: a column-parallel `linear_grad` gives a
     partial input gradient (all-reduced: Megatron's f in backward), a
     row-parallel one a split gradient (g is the identity in backward).
@@ -48,8 +48,13 @@ def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
     norms' weight gradients, sums over this rank's tokens only, are
     all-reduced.
 
-    Not yet: dropout on split activations (it runs on whole tensors instead)
-    and kv heads fewer than tp, reported as an error naming it.
+    When tp exceeds num_kv_heads (GQA), every rank needs whole kv heads:
+    the k/v projections stay replicated, `tfm.repeat_kv` expands them to
+    num_heads and `mesh.all_slice` takes this rank's heads; in backward the
+    kv gradients are all-gathered and summed back (`tfm.repeat_kv_grad`).
+
+    Not yet: dropout on split activations (hidden dropout with sequence
+    parallelism), reported as an error naming it.
 
     ```mlir
     %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
