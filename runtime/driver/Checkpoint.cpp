@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <tuple>
 #include <unistd.h>
 
 using json = nlohmann::json;
@@ -130,19 +131,20 @@ std::string directoryOf(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-} // namespace
-
-void writeCheckpoint(const std::string &path, const Manifest &m,
-                     const ShardFetcher &fetch,
-                     const std::map<std::string, std::string> &metadata) {
-  // Header first: the offsets follow from the shapes alone.
+/// Writes the header of a safetensors file whose tensors follow in the
+/// order of `tensors` (name, dtype, shape).
+void writeHeader(OutFile &out,
+                 const std::vector<std::tuple<std::string, loomrt_dtype,
+                                              Shape>> &tensors,
+                 const std::map<std::string, std::string> &metadata) {
+  // The offsets follow from the shapes alone.
   json header = json::object();
   int64_t offset = 0;
-  for (const HfTensor &t : m.hfTensors) {
-    int64_t bytes = numElements(t.shape) * dtypeBytes(t.dtype);
-    header[t.name] = {{"dtype", safetensorsDTypeName(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + bytes}}};
+  for (const auto &[name, dtype, shape] : tensors) {
+    int64_t bytes = numElements(shape) * dtypeBytes(dtype);
+    header[name] = {{"dtype", safetensorsDTypeName(dtype)},
+                    {"shape", shape},
+                    {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   json meta = json::object();
@@ -154,11 +156,54 @@ void writeCheckpoint(const std::string &path, const Manifest &m,
   // writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
   uint64_t headerLen = text.size();
-
-  std::string tmp = path + ".tmp";
-  OutFile out(tmp);
   out.write(&headerLen, 8);
   out.write(text.data(), int64_t(text.size()));
+}
+
+/// Makes the finished temporary file `tmp` the file `path`, durably.
+void commit(OutFile &out, const std::string &tmp, const std::string &path) {
+  out.syncAndClose();
+  out.check();
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("cannot rename " + tmp + " to " + path + ": " +
+                std::strerror(errno));
+  out.keep();
+  syncDirectory(directoryOf(path));
+}
+
+} // namespace
+
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+void writeSafetensors(const std::string &path,
+                      const std::vector<NamedTensor> &tensors,
+                      const std::map<std::string, std::string> &metadata) {
+  std::vector<std::tuple<std::string, loomrt_dtype, Shape>> layout;
+  for (const NamedTensor &t : tensors)
+    layout.emplace_back(t.name, t.dtype, t.shape);
+  std::string tmp = path + ".tmp";
+  OutFile out(tmp);
+  writeHeader(out, layout, metadata);
+  for (const NamedTensor &t : tensors)
+    out.write(t.data, numElements(t.shape) * dtypeBytes(t.dtype));
+  commit(out, tmp, path);
+}
+
+void writeCheckpoint(const std::string &path, const Manifest &m,
+                     const ShardFetcher &fetch,
+                     const std::map<std::string, std::string> &metadata) {
+  std::vector<std::tuple<std::string, loomrt_dtype, Shape>> layout;
+  for (const HfTensor &t : m.hfTensors)
+    layout.emplace_back(t.name, t.dtype, t.shape);
+  std::string tmp = path + ".tmp";
+  OutFile out(tmp);
+  writeHeader(out, layout, metadata);
 
   // One HF tensor in memory at a time: gather its pieces, write, drop.
   std::vector<unsigned char> tensor, piece;
@@ -182,18 +227,7 @@ void writeCheckpoint(const std::string &path, const Manifest &m,
                 hfViewOfBox(p, s.box));
   });
   flush();
-  out.syncAndClose();
-  out.check();
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("cannot rename " + tmp + " to " + path + ": " +
-                std::strerror(errno));
-  out.keep();
-  // Make the rename itself durable.
-  int dir = ::open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
+  commit(out, tmp, path);
 }
 
 //===----------------------------------------------------------------------===//

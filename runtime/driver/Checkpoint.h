@@ -49,6 +49,23 @@ void writeCheckpoint(const std::string &path, const Manifest &m,
                      const ShardFetcher &fetch,
                      const std::map<std::string, std::string> &metadata);
 
+/// One contiguous tensor of a plain safetensors file.
+struct NamedTensor {
+  std::string name;
+  loomrt_dtype dtype = LOOMRT_F32;
+  Shape shape;
+  const void *data = nullptr;
+};
+
+/// Writes `tensors`, in this order, to `path` atomically (path.tmp,
+/// fsync, rename, fsync of the directory). Throws Error.
+void writeSafetensors(const std::string &path,
+                      const std::vector<NamedTensor> &tensors,
+                      const std::map<std::string, std::string> &metadata);
+
+/// fsync of a directory: makes renames and creations in it durable.
+void syncDirectory(const std::string &dir);
+
 /// The layout of a file of per-parameter state (optimizer moments, f32 main
 /// parameters, gradients) in the checkpoint format: for each prefix, every
 /// parameter of `m` again, named prefix + name and placed in HF tensor

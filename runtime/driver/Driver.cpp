@@ -16,7 +16,8 @@
 //      averages the loss over micro-batches and data-parallel ranks, and
 //      the rank with logs_loss prints a Megatron-style line;
 //   5. --save: rank 0 gathers the shards and writes one safetensors file
-//      (plus the optimizer state with --train).
+//      (plus the optimizer state with --train); --save-sharded: every rank
+//      writes its own file, rank 0 an index (ShardedCheckpoint.h).
 //
 // A training step (Megatron's train_step with a DDP grad buffer and the
 // mixed-precision optimizer):
@@ -26,6 +27,10 @@
 //   f16: all ranks agree on inf/nan, the scaler updates, overflow skips;
 //   global grad norm (every element once), clip, AdamW with the schedule's
 //   lr on the f32 main params, cast back into the model's dtype.
+// With --use-distributed-optimizer (Megatron-Core's DistributedOptimizer,
+// DistOptimizer.h) the all-reduce becomes a reduce-scatter, everything
+// after it works on this rank's 1/dp slice of the flat buffer, and the
+// updated parameters are all-gathered over dp.
 //
 // Failures before and between steps are collective: every rank reports its
 // status, the lowest failing rank prints "<binary>: error: <message>", and
@@ -36,9 +41,11 @@
 #include "runtime/driver/Driver.h"
 
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/DistOptimizer.h"
 #include "runtime/driver/Manifest.h"
 #include "runtime/driver/Optimizer.h"
 #include "runtime/driver/ParamInit.h"
+#include "runtime/driver/ShardedCheckpoint.h"
 
 #include "loomrt/loomrt.h"
 
@@ -50,6 +57,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -75,6 +83,9 @@ std::string usage(const std::string &tool) {
          "  --metrics-jsonl FILE   one JSON object per step\n"
          "  --load CKPT            start from a safetensors checkpoint\n"
          "  --save CKPT            write a safetensors checkpoint at the end\n"
+         "  --load-sharded DIR     start from a per-rank checkpoint of this "
+         "plan\n"
+         "  --save-sharded DIR     write a per-rank checkpoint at the end\n"
          "  --threads N            kernel threads per rank\n"
          "training (needs a program compiled with loom-compile --train):\n"
          "  --train                run train_step and AdamW instead of the "
@@ -94,6 +105,9 @@ std::string usage(const std::string &tool) {
          "  --hysteresis N         f16 dynamic loss scaler (2^32, 1, 1000, 2)\n"
          "  --dump-grads FILE      write the first step's gradients "
          "(safetensors)\n"
+         "  --use-distributed-optimizer\n"
+         "                         shard the optimizer state over data-parallel "
+         "ranks\n"
          "  --help                 this text\n";
 }
 
@@ -138,7 +152,8 @@ Options parseOptions(const std::vector<std::string> &args) {
   Options o;
   static const std::set<std::string> withValue = {
       "--manifest", "--steps", "--data",  "--data-format", "--seed",
-      "--metrics-jsonl", "--load", "--save", "--threads", "--lr", "--min-lr",
+      "--metrics-jsonl", "--load", "--save", "--load-sharded",
+      "--save-sharded", "--threads", "--lr", "--min-lr",
       "--lr-warmup-steps", "--lr-decay-steps", "--weight-decay",
       "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad",
       "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
@@ -151,6 +166,10 @@ Options parseOptions(const std::vector<std::string> &args) {
     }
     if (flag == "--train") {
       o.train = true;
+      continue;
+    }
+    if (flag == "--use-distributed-optimizer") {
+      o.useDistributedOptimizer = true;
       continue;
     }
     size_t eq = flag.find('=');
@@ -188,6 +207,10 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.load = value;
     else if (flag == "--save")
       o.save = value;
+    else if (flag == "--load-sharded")
+      o.loadSharded = value;
+    else if (flag == "--save-sharded")
+      o.saveSharded = value;
     else if (flag == "--threads")
       o.threads = int32_t(parseInteger(flag, value, 1));
     else if (flag == "--lr")
@@ -229,6 +252,10 @@ Options parseOptions(const std::vector<std::string> &args) {
     throw Error("--min-lr must not exceed --lr");
   if (!o.train && !o.dumpGrads.empty())
     throw Error("--dump-grads needs --train");
+  if (!o.train && o.useDistributedOptimizer)
+    throw Error("--use-distributed-optimizer needs --train");
+  if (!o.load.empty() && !o.loadSharded.empty())
+    throw Error("--load and --load-sharded exclude each other");
   return o;
 }
 
@@ -271,12 +298,14 @@ struct TrainParam {
   size_t index = 0;         // in Manifest::params
   const ParamSpec *spec = nullptr;
   int64_t n = 0;            // elements of the shard
-  int64_t offset = 0;       // in the flat f32 buffers
+  int64_t offset = 0;       // in the flat main-grad buffer
   void *model = nullptr;    // the shard in the param dtype (entry argument)
   void *grad = nullptr;     // train_step's gradient output, param dtype
-  float *main = nullptr;    // f32 main param; `model` itself for f32 params
   bool decay = false;       // takesWeightDecay
-  bool countsInNorm = false; // first holder of its box: counted once
+  // Counted in the grad norm: this rank is the first holder of its box or,
+  // with the distributed optimizer, that holder is in this rank's
+  // data-parallel group, whose slices hold every element exactly once.
+  bool countsInNorm = false;
 };
 
 /// What one step produced, for the log.
@@ -286,6 +315,14 @@ struct StepResult {
   std::optional<double> gradNorm; // none for a skipped update
   bool skipped = false;
 };
+
+/// A temporary backend buffer (whole optimizer state around checkpoints).
+using TempBuffer = std::unique_ptr<float, void (*)(void *)>;
+TempBuffer tempFloats(int64_t n) {
+  return TempBuffer(
+      static_cast<float *>(loomrt_alloc(n * int64_t(sizeof(float)))),
+      loomrt_free);
+}
 
 const char *const kMomentPrefixes[] = {"optimizer.exp_avg.",
                                        "optimizer.exp_avg_sq."};
@@ -304,7 +341,7 @@ public:
       loomrt_free(buf);
     for (TrainParam &t : trained)
       loomrt_free(t.grad);
-    for (float *buf : {mainGrads, expAvg, expAvgSq, mainParams})
+    for (float *buf : {mainGrads, expAvg, expAvgSq, mainParams, gradShard})
       loomrt_free(buf);
   }
 
@@ -325,7 +362,23 @@ private:
   void trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                  StepResult &result);
   double globalGradNorm();
+  /// Distributed optimizer: all-gathers the dp group's slices of a flat
+  /// f32 buffer (shardSize elements each) into `full` (padded elements).
+  void allGatherFlat(const float *slice, float *full);
+  /// Distributed optimizer: the owners' updated parameters to every rank
+  /// of the data-parallel group, into the model buffers.
+  void allGatherParams();
+  /// The f32 main parameters of an owned piece: the model buffer itself
+  /// for f32 parameters.
+  float *mainOf(const FlatPiece &piece) const;
+  void reportOptimizerMemory();
   void save();
+  void saveSharded();
+  /// --load-sharded: this rank's parameter shards (after the index check).
+  void loadShardedParams();
+  /// --load-sharded with --train: the training state and this rank's
+  /// optimizer slice, from the files of its data-parallel group.
+  void loadShardedOptimizer();
   /// Rank 0 writes `layout` (a manifest or a stateLayout of it) to `path`;
   /// every rank sends the pieces it is the first holder of. bufferOf(k) is
   /// this rank's buffer of layout.params[k].
@@ -356,10 +409,22 @@ private:
   float *mainGrads = nullptr, *expAvg = nullptr, *expAvgSq = nullptr;
   float *mainParams = nullptr; // only when some parameter is not f32
   float gradScale = 1.0f;      // the train_step's grad_scale input
+  // The optimizer's share of the flat buffer: everything, or with
+  // --use-distributed-optimizer and dp > 1 the 1/dp slice [ownBegin,
+  // ownEnd) (Megatron-Core's DistributedOptimizer). expAvg, expAvgSq,
+  // mainParams and ownGrads hold flat elements ownBegin.. of that range.
+  bool distributed = false;
+  DpPartition partition;
+  int64_t ownBegin = 0, ownEnd = 0;
+  std::vector<FlatPiece> owned; // FlatPiece::param indexes `trained`
+  float *gradShard = nullptr;   // the reduce-scatter's output (distributed)
+  float *ownGrads = nullptr;    // reduced main grads of the owned range
+  loomrt_dtype gatherDtype = LOOMRT_F32; // of the parameter all-gather
   bool mixedPrecision = false; // f32 main params apart from the model's
   bool dynamicScaling = false; // f16: DynamicLossScaler
   TrainState state;            // where training stands (checkpointed)
   bool resumed = false;        // the optimizer state came from --load
+  ShardedIndex shardedIndex;   // --load-sharded
 };
 
 void Run::collectively(const std::function<void()> &fn) {
@@ -457,6 +522,10 @@ void Run::allocateParameters() {
     collectively([&] { loadCheckpoint(opts.load, m, rank, buffers); });
     return;
   }
+  if (!opts.loadSharded.empty()) {
+    collectively([&] { loadShardedParams(); });
+    return;
+  }
   for (const ParamSpec &p : m.params)
     if (const Shard *s = p.shardOf(rank))
       initializeBox(p, s->box, opts.seed, buffers[p.name]);
@@ -481,6 +550,29 @@ void Run::setUpTraining() {
         throw Error("the train_step entry of rank " + std::to_string(rank) +
                     " returns the gradient of \"" + a.name + "\" twice");
 
+    // The distributed optimizer slices a flat buffer that every rank of
+    // the data-parallel group must lay out alike.
+    distributed = opts.useDistributedOptimizer && dpSize > 1;
+    const std::vector<int32_t> *dpGroup =
+        distributed ? m.groupOf("dp", rank)->first : nullptr;
+    auto inDpGroup = [&](int32_t r) {
+      return std::find(dpGroup->begin(), dpGroup->end(), r) != dpGroup->end();
+    };
+    if (distributed)
+      for (const ParamSpec &p : m.params)
+        for (int32_t peer : *dpGroup) {
+          const Shard *a = p.shardOf(rank), *b = p.shardOf(peer);
+          if (!a && !b)
+            continue;
+          if (!a || !b || a->box.offset != b->box.offset ||
+              a->box.shape != b->box.shape)
+            throw Error("--use-distributed-optimizer needs the ranks of a "
+                        "data-parallel group to hold the same shards, but "
+                        "ranks " + std::to_string(rank) + " and " +
+                        std::to_string(peer) + " hold different parts of \"" +
+                        p.name + "\"");
+        }
+
     for (size_t i = 0; i < m.params.size(); ++i) {
       const ParamSpec &p = m.params[i];
       const Shard *s = p.shardOf(rank);
@@ -497,34 +589,68 @@ void Run::setUpTraining() {
       t.model = buffers.at(p.name);
       t.grad = loomrt_alloc(t.n * dtypeBytes(p.dtype));
       t.decay = takesWeightDecay(p.name, p.shape);
+      // The first holder of this box is counted, through the optimizer
+      // slices of its data-parallel group (the whole buffer of that one
+      // rank without the distributed optimizer).
       for (const Shard *d : p.distinctShards())
-        t.countsInNorm |= d == s;
+        if (d->box.offset == s->box.offset && d->box.shape == s->box.shape)
+          t.countsInNorm = distributed ? inDpGroup(d->rank) : d == s;
       trainedElements += t.n;
       mixedPrecision |= p.dtype != LOOMRT_F32;
       dynamicScaling |= p.dtype == LOOMRT_F16;
       trained.push_back(t);
     }
-    int64_t bytes = trainedElements * int64_t(sizeof(float));
-    mainGrads = static_cast<float *>(loomrt_alloc(bytes));
-    expAvg = static_cast<float *>(loomrt_alloc(bytes));
-    expAvgSq = static_cast<float *>(loomrt_alloc(bytes));
+
+    partition = {trainedElements, distributed ? dpSize : 1};
+    ownBegin = partition.begin(distributed ? dpRank : 0);
+    ownEnd = partition.end(distributed ? dpRank : 0);
+    std::vector<int64_t> offsets, sizes;
+    for (const TrainParam &t : trained) {
+      offsets.push_back(t.offset);
+      sizes.push_back(t.n);
+    }
+    owned = ownedPieces(offsets, sizes, ownBegin, ownEnd);
+    int64_t slice = distributed ? partition.shardSize() : trainedElements;
+    int64_t bytes = slice * int64_t(sizeof(float));
+    auto allocFloats = [](int64_t bytes) {
+      return static_cast<float *>(loomrt_alloc(bytes));
+    };
+    // The pad at the end of the gradient buffer stays zero through the
+    // reduce-scatter.
+    mainGrads = allocFloats(partition.padded() * int64_t(sizeof(float)));
+    expAvg = allocFloats(bytes);
+    expAvgSq = allocFloats(bytes);
     loomrt_zero(expAvg, bytes);
     loomrt_zero(expAvgSq, bytes);
-    if (mixedPrecision)
-      mainParams = static_cast<float *>(loomrt_alloc(bytes));
+    ownGrads = mainGrads;
+    if (distributed)
+      ownGrads = gradShard = allocFloats(bytes);
+    if (mixedPrecision) {
+      // Zero where f32 parameters leave it unused (sharded files hold it).
+      mainParams = allocFloats(bytes);
+      loomrt_zero(mainParams, bytes);
+    }
     // f32 parameters are their own main parameters; the others start as
     // their widened values (a --load optimizer state may replace them).
-    for (TrainParam &t : trained) {
-      if (t.spec->dtype == LOOMRT_F32) {
-        t.main = static_cast<float *>(t.model);
-        continue;
-      }
-      t.main = mainParams + t.offset;
-      loomrt_cast(t.spec->dtype, t.model, LOOMRT_F32, t.main, t.n);
+    for (const FlatPiece &pc : owned) {
+      const TrainParam &t = trained[pc.param];
+      if (t.spec->dtype != LOOMRT_F32)
+        loomrt_cast(t.spec->dtype,
+                    static_cast<char *>(t.model) +
+                        pc.paramOffset * dtypeBytes(t.spec->dtype),
+                    LOOMRT_F32, mainOf(pc), pc.n);
     }
+    // Megatron gathers the parameters in their own dtype; f32 when the
+    // dtypes are mixed.
+    gatherDtype = trained.empty() ? LOOMRT_F32 : trained[0].spec->dtype;
+    for (const TrainParam &t : trained)
+      if (t.spec->dtype != gatherDtype)
+        gatherDtype = LOOMRT_F32;
 
     if (!opts.load.empty())
       loadOptimizerState();
+    else if (!opts.loadSharded.empty())
+      loadShardedOptimizer();
 
     // Settings: flags win, then the checkpoint, then the defaults.
     AdamWConfig &ad = state.adamw;
@@ -567,17 +693,23 @@ void Run::setUpTraining() {
                   " samples, not a multiple of this plan's global batch of " +
                   std::to_string(samplesPerStep));
   });
-  if (rank == 0 && !opts.load.empty()) {
+  if (rank == 0 && (!opts.load.empty() || !opts.loadSharded.empty())) {
+    std::string from = opts.load.empty() ? opts.loadSharded
+                                         : optimizerStatePath(opts.load);
     if (resumed)
       std::printf("loom: resuming at iteration %" PRId64
                   " (consumed samples %" PRId64 ", optimizer step %" PRId64
                   ") from %s\n",
                   state.iteration, state.consumedSamples, state.optimizerSteps,
-                  optimizerStatePath(opts.load).c_str());
-    else
+                  from.c_str());
+    else if (!opts.load.empty())
       std::printf("loom: %s not found: the optimizer starts from zero at "
                   "iteration 0\n",
-                  optimizerStatePath(opts.load).c_str());
+                  from.c_str());
+    else
+      std::printf("loom: %s holds no optimizer state: the optimizer starts "
+                  "from zero at iteration 0\n",
+                  from.c_str());
     std::fflush(stdout);
   }
 }
@@ -596,14 +728,32 @@ void Run::loadOptimizerState() {
   state = TrainState::fromJson(meta->second, "optimizer state " + path);
   resumed = true;
 
+  // The file holds whole tensors: the distributed optimizer reads this
+  // rank's full shards into temporary flat buffers and keeps its slice.
+  std::vector<TempBuffer> temps;
+  auto full = [&](float *slice) {
+    if (!distributed)
+      return slice;
+    temps.push_back(tempFloats(trainedElements));
+    return temps.back().get();
+  };
+  auto keepSlice = [&](float *slice, const float *fullBuf) {
+    if (distributed)
+      loomrt_copy(slice, fullBuf + ownBegin,
+                  (ownEnd - ownBegin) * int64_t(sizeof(float)));
+  };
+
   std::map<std::string, void *> bufs;
   Manifest moments = stateLayout(
       m, {kMomentPrefixes[0], kMomentPrefixes[1]}, LOOMRT_F32);
+  float *avg = full(expAvg), *avgSq = full(expAvgSq);
   for (const TrainParam &t : trained) {
-    bufs[kMomentPrefixes[0] + t.spec->name] = expAvg + t.offset;
-    bufs[kMomentPrefixes[1] + t.spec->name] = expAvgSq + t.offset;
+    bufs[kMomentPrefixes[0] + t.spec->name] = avg + t.offset;
+    bufs[kMomentPrefixes[1] + t.spec->name] = avgSq + t.offset;
   }
   loadCheckpoint(path, moments, rank, bufs);
+  keepSlice(expAvg, avg);
+  keepSlice(expAvgSq, avgSq);
 
   // Main parameters are saved when the saving run had low-precision
   // parameters; they are more precise than the model file's values.
@@ -614,13 +764,18 @@ void Run::loadOptimizerState() {
   if (!hasMain)
     return;
   bufs.clear();
+  // Laid out like the gradients; an f32 parameter is its own main param.
+  float *main = mixedPrecision ? full(mainParams) : nullptr;
   for (const TrainParam &t : trained)
-    bufs[kMainParamPrefix + t.spec->name] = t.main;
+    bufs[kMainParamPrefix + t.spec->name] =
+        t.spec->dtype == LOOMRT_F32 ? t.model : main + t.offset;
   loadCheckpoint(path, stateLayout(m, {kMainParamPrefix}, LOOMRT_F32), rank,
                  bufs);
+  if (mixedPrecision)
+    keepSlice(mainParams, main);
   for (const TrainParam &t : trained)
     if (t.spec->dtype != LOOMRT_F32)
-      loomrt_cast(LOOMRT_F32, t.main, t.spec->dtype, t.model, t.n);
+      loomrt_cast(LOOMRT_F32, main + t.offset, t.spec->dtype, t.model, t.n);
 }
 
 BoundEntry Run::bind(const Entry &entry) {
@@ -686,11 +841,14 @@ BoundEntry Run::bind(const Entry &entry) {
 double Run::globalGradNorm() {
   // Every element once: each distinct box of a parameter is counted by its
   // first holder only (data-parallel and tensor-parallel replicas hold equal
-  // gradients after the all-reduce), and the world sums the parts.
+  // gradients after the all-reduce) or, with the distributed optimizer, by
+  // the slices of that holder's data-parallel group; the world sums the
+  // parts.
   double local = 0.0;
-  for (const TrainParam &t : trained)
-    if (t.countsInNorm)
-      local += double(loomrt_sum_squares(LOOMRT_F32, mainGrads + t.offset, t.n));
+  for (const FlatPiece &pc : owned)
+    if (trained[pc.param].countsInNorm)
+      local += double(loomrt_sum_squares(
+          LOOMRT_F32, ownGrads + (pc.flatOffset - ownBegin), pc.n));
   float sum = float(local);
   if (worldSize > 1)
     loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, &sum, &sum,
@@ -704,7 +862,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   // The compiled code differentiates grad_scale * loss: scaling for f16 and
   // the mean over micro-batches cost nothing there.
   gradScale = float(lossScale / double(m.numMicrobatches));
-  loomrt_zero(mainGrads, trainedElements * int64_t(sizeof(float)));
+  loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
     try {
       reader->read(dataStep, micro, dpRank, dpSize, batch);
@@ -720,15 +878,26 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
       loomrt_axpy(t.n, 1.0f, t.spec->dtype, t.grad, LOOMRT_F32,
                   mainGrads + t.offset);
   }
-  // Gradient sync once, after the last micro-batch: the data-parallel mean.
-  if (dpSize > 1) {
+  // Gradient sync once, after the last micro-batch: the data-parallel mean,
+  // of the whole buffer or (distributed optimizer) of this rank's slice.
+  // Both sum the same dp values per element, so for dp 2 the slice is
+  // bitwise the all-reduce's.
+  int64_t ownN = ownEnd - ownBegin;
+  if (distributed) {
+    int64_t shape[1] = {partition.padded()};
+    loomrt_reduce_scatter(comms.at("dp"), LOOMRT_F32, 1, shape, 0, mainGrads,
+                          gradShard);
+    loomrt_scale(LOOMRT_F32, gradShard, ownN, float(1.0 / dpSize));
+  } else if (dpSize > 1) {
     loomrt_all_reduce(comms.at("dp"), LOOMRT_F32, LOOMRT_SUM, mainGrads,
                       mainGrads, trainedElements);
     loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(1.0 / dpSize));
   }
   if (lossScale != 1.0)
-    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements,
-                 float(1.0 / lossScale));
+    loomrt_scale(LOOMRT_F32, ownGrads, ownN, float(1.0 / lossScale));
+  // The unreduced buffer is dead now; the dump gathers the slices into it.
+  if (first && !opts.dumpGrads.empty() && distributed)
+    allGatherFlat(gradShard, mainGrads);
   if (first && !opts.dumpGrads.empty())
     writeFile(opts.dumpGrads, stateLayout(m, {""}, LOOMRT_F32),
               [&](size_t k) -> const void * {
@@ -743,8 +912,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   bool nonfinite = false;
   if (dynamicScaling) {
     // Every rank must take the same decision: MAX over the world.
-    float flag = float(loomrt_has_nonfinite(LOOMRT_F32, mainGrads,
-                                            trainedElements));
+    float flag = float(loomrt_has_nonfinite(LOOMRT_F32, ownGrads, ownN));
     if (worldSize > 1)
       loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_MAX, &flag,
                         &flag, 1);
@@ -763,17 +931,75 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   const AdamWConfig &ad = state.adamw;
   double coeff = clipCoefficient(norm, ad.clipGrad);
   if (coeff < 1.0)
-    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(coeff));
+    loomrt_scale(LOOMRT_F32, ownGrads, ownN, float(coeff));
   ++state.optimizerSteps;
-  for (const TrainParam &t : trained) {
-    loomrt_adamw(t.n, t.main, mainGrads + t.offset, expAvg + t.offset,
-                 expAvgSq + t.offset, float(result.lr), float(ad.beta1),
-                 float(ad.beta2), float(ad.eps),
-                 t.decay ? float(ad.weightDecay) : 0.0f,
+  for (const FlatPiece &pc : owned) {
+    const TrainParam &t = trained[pc.param];
+    int64_t at = pc.flatOffset - ownBegin;
+    loomrt_adamw(pc.n, mainOf(pc), ownGrads + at, expAvg + at, expAvgSq + at,
+                 float(result.lr), float(ad.beta1), float(ad.beta2),
+                 float(ad.eps), t.decay ? float(ad.weightDecay) : 0.0f,
                  state.optimizerSteps);
-    if (t.spec->dtype != LOOMRT_F32)
-      loomrt_cast(LOOMRT_F32, t.main, t.spec->dtype, t.model, t.n);
+    if (!distributed && t.spec->dtype != LOOMRT_F32)
+      loomrt_cast(LOOMRT_F32, mainOf(pc), t.spec->dtype, t.model, pc.n);
   }
+  if (distributed)
+    allGatherParams();
+}
+
+void Run::reportOptimizerMemory() {
+  // What the distributed optimizer divides by dp: the moments and the f32
+  // main params (Megatron's "optimizer state"); the main grads stay whole
+  // for the accumulation, plus the reduce-scatter's slice.
+  const double mib = 1024.0 * 1024.0;
+  int64_t perElement = (mixedPrecision ? 3 : 2) * int64_t(sizeof(float));
+  int64_t slice = distributed ? partition.shardSize() : trainedElements;
+  std::string what = mixedPrecision ? "exp_avg, exp_avg_sq, main params"
+                                    : "exp_avg, exp_avg_sq";
+  std::printf("loom: optimizer state on rank %d: %.3f MiB (%s of %" PRId64,
+              rank, double(slice * perElement) / mib, what.c_str(),
+              ownEnd - ownBegin);
+  if (distributed)
+    std::printf(" of %" PRId64 " elements; distributed over dp %" PRId64
+                ", %.3f MiB without)",
+                trainedElements, dpSize,
+                double(trainedElements * perElement) / mib);
+  else
+    std::printf(" elements)");
+  std::printf(", main grads %.3f MiB", double(partition.padded()) * 4 / mib);
+  if (distributed)
+    std::printf(" + %.3f MiB slice", double(partition.shardSize()) * 4 / mib);
+  std::printf("\n");
+}
+
+float *Run::mainOf(const FlatPiece &pc) const {
+  const TrainParam &t = trained[pc.param];
+  if (t.spec->dtype == LOOMRT_F32)
+    return static_cast<float *>(t.model) + pc.paramOffset;
+  return mainParams + (pc.flatOffset - ownBegin);
+}
+
+void Run::allGatherFlat(const float *slice, float *full) {
+  int64_t shape[1] = {partition.shardSize()};
+  loomrt_all_gather(comms.at("dp"), LOOMRT_F32, 1, shape, 0, slice, full);
+}
+
+void Run::allGatherParams() {
+  // Through the buffers that are free until the next step: the slice goes
+  // out of gradShard (in the gather dtype, the owner's rounding of its main
+  // params, as the plain optimizer's cast does) and the group's slices come
+  // back into mainGrads.
+  int64_t w = dtypeBytes(gatherDtype);
+  char *send = reinterpret_cast<char *>(gradShard);
+  for (const FlatPiece &pc : owned)
+    loomrt_cast(LOOMRT_F32, mainOf(pc), gatherDtype,
+                send + (pc.flatOffset - ownBegin) * w, pc.n);
+  int64_t shape[1] = {partition.shardSize()};
+  loomrt_all_gather(comms.at("dp"), gatherDtype, 1, shape, 0, send,
+                    mainGrads);
+  const char *recv = reinterpret_cast<const char *>(mainGrads);
+  for (const TrainParam &t : trained)
+    loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
 }
 
 void Run::runSteps() {
@@ -818,6 +1044,8 @@ void Run::runSteps() {
                 worldSize == 1 ? "" : "s", plan.c_str(), m.microBatchSize,
                 m.seqLength, m.numMicrobatches,
                 m.numMicrobatches == 1 ? "" : "es", dpSize, data.c_str());
+    if (opts.train)
+      reportOptimizerMemory();
     std::fflush(stdout);
   }
 
@@ -961,16 +1189,29 @@ void Run::save() {
     std::vector<const TrainParam *> byIndex(n, nullptr);
     for (const TrainParam &t : trained)
       byIndex[t.index] = &t;
+    // The distributed optimizer's slices are gathered into whole buffers
+    // first: the file is the plain optimizer's, whatever the plan.
+    std::vector<TempBuffer> temps;
+    auto full = [&](float *slice) {
+      if (!distributed)
+        return slice;
+      temps.push_back(tempFloats(partition.padded()));
+      allGatherFlat(slice, temps.back().get());
+      return temps.back().get();
+    };
+    float *avg = full(expAvg), *avgSq = full(expAvgSq);
+    float *main = mixedPrecision ? full(mainParams) : nullptr;
     writeFile(optimizerStatePath(opts.save), layout,
               [&](size_t k) -> const void * {
                 const TrainParam &t = *byIndex[k % n];
                 switch (k / n) {
                 case 0:
-                  return expAvg + t.offset;
+                  return avg + t.offset;
                 case 1:
-                  return expAvgSq + t.offset;
+                  return avgSq + t.offset;
                 default:
-                  return t.main;
+                  return t.spec->dtype == LOOMRT_F32 ? t.model
+                                                     : main + t.offset;
                 }
               },
               {{"format", "pt"},
@@ -989,6 +1230,136 @@ void Run::save() {
                 opts.train ? (" and " + optimizerStatePath(opts.save)).c_str()
                            : "");
     std::fflush(stdout);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Sharded checkpoints
+//===----------------------------------------------------------------------===//
+
+void Run::saveSharded() {
+  namespace fs = std::filesystem;
+  const std::string &dir = opts.saveSharded;
+  std::string tmp = dir + ".tmp", old = dir + ".old";
+  // Everything goes to DIR.tmp; index.json is written last and the
+  // directory renamed into place, so DIR is always a complete checkpoint
+  // (the previous one, or this one) or absent.
+  collectively([&] {
+    if (rank != 0)
+      return;
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    if (!fs::create_directory(tmp, ec) || ec)
+      throw Error("cannot create " + tmp + ": " + ec.message());
+  });
+  collectively([&] {
+    std::vector<NamedTensor> tensors;
+    for (const ParamSpec &p : m.params)
+      if (const Shard *s = p.shardOf(rank))
+        tensors.push_back({p.name, p.dtype, s->box.shape, buffers.at(p.name)});
+    if (opts.train) {
+      Shape slice = {ownEnd - ownBegin};
+      tensors.push_back({kShardedExpAvg, LOOMRT_F32, slice, expAvg});
+      tensors.push_back({kShardedExpAvgSq, LOOMRT_F32, slice, expAvgSq});
+      if (mixedPrecision)
+        tensors.push_back({kShardedMainParam, LOOMRT_F32, slice, mainParams});
+    }
+    writeSafetensors(tmp + "/" + shardFileName(rank), tensors,
+                     {{"format", "pt"}, {"loom.rank", std::to_string(rank)}});
+  });
+  collectively([&] {
+    if (rank != 0)
+      return;
+    std::string index = shardedIndexJson(
+        m, distributed, opts.train ? state.toJson() : std::string());
+    std::string indexTmp = tmp + "/index.json.tmp";
+    FILE *f = std::fopen(indexTmp.c_str(), "w");
+    bool ok = f && std::fwrite(index.data(), 1, index.size(), f) == index.size();
+    ok = f && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0 && ok;
+    if (f)
+      ok = std::fclose(f) == 0 && ok;
+    if (!ok || ::rename(indexTmp.c_str(), (tmp + "/index.json").c_str()) != 0)
+      throw Error("cannot write " + tmp + "/index.json: " +
+                  std::strerror(errno));
+    syncDirectory(tmp);
+    std::error_code ec;
+    fs::remove_all(old, ec);
+    if (fs::exists(dir))
+      fs::rename(dir, old, ec);
+    if (!ec)
+      fs::rename(tmp, dir, ec);
+    if (ec)
+      throw Error("cannot move " + tmp + " to " + dir + ": " + ec.message());
+    std::string parent = fs::path(dir).parent_path().string();
+    syncDirectory(parent.empty() ? "." : parent);
+    fs::remove_all(old, ec);
+    std::printf("loom: saved sharded checkpoint %s (%d rank files)\n",
+                dir.c_str(), worldSize);
+    std::fflush(stdout);
+  });
+}
+
+void Run::loadShardedParams() {
+  const std::string &dir = opts.loadSharded;
+  shardedIndex = readShardedIndex(dir, m);
+  std::string path = dir + "/" + shardFileName(rank);
+  SafetensorsFile file(path);
+  for (const ParamSpec &p : m.params) {
+    const Shard *s = p.shardOf(rank);
+    if (!s)
+      continue;
+    auto it = file.tensors().find(p.name);
+    if (it == file.tensors().end())
+      throw Error("sharded checkpoint file " + path + " has no tensor \"" +
+                  p.name + "\"");
+    const SafetensorsFile::Tensor &t = it->second;
+    if (t.dtypeName != safetensorsDTypeName(p.dtype) || t.shape != s->box.shape)
+      throw Error("sharded checkpoint file " + path + ": tensor \"" + p.name +
+                  "\" is " + t.dtypeName + " " + shapeString(t.shape) +
+                  ", expected " + safetensorsDTypeName(p.dtype) + " " +
+                  shapeString(s->box.shape));
+    loomrt_copy(buffers.at(p.name), file.data() + t.begin, t.end - t.begin);
+  }
+}
+
+void Run::loadShardedOptimizer() {
+  const std::string &dir = opts.loadSharded;
+  // A checkpoint saved without --train starts a fresh optimizer.
+  if (shardedIndex.trainState.empty())
+    return;
+  state = TrainState::fromJson(shardedIndex.trainState,
+                               "sharded checkpoint " + dir);
+  resumed = true;
+  // The slices of this rank's data-parallel group tile its flat buffer;
+  // the saving run may have used the other optimizer, so each rank takes
+  // its range from whichever files hold it.
+  std::vector<int32_t> group = {rank};
+  if (auto g = m.groupOf("dp", rank))
+    group = *g->first;
+  for (int32_t peer : group) {
+    const FlatSlice &saved = shardedIndex.slices[size_t(peer)];
+    int64_t lo = std::max(ownBegin, saved.begin);
+    int64_t hi = std::min(ownEnd, saved.end);
+    if (lo >= hi)
+      continue;
+    std::string path = dir + "/" + shardFileName(peer);
+    SafetensorsFile file(path);
+    std::vector<std::pair<const char *, float *>> parts = {
+        {kShardedExpAvg, expAvg}, {kShardedExpAvgSq, expAvgSq}};
+    if (mixedPrecision)
+      parts.push_back({kShardedMainParam, mainParams});
+    for (auto [name, buf] : parts) {
+      auto it = file.tensors().find(name);
+      Shape shape = {saved.end - saved.begin};
+      if (it == file.tensors().end() || it->second.dtypeName != "F32" ||
+          it->second.shape != shape)
+        throw Error("sharded checkpoint file " + path + " lacks the F32 " +
+                    shapeString(shape) + " tensor \"" + name + "\"");
+      loomrt_copy(buf + (lo - ownBegin),
+                  file.data() + it->second.begin +
+                      (lo - saved.begin) * int64_t(sizeof(float)),
+                  (hi - lo) * int64_t(sizeof(float)));
+    }
   }
 }
 
@@ -1016,6 +1387,19 @@ int Run::main() {
           throw Error(std::string("cannot write ") + what + " " + *out +
                       ": directory " + dir + " is missing or not writable");
       });
+  if (!opts.saveSharded.empty())
+    collectively([&] {
+      if (rank != 0)
+        return;
+      std::string dir = std::filesystem::path(opts.saveSharded)
+                            .parent_path()
+                            .string();
+      if (dir.empty())
+        dir = ".";
+      if (::access(dir.c_str(), W_OK) != 0)
+        throw Error("cannot write sharded checkpoint " + opts.saveSharded +
+                    ": directory " + dir + " is missing or not writable");
+    });
   createCommunicators();
   allocateParameters();
   if (opts.train)
@@ -1023,6 +1407,8 @@ int Run::main() {
   runSteps();
   if (!opts.save.empty())
     save();
+  if (!opts.saveSharded.empty())
+    saveSharded();
   return 0;
 }
 

@@ -31,6 +31,8 @@ struct Options {
   uint64_t seed = 1234;
   std::string metricsJsonl;
   std::string load, save;
+  // One file per rank plus index.json, for the same plan only.
+  std::string loadSharded, saveSharded;
   int32_t threads = 0; // 0: the runtime's default
   bool help = false;
 
@@ -48,6 +50,9 @@ struct Options {
   int64_t lossScaleWindow = 1000;
   int64_t hysteresis = 2;
   std::string dumpGrads; // gradients of the first step, safetensors
+  // Megatron-Core's DistributedOptimizer: reduce-scatter the main grads over
+  // dp, AdamW on this rank's 1/dp slice, all-gather the parameters.
+  bool useDistributedOptimizer = false;
 };
 
 /// The default peak learning rate of --train.

@@ -27,6 +27,8 @@
 #   torch_reference.py train ... --checkpoint init.safetensors
 #       --metrics m.jsonl --final final.safetensors --steps N [optimizer flags]
 #   torch_reference.py falls --metrics m.jsonl --min-drop D [--window K]
+#   torch_reference.py compare --metrics a.jsonl b.jsonl
+#       --files a.safetensors b.safetensors ... [--rtol 1e-6]
 #
 # `grads` compares the gradients of the first step with autograd; `train`
 # runs the same training as loom-run --train (torch.optim.AdamW, Megatron's
@@ -476,6 +478,42 @@ def cmd_falls(args):
     print("loss fell by more than %g" % args.min_drop)
 
 
+def cmd_compare(args):
+    """Two loom runs that should compute the same math (e.g. with and
+    without the distributed optimizer): the same loss curve and grad norms,
+    and the same tensors in each pair of files, within rtol."""
+    curves = []
+    for path in args.metrics:
+        with open(path) as f:
+            curves.append([json.loads(line) for line in f if line.strip()])
+    a, b = curves
+    if len(a) != len(b) or not a:
+        sys.exit("FAIL: %s and %s have %d and %d steps"
+                 % (args.metrics[0], args.metrics[1], len(a), len(b)))
+    worst = 0.0
+    for x, y in zip(a, b):
+        for key in ("loss", "grad_norm"):
+            if key in x and (x[key] is None) != (y[key] is None):
+                sys.exit("FAIL: step %d: %s is null in one run only"
+                         % (x["step"], key))
+            if key in x and x[key] is not None:
+                worst = max(worst, abs(x[key] - y[key]) / abs(y[key]))
+    print("loss curves and grad norms: worst relative difference %.2e" % worst)
+    if not worst <= args.rtol:
+        sys.exit("FAIL: the runs differ by %.2e (> %.0e)" % (worst, args.rtol))
+    if len(args.files) % 2:
+        sys.exit("--files takes pairs")
+    for left, right in zip(args.files[::2], args.files[1::2]):
+        x, y = read_safetensors(left), read_safetensors(right)
+        if sorted(x) != sorted(y):
+            sys.exit("FAIL: %s and %s hold different tensors" % (left, right))
+        diff = compare_tensors(os.path.basename(left), x, y)
+        if not diff <= args.rtol:
+            sys.exit("FAIL: %s and %s differ by %.2e (> %.0e)"
+                     % (left, right, diff, args.rtol))
+    print("runs agree within %.0e" % args.rtol)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -534,13 +572,17 @@ def main():
     f.add_argument("--metrics", required=True)
     f.add_argument("--window", type=int, default=5)
     f.add_argument("--min-drop", type=float, required=True)
+    k = sub.add_parser("compare", help="two loom runs agree")
+    k.add_argument("--metrics", nargs=2, required=True)
+    k.add_argument("--files", nargs="*", default=[])
+    k.add_argument("--rtol", type=float, default=1e-6)
     args = p.parse_args()
     if args.cmd == "train" and args.lr_decay_steps is None:
         args.lr_decay_steps = args.first_step + args.steps
     if args.cmd == "train" and args.grad_norm_rtol is None:
         args.grad_norm_rtol = args.rtol
     {"tokens": cmd_tokens, "check": cmd_check, "grads": cmd_grads,
-     "train": cmd_train, "falls": cmd_falls}[args.cmd](args)
+     "train": cmd_train, "falls": cmd_falls, "compare": cmd_compare}[args.cmd](args)
 
 
 if __name__ == "__main__":

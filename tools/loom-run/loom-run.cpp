@@ -128,6 +128,21 @@ static cl::opt<std::string>
                  cl::desc("Write the first step's gradients (safetensors, "
                           "HF names)"),
                  cl::value_desc("file"), cl::cat(category));
+static cl::opt<std::string>
+    optLoadSharded("load-sharded",
+                   cl::desc("Start from a per-rank checkpoint directory "
+                            "saved under the same plan"),
+                   cl::value_desc("dir"), cl::cat(category));
+static cl::opt<std::string>
+    optSaveSharded("save-sharded",
+                   cl::desc("Write a per-rank checkpoint directory at the "
+                            "end"),
+                   cl::value_desc("dir"), cl::cat(category));
+static cl::opt<bool> optDistOptimizer(
+    "use-distributed-optimizer",
+    cl::desc("Shard the optimizer state over the data-parallel ranks "
+             "(reduce-scatter, AdamW on 1/dp, all-gather)"),
+    cl::cat(category));
 
 // Launcher flags.
 static cl::opt<std::string> optMpirun("mpirun",
@@ -240,6 +255,8 @@ int main(int argc, char **argv) {
   forward("--metrics-jsonl", optMetrics);
   forward("--load", optLoad);
   forward("--save", optSave);
+  forward("--load-sharded", optLoadSharded);
+  forward("--save-sharded", optSaveSharded);
   forward("--threads", optThreads);
   if (optTrain)
     rankArgs.push_back("--train");
@@ -257,6 +274,8 @@ int main(int argc, char **argv) {
   forward("--loss-scale-window", optScaleWindow);
   forward("--hysteresis", optHysteresis);
   forward("--dump-grads", optDumpGrads);
+  if (optDistOptimizer)
+    rankArgs.push_back("--use-distributed-optimizer");
   // Ranks share the machine's cores unless told otherwise (children inherit
   // the environment on the local node).
   if (!optThreads.getNumOccurrences() &&

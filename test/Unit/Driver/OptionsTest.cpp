@@ -59,6 +59,19 @@ TEST(Options, Errors) {
             "--data-format expects int32 or uint16, got 'int64'");
   EXPECT_EQ(errorOf({"--data-format", "int32"}), "--data-format needs --data");
   EXPECT_EQ(errorOf({"positional"}), "unknown flag 'positional' (see --help)");
+  EXPECT_EQ(errorOf({"--use-distributed-optimizer"}),
+            "--use-distributed-optimizer needs --train");
+}
+
+TEST(Options, DistributedOptimizerAndShardedCheckpoints) {
+  EXPECT_FALSE(parseOptions({"--train"}).useDistributedOptimizer);
+  EXPECT_TRUE(parseOptions({"--train", "--use-distributed-optimizer"})
+                  .useDistributedOptimizer);
+  Options o = parseOptions({"--load-sharded", "a", "--save-sharded=b"});
+  EXPECT_EQ(o.loadSharded, "a");
+  EXPECT_EQ(o.saveSharded, "b");
+  EXPECT_EQ(errorOf({"--load", "x", "--load-sharded", "y"}),
+            "--load and --load-sharded exclude each other");
 }
 
 } // namespace

@@ -1,0 +1,184 @@
+//===- ShardedCheckpoint.cpp - One checkpoint file per rank ---------------===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/driver/ShardedCheckpoint.h"
+
+#include "runtime/driver/DistOptimizer.h"
+#include "runtime/driver/MappedFile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+using json = nlohmann::json;
+
+namespace loom::driver {
+
+const char *const kShardedExpAvg = "optimizer.exp_avg";
+const char *const kShardedExpAvgSq = "optimizer.exp_avg_sq";
+const char *const kShardedMainParam = "optimizer.main_param";
+
+FlatSlice optimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
+  FlatSlice s;
+  for (const ParamSpec &p : m.params)
+    if (const Shard *sh = p.shardOf(rank))
+      s.elements += numElements(sh->box.shape);
+  auto [dpSize, dpRank] = m.dataParallel(rank);
+  s.end = s.elements;
+  if (distributed && dpSize > 1) {
+    DpPartition part{s.elements, dpSize};
+    s.begin = part.begin(dpRank);
+    s.end = part.end(dpRank);
+  }
+  return s;
+}
+
+std::string shardFileName(int32_t rank) {
+  char name[40];
+  std::snprintf(name, sizeof(name), "rank-%05d.safetensors", rank);
+  return name;
+}
+
+std::string shardedIndexJson(const Manifest &m, bool distributed,
+                             const std::string &trainState) {
+  json ranks = json::array();
+  for (const RankInfo &r : m.ranks) {
+    json params = json::array();
+    for (const ParamSpec &p : m.params)
+      if (const Shard *s = p.shardOf(r.rank))
+        params.push_back({{"name", p.name},
+                          {"dtype", manifestDTypeName(p.dtype)},
+                          {"offset", s->box.offset},
+                          {"shape", s->box.shape}});
+    json rank = {{"rank", r.rank},
+                 {"file", shardFileName(r.rank)},
+                 {"params", params}};
+    if (!trainState.empty()) {
+      FlatSlice s = optimizerSlice(m, r.rank, distributed);
+      rank["optimizer"] = {
+          {"elements", s.elements}, {"begin", s.begin}, {"end", s.end}};
+    }
+    ranks.push_back(rank);
+  }
+  json index = {{"format", "loom-sharded-checkpoint"},
+                {"version", 1},
+                {"family", m.family},
+                {"world_size", m.worldSize},
+                {"plan", m.plan},
+                {"distributed_optimizer", distributed},
+                {"train_state", trainState.empty() ? json(nullptr)
+                                                   : json::parse(trainState)},
+                {"ranks", ranks}};
+  return index.dump(1) + "\n";
+}
+
+namespace {
+
+std::string boxString(const Shape &offset, const Shape &shape) {
+  std::string s = "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(offset[d]) + ":" +
+         std::to_string(offset[d] + shape[d]);
+  return s + "]";
+}
+
+std::string planString(int64_t worldSize,
+                       const std::map<std::string, int64_t> &plan) {
+  std::string s;
+  for (const auto &[k, v] : plan)
+    s += k + " " + std::to_string(v) + ", ";
+  return s + "world size " + std::to_string(worldSize);
+}
+
+} // namespace
+
+ShardedIndex readShardedIndex(const std::string &dir, const Manifest &m) {
+  std::string path = dir + "/index.json";
+  std::string what = "sharded checkpoint " + dir;
+  if (!fileExists(path))
+    throw Error(what + " has no index.json (not a sharded checkpoint, or "
+                "its save did not finish)");
+  json j;
+  try {
+    MappedFile file(path, "checkpoint index");
+    j = json::parse(file.data(), file.data() + file.size());
+  } catch (const json::exception &) {
+    throw Error(what + ": index.json is not JSON");
+  }
+  auto fail = [&](const std::string &why) { return Error(what + ": " + why); };
+  try {
+    if (j.value("format", "") != "loom-sharded-checkpoint" ||
+        j.value("version", 0) != 1)
+      throw fail("index.json is not a loom-sharded-checkpoint version 1");
+    auto plan = j.at("plan").get<std::map<std::string, int64_t>>();
+    int64_t worldSize = j.at("world_size").get<int64_t>();
+    if (plan != m.plan || worldSize != m.worldSize)
+      throw fail("saved under the plan " + planString(worldSize, plan) +
+                 ", but this program is " + planString(m.worldSize, m.plan) +
+                 "; a sharded checkpoint loads into its own plan only (save "
+                 "a full checkpoint with --save and --load it to change "
+                 "plans)");
+    const json &ranks = j.at("ranks");
+    if (!ranks.is_array() || ranks.size() != m.ranks.size())
+      throw fail("index.json lists " + std::to_string(ranks.size()) +
+                 " ranks, expected " + std::to_string(m.ranks.size()));
+    ShardedIndex index;
+    index.distributed = j.at("distributed_optimizer").get<bool>();
+    if (!j.at("train_state").is_null())
+      index.trainState = j.at("train_state").dump();
+    for (const RankInfo &r : m.ranks) {
+      const json &saved = ranks.at(r.rank);
+      if (saved.at("rank").get<int32_t>() != r.rank)
+        throw fail("index.json lists its ranks out of order");
+      // The shards of the rank, in manifest order, as the manifest has them.
+      std::vector<std::pair<const ParamSpec *, const Shard *>> mine;
+      for (const ParamSpec &p : m.params)
+        if (const Shard *s = p.shardOf(r.rank))
+          mine.emplace_back(&p, s);
+      const json &params = saved.at("params");
+      for (size_t i = 0; i < std::max(mine.size(), params.size()); ++i) {
+        if (i >= params.size())
+          throw fail("rank " + std::to_string(r.rank) + " saved no shard of \"" +
+                     mine[i].first->name + "\"");
+        std::string name = params[i].at("name").get<std::string>();
+        if (i >= mine.size() || name != mine[i].first->name)
+          throw fail("rank " + std::to_string(r.rank) + " saved a shard of \"" +
+                     name + "\" where this program has " +
+                     (i < mine.size() ? "\"" + mine[i].first->name + "\""
+                                      : std::string("none")));
+        const ParamSpec &p = *mine[i].first;
+        const Shard &s = *mine[i].second;
+        Shape offset = params[i].at("offset").get<Shape>();
+        Shape shape = params[i].at("shape").get<Shape>();
+        std::string dtype = params[i].at("dtype").get<std::string>();
+        if (offset != s.box.offset || shape != s.box.shape)
+          throw fail("rank " + std::to_string(r.rank) + " saved \"" + name +
+                     "\" " + boxString(offset, shape) + ", but holds " +
+                     boxString(s.box.offset, s.box.shape) + " here");
+        if (dtype != manifestDTypeName(p.dtype))
+          throw fail("rank " + std::to_string(r.rank) + " saved \"" + name +
+                     "\" as " + dtype + ", but it is " +
+                     manifestDTypeName(p.dtype) + " here");
+      }
+      if (index.trainState.empty())
+        continue;
+      const json &o = saved.at("optimizer");
+      FlatSlice slice{o.at("elements").get<int64_t>(),
+                      o.at("begin").get<int64_t>(), o.at("end").get<int64_t>()};
+      if (slice.elements != optimizerSlice(m, r.rank, false).elements ||
+          slice.begin < 0 || slice.begin > slice.end ||
+          slice.end > slice.elements)
+        throw fail("rank " + std::to_string(r.rank) +
+                   " has a bad optimizer slice in index.json");
+      index.slices.push_back(slice);
+    }
+    return index;
+  } catch (const json::exception &e) {
+    throw fail(std::string("malformed index.json (") + e.what() + ")");
+  }
+}
+
+} // namespace loom::driver
