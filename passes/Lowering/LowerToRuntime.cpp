@@ -23,6 +23,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/StringMap.h"
+#include <limits>
 
 namespace loom::lowering {
 #define GEN_PASS_DEF_TFMLOWERTORUNTIME
@@ -110,8 +111,13 @@ public:
   Value offsetPtr(Value p, int64_t bytes) {
     if (bytes == 0)
       return p;
+    // A constant GEP index is an i32; arena offsets of large models pass
+    // 2 GiB and go in as an i64 value instead.
+    LLVM::GEPArg index = bytes <= std::numeric_limits<int32_t>::max()
+                             ? LLVM::GEPArg(int32_t(bytes))
+                             : LLVM::GEPArg(i64(bytes));
     return b.create<LLVM::GEPOp>(loc, p.getType(), b.getI8Type(), p,
-                                 ArrayRef<LLVM::GEPArg>{bytes});
+                                 ArrayRef<LLVM::GEPArg>{index});
   }
   Value addI64(Value v, int64_t c) {
     return b.create<arith::AddIOp>(loc, v, i64(c));
