@@ -82,7 +82,14 @@ private:
   FailureOr<Value> seqSplit(Value v, Operation *where);
   /// The layout of the residual stream: sequence-split with SP, else whole.
   FailureOr<Value> residual(Value v, Operation *where) {
-    return sp ? seqSplit(v, where) : FailureOr<Value>(replicated(v));
+    if (sp)
+      return seqSplit(v, where);
+    // Gathering a feature split (Megatron's gather_output) is not built:
+    // no GPT-2 or Llama layer reads a column-parallel output whole.
+    if (get(v).isS() && get(v).dim != 1)
+      return where->emitError()
+             << "needs whole tensors but an operand is split over tp";
+    return replicated(v);
   }
   LogicalResult makeResidual(Operation *op, unsigned i) {
     FailureOr<Value> v = residual(op->getOperand(i), op);

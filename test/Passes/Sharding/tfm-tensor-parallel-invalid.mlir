@@ -119,3 +119,98 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
     return %y : tensor<1x2x24xf32>
   }
 }
+
+// -----
+
+// Test: a vocabulary that does not divide
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @wte init(ones) : tensor<7x8xf32>
+  func.func @forward(%t: tensor<1x2xi32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block embedding ins(%t : tensor<1x2xi32>) -> tensor<1x2x8xf32> {
+    ^bb0(%ids: tensor<1x2xi32>):
+      %w = tfm.get_param @wte : tensor<7x8xf32>
+      // expected-error @+1 {{vocabulary size 7 is not divisible by tp 2; pad it (loom-import --make-vocab-size-divisible-by)}}
+      %e = tfm.embedding %ids, %w : tensor<1x2xi32>, tensor<7x8xf32> -> tensor<1x2x8xf32>
+      tfm.yield %e : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}
+
+// -----
+
+// Test: a norm of a column-parallel output (Megatron's gather_output is
+// not built: no GPT-2 or Llama layer needs it)
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @a init(ones) : tensor<8x8xf32>
+  tfm.param @g init(ones) : tensor<8xf32>
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      %wa = tfm.get_param @a : tensor<8x8xf32>
+      %wg = tfm.get_param @g : tensor<8xf32>
+      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      // expected-error @+1 {{needs whole tensors but an operand is split over tp}}
+      %n = tfm.rms_norm %c, %wg eps 1.000000e-05 : tensor<1x2x8xf32>, tensor<8xf32>
+      tfm.yield %n : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}
+
+// -----
+
+// Test: a residual add of a split and a whole value
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @a init(ones) : tensor<8x8xf32>
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      %wa = tfm.get_param @a : tensor<8x8xf32>
+      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      // expected-error @+1 {{adds a split and a replicated value}}
+      %s = tfm.add %c, %h : tensor<1x2x8xf32>
+      tfm.yield %s : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}
+
+// -----
+
+// Test: one weight read as column- and as row-parallel
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @a init(ones) : tensor<8x8xf32>
+  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>):
+      %wa = tfm.get_param @a : tensor<8x8xf32>
+      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      %wb = tfm.get_param @a : tensor<8x8xf32>
+      // expected-error @+1 {{@a is split on dim 0 elsewhere but needs dim 1 here}}
+      %r = tfm.linear %c, %wb : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      tfm.yield %r : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}
+
+// -----
+
+// Test: a weight that is not a tfm.get_param of the block
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  func.func @forward(%x: tensor<1x2x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x2x8xf32> {
+    %y = tfm.block layer 0 ins(%x, %w : tensor<1x2x8xf32>, tensor<8x8xf32>) -> tensor<1x2x8xf32> {
+    ^bb0(%h: tensor<1x2x8xf32>, %wa: tensor<8x8xf32>):
+      // expected-error @+1 {{tensor parallelism needs the weight read with tfm.get_param in the same block}}
+      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
+      tfm.yield %c : tensor<1x2x8xf32>
+    }
+    return %y : tensor<1x2x8xf32>
+  }
+}
