@@ -516,6 +516,17 @@ LogicalResult DropoutOp::verify() {
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError() << "dropout probability " << fmt(p)
                          << " is not in [0, 1)";
+  if (bool(getSplitDimAttr()) != bool(getSplitAxisAttr()))
+    return emitOpError() << "split_dim and split_axis go together";
+  if (!getSplitDimAttr())
+    return success();
+  int64_t rank = cast<ShapedType>(getInput().getType()).getRank();
+  int64_t dim = getSplitDimAttr().getInt(), axis = getSplitAxisAttr().getInt();
+  if (dim < 0 || dim >= rank)
+    return emitOpError() << "split_dim " << dim << " is not a dim of a rank-"
+                         << rank << " tensor";
+  if (axis < 0)
+    return emitOpError() << "split_axis " << axis << " is not a mesh axis";
   return success();
 }
 

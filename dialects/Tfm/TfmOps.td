@@ -673,13 +673,23 @@ def Tfm_DropoutOp : Tfm_ElementwiseOp<"dropout"> {
     gradient is the same op applied to the output gradient (same seed, same
     mask). `p = 0` is the identity. Both attributes default to 0.
 
+    After tensor parallelism the input may be this rank's slice of the
+    global tensor: `split_dim` is the dim it is split on and `split_axis`
+    the axis of mesh @dense it is split over (the rank's index in that
+    group gives the slice), so the rank keys its elements by their global
+    index and drops exactly the elements the unsharded program drops
+    (sequence-parallel hidden dropout, for one).
+
     ```mlir
     %y = tfm.dropout %x p 1.000000e-01 seed 1234 : tensor<2x8x64xf32>
+    %z = tfm.dropout %x p 1.000000e-01 seed 1234 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x8x64xf32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input,
                        DefaultValuedAttr<F64Attr, "0.0">:$p,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<I64Attr>:$split_dim,
+                       OptionalAttr<I64Attr>:$split_axis);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = "$input `p` $p `seed` $seed attr-dict `:` type($input)";
   let hasVerifier = 1;

@@ -85,7 +85,8 @@ private:
       return x;
     return b.create<DropoutOp>(loc, x.getType(), x,
                                b.getF64FloatAttr(o.hiddenDropout),
-                               b.getI64IntegerAttr(o.seed + dropoutSites++));
+                               b.getI64IntegerAttr(o.seed + dropoutSites++),
+                               /*split_dim=*/nullptr, /*split_axis=*/nullptr);
   }
   Value norm(StringRef prefix, Value x);
   Value linear(StringRef prefix, Value x, int64_t out, bool bias, double std);

@@ -142,7 +142,9 @@ LogicalResult dropout(DropoutOp op, GradientContext &c) {
   // same dropout to the gradient multiplies by the same mask / (1 - p).
   Value dy = c.gradient(op.getResult());
   Value dx = c.builder.create<DropoutOp>(op.getLoc(), dy.getType(), dy,
-                                         op.getPAttr(), op.getSeedAttr());
+                                         op.getPAttr(), op.getSeedAttr(),
+                                         op.getSplitDimAttr(),
+                                         op.getSplitAxisAttr());
   c.accumulate(op.getInput(), dx);
   return success();
 }

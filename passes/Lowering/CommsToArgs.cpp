@@ -6,6 +6,7 @@
 
 #include "passes/Lowering/Passes.h"
 
+#include "dialects/Tfm/TfmOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 
 namespace loom::lowering {
@@ -77,6 +78,10 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
           // slice in) the group of that axis of @dense.
           key = lowering::groupKindOf(op, "dense",
                                       {int16_t(axis.getInt())});
+        else if (auto d = dyn_cast<tfm::DropoutOp>(op); d && d.getSplitAxis())
+          // A split dropout finds its slice in the group of its axis.
+          key = lowering::groupKindOf(op, "dense",
+                                      {int16_t(*d.getSplitAxis())});
         else
           return WalkResult::advance();
         if (failed(key))

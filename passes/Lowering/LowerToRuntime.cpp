@@ -193,12 +193,19 @@ public:
       return failure();
     return handle(comm);
   }
-  /// The first vocabulary id of this rank's slice: its index in the group
-  /// of `handle` times the slice's size.
-  Value vocabStart(Value commHandle, int64_t sliceRows) {
+  /// Where this rank's slice of a split starts (the first vocabulary id of
+  /// a vocab-parallel table, say): its index in the group of `commHandle`
+  /// times the slice's size.
+  Value sliceStart(Value commHandle, int64_t sliceSize) {
     Value rank = callValue("loomrt_comm_rank", {commHandle});
     Value wide = b.create<arith::ExtSIOp>(loc, b.getI64Type(), rank);
-    return b.create<arith::MulIOp>(loc, wide, i64(sliceRows));
+    return b.create<arith::MulIOp>(loc, wide, i64(sliceSize));
+  }
+  /// The size of the group of `commHandle` times `n`.
+  Value groupTimes(Value commHandle, int64_t n) {
+    Value size = callValue("loomrt_comm_size", {commHandle});
+    Value wide = b.create<arith::ExtSIOp>(loc, b.getI64Type(), size);
+    return b.create<arith::MulIOp>(loc, wide, i64(n));
   }
   /// `num / den` as an f32 value, or 0 when `den` is 0 (an all-masked batch).
   Value safeDivide(Value num, Value den) {
@@ -276,7 +283,7 @@ FailureOr<std::pair<Value, Value>> vocabRange(OpT op, int64_t rows,
   FailureOr<Value> h = e.axisHandle(op, *op.getVocabParallelAxis());
   if (failed(h))
     return failure();
-  Value start = e.vocabStart(*h, rows);
+  Value start = e.sliceStart(*h, rows);
   Value end = e.addI64(start, rows);
   return std::make_pair(start, end);
 }
@@ -596,12 +603,29 @@ FailureOr<SmallVector<Value>> lower(DropoutOp op, DropoutOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getType());
   int64_t n = numElements(out);
-  // The whole (global) tensor is one row: the mask is keyed by the element's
-  // index in it, which the sharding passes will offset per rank.
+  // The mask is keyed by each element's index in the global tensor. Whole:
+  // one row of n. Split on dim k over a group of size g: rows are the
+  // elements before k, a local row is [L_k, inner...] and sits at
+  // rank * L_k * inner within a global row of g * L_k * inner.
+  Value rows = e.i64(1), cols = e.i64(n), offset = e.i64(0),
+        rowStride = e.i64(n);
+  if (std::optional<int64_t> k = op.getSplitDim()) {
+    ArrayRef<int64_t> shape = cast<ShapedType>(op.getType()).getShape();
+    int64_t outer = 1, local = 1;
+    for (int64_t i = 0; i < int64_t(shape.size()); ++i)
+      (i < *k ? outer : local) *= shape[i];
+    FailureOr<Value> h = e.axisHandle(op, *op.getSplitAxis());
+    if (failed(h))
+      return failure();
+    rows = e.i64(outer);
+    cols = e.i64(local);
+    offset = e.sliceStart(*h, local);
+    rowStride = e.groupTimes(*h, local);
+  }
   e.call("loomrt_dropout_forward",
-         {e.dtype(out), e.i64(1), e.i64(n), e.ptr(a.getInput()), e.ptr(out),
-          e.f32(op.getP().convertToDouble()), e.i64(op.getSeed()), e.i64(0),
-          e.i64(n)});
+         {e.dtype(out), rows, cols, e.ptr(a.getInput()), e.ptr(out),
+          e.f32(op.getP().convertToDouble()), e.i64(op.getSeed()), offset,
+          rowStride});
   return SmallVector<Value>{out};
 }
 
@@ -644,7 +668,7 @@ FailureOr<SmallVector<Value>> lower(CrossEntropyOp op,
     Value target = e.allocF32(n);
     e.call("loomrt_ce_local_target",
            {e.dtype(logits), e.i64(n), e.i64(vl), e.ptr(logits),
-            e.ptr(a.getLabels()), e.vocabStart(*h, vl), e.ptr(target)});
+            e.ptr(a.getLabels()), e.sliceStart(*h, vl), e.ptr(target)});
     e.call("loomrt_all_reduce", {*h, e.i32(0), e.i32(0), e.ptr(target),
                                  e.ptr(target), e.i64(n)});
     Value maskedSum = e.allocF32(-1), maskSum = e.allocF32(-1);
@@ -811,7 +835,7 @@ struct CrossEntropyGradPattern : OpConversionPattern<CrossEntropyGradOp> {
               e.ptr(maskSum)});
       e.call("loomrt_ce_vocab_parallel_backward",
              {e.dtype(out), e.i64(n), e.i64(vl), e.ptr(logits),
-              e.ptr(a.getLabels()), e.vocabStart(*h, vl), e.ptr(rowMax),
+              e.ptr(a.getLabels()), e.sliceStart(*h, vl), e.ptr(rowMax),
               e.ptr(sumExp), e.ptr(a.getLossMask()),
               e.safeDivide(dloss, e.load(maskSum)), e.ptr(out)});
       rewriter.replaceOp(op, out);

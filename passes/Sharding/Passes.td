@@ -53,8 +53,12 @@ def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
     num_heads and `mesh.all_slice` takes this rank's heads; in backward the
     kv gradients are all-gathered and summed back (`tfm.repeat_kv_grad`).
 
-    Not yet: dropout on split activations (hidden dropout with sequence
-    parallelism), reported as an error naming it.
+    Dropout takes its input's split (hidden dropout with SP runs on this
+    rank's tokens, after the reduce-scatter) and records it (`split_dim`,
+    `split_axis`), so each rank drops exactly the elements of its slice that
+    the unsharded program drops. Gathering a feature-split value for an op
+    that needs it whole (Megatron's gather_output) is not built: no GPT-2
+    or Llama layer needs it, and such IR is reported as an error.
 
     ```mlir
     %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>

@@ -465,11 +465,22 @@ LogicalResult TensorParallel::layerOp(Operation *op) {
         return split(g.getInputGrad(), 1, op);
       })
       .Case<DropoutOp>([&](DropoutOp d) -> LogicalResult {
-        makeAllReplicated(op);
-        if (get(d.getInput()).isS())
-          return op->emitError() << "dropout on tensor-parallel activations "
-                                    "is not supported yet";
-        return success();
+        // A feature-split input stays split; anything else is the residual
+        // stream (hidden dropout): partial sums are reduced first (dropout
+        // is not linear in them), onto sequence shards with SP. A split op
+        // is told where its slice lies, so its mask is the unsharded
+        // program's.
+        Dist in = get(d.getInput());
+        if (!(in.isS() && in.dim != 1)) {
+          if (failed(makeResidual(op, 0)))
+            return failure();
+          in = get(d.getInput());
+        }
+        if (!in.isS())
+          return success();
+        d.setSplitDimAttr(b.getI64IntegerAttr(in.dim));
+        d.setSplitAxisAttr(b.getI64IntegerAttr(tpAxis));
+        return split(d.getResult(), in.dim, op);
       })
       .Default([&](Operation *other) -> LogicalResult {
         // Norms, position ids, anything else: whole tensors in and out.

@@ -5,7 +5,8 @@
 #
 # ===-----------------------------------------------------------------------===#
 #
-# For each model and each plan of the matrix tp in {1, 2, 4} x SP off/on:
+# For each model (and llama-tiny with hidden dropout) and each plan of the
+# matrix tp in {1, 2, 4} x SP off/on:
 # compiles the training step, trains a few steps with the same seed and data,
 # and checks against tp 1:
 #   - the loss and the gradient norm of every step (1e-5 relative),
@@ -115,12 +116,16 @@ def main():
     tokens = os.path.join(args.work, "tokens.i32")
     run(["/usr/bin/python3", os.path.join(os.path.dirname(__file__), "torch_reference.py"),
          "tokens", tokens, "--count", "8192", "--vocab", "512"])
-    for model in ("gpt-tiny", "llama-tiny"):
+    # llama-tiny once more with hidden dropout: the masks of split (with SP,
+    # sequence-sharded) dropout must be the unsharded program's.
+    for model, dropout in (("gpt-tiny", 0), ("llama-tiny", 0), ("llama-tiny", 0.2)):
         config = os.path.join(args.examples, model + ".json")
         layers, hidden = config_of(config)
+        if dropout:
+            model += "-dropout"
         mlir = os.path.join(args.work, model + ".mlir")
         run([tool("loom-import"), config, "--micro-batch-size", str(B),
-             "--seq-length", str(S), "-o", mlir])
+             "--seq-length", str(S), "--hidden-dropout", str(dropout), "-o", mlir])
         base = None
         for tp, sp in ((1, False), (2, False), (2, True), (4, False), (4, True)):
             name = "%s-tp%d%s" % (model, tp, "-sp" if sp else "")

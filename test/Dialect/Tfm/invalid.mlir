@@ -709,6 +709,33 @@ func.func @f(%x: tensor<2x4x8xf32>) {
 
 // -----
 
+// Test: a split dropout names both its dim and its mesh axis
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{split_dim and split_axis go together}}
+  %y = tfm.dropout %x p 0.1 seed 0 {split_dim = 1 : i64} : tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: the split dim of a dropout is one of its input's
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{split_dim 3 is not a dim of a rank-3 tensor}}
+  %y = tfm.dropout %x p 0.1 seed 0 {split_dim = 3 : i64, split_axis = 3 : i64} : tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: the split axis of a dropout is a mesh axis
+func.func @f(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{split_axis -1 is not a mesh axis}}
+  %y = tfm.dropout %x p 0.1 seed 0 {split_dim = 1 : i64, split_axis = -1 : i64} : tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
 // Test: cast keeps the shape
 func.func @f(%x: tensor<2x4x8xf32>) {
   // expected-error @+1 {{requires the same shape for all operands and results}}

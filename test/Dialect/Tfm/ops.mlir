@@ -130,6 +130,8 @@ func.func @elementwise(%x: tensor<2x8x32xf32>, %y: tensor<2x8x32xf32>, %b32: ten
   %ba = tfm.bias_add %7, %b32 : tensor<2x8x32xf32>, tensor<32xf32>
   // CHECK: tfm.dropout %{{.*}} p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
   %8 = tfm.dropout %x p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
+  // CHECK: tfm.dropout %{{.*}} p 1.000000e-01 seed 1234 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x8x32xf32>
+  %split = tfm.dropout %x p 1.000000e-01 seed 1234 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x8x32xf32>
   // CHECK: tfm.cast %{{.*}} : tensor<2x8x32xf32> to tensor<2x8x32xbf16>
   %9 = tfm.cast %x : tensor<2x8x32xf32> to tensor<2x8x32xbf16>
   // CHECK: tfm.cast %{{.*}} : tensor<2x8x32xbf16> to tensor<2x8x32xf16>

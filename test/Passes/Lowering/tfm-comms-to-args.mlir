@@ -13,6 +13,14 @@ func.func @groups(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %c : tensor<4xf32>
 }
 
+// A split dropout needs the group it is split over (to find its slice).
+// CHECK-LABEL: func.func @split_dropout
+// CHECK-SAME: (%{{.*}}: tensor<2x4xf32>, %{{.*}}: !llvm.ptr {tfm.comm = "tp"})
+func.func @split_dropout(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %y = tfm.dropout %x p 0.1 seed 7 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
 // CHECK-LABEL: func.func @none(%{{.*}}: tensor<4xf32>) -> tensor<4xf32>
 func.func @none(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>

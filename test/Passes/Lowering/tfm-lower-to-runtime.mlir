@@ -246,3 +246,24 @@ func.func @repeat(%k: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %g = tfm.repeat_kv_grad %r factor 2 head_dim 4 : tensor<2x16xf32> -> tensor<2x8xf32>
   return %g : tensor<2x8xf32>
 }
+
+// -----
+
+// A dropout split on dim 1 of [2, 4, 8] over a group of 2 keys its elements
+// by their global index: 2 rows of 4 * 8 local elements, starting at
+// rank * 32 within global rows of size * 32.
+mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+// CHECK-LABEL: func.func @split_dropout
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[COLS:.*]] = arith.constant 32 : i64
+// CHECK: %[[R:.*]] = call @loomrt_comm_rank
+// CHECK: %[[RW:.*]] = arith.extsi %[[R]] : i32 to i64
+// CHECK: %[[OFF:.*]] = arith.muli %[[RW]], %[[COLS]] : i64
+// CHECK: %[[S:.*]] = call @loomrt_comm_size
+// CHECK: %[[SW:.*]] = arith.extsi %[[S]] : i32 to i64
+// CHECK: %[[STRIDE:.*]] = arith.muli %[[SW]], %[[COLS]] : i64
+// CHECK: call @loomrt_dropout_forward(%{{.*}}, %[[ROWS]], %[[COLS]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OFF]], %[[STRIDE]])
+func.func @split_dropout(%x: tensor<2x4x8xf32>, %tp: !llvm.ptr {tfm.comm = "tp"}) -> tensor<2x4x8xf32> {
+  %y = tfm.dropout %x p 0.1 seed 7 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}

@@ -55,25 +55,6 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
 
 // -----
 
-// Test: dropout on split activations
-module attributes {tfm.plan = #tfm.plan<tp = 2>} {
-  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
-  tfm.param @a init(ones) : tensor<8x8xf32>
-  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
-    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
-    ^bb0(%h: tensor<1x2x8xf32>):
-      %wa = tfm.get_param @a : tensor<8x8xf32>
-      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
-      // expected-error @+1 {{dropout on tensor-parallel activations is not supported yet}}
-      %d = tfm.dropout %c p 0.1 seed 1 : tensor<1x2x8xf32>
-      tfm.yield %d : tensor<1x2x8xf32>
-    }
-    return %y : tensor<1x2x8xf32>
-  }
-}
-
-// -----
-
 // Test: the meshes must exist
 // expected-error @+1 {{tensor parallelism needs mesh @dense with a tp axis (run tfm-materialize-mesh)}}
 module attributes {tfm.plan = #tfm.plan<tp = 2>} {

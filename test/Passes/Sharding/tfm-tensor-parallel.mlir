@@ -273,3 +273,34 @@ module attributes {tfm.plan = #tfm.plan<tp = 4>} {
     return %y : tensor<1x2x16xf32>
   }
 }
+
+// -----
+
+// Dropout: on a row-parallel output with SP (hidden dropout) it runs after
+// the reduce-scatter on this rank's tokens; on a column-parallel output on
+// this rank's features. Either way it records its split so that its mask
+// stays the unsharded program's.
+module attributes {tfm.plan = #tfm.plan<tp = 2, sequence_parallel = true>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @up init(ones) : tensor<16x8xf32>
+  tfm.param @down init(ones) : tensor<8x16xf32>
+  // CHECK-LABEL: func.func @forward
+  func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+    %y = tfm.block layer 0 ins(%x : tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+    ^bb0(%h: tensor<1x4x8xf32>):
+      // CHECK: %[[U:.*]] = tfm.linear %{{.*}}, %{{.*}} : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+      // CHECK: tfm.dropout %[[U]] p 1.000000e-01 seed 1 {split_axis = 3 : i64, split_dim = 2 : i64} : tensor<1x4x8xf32>
+      // CHECK: %[[RS:.*]] = mesh.reduce_scatter %{{.*}} on @dense mesh_axes = [3] scatter_axis = 1 : tensor<1x4x8xf32> -> tensor<1x2x8xf32>
+      // CHECK: tfm.dropout %[[RS]] p 1.000000e-01 seed 2 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<1x2x8xf32>
+      %wu = tfm.get_param @up : tensor<16x8xf32>
+      %u = tfm.linear %h, %wu : tensor<1x4x8xf32>, tensor<16x8xf32> -> tensor<1x4x16xf32>
+      %ud = tfm.dropout %u p 0.1 seed 1 : tensor<1x4x16xf32>
+      %wd = tfm.get_param @down : tensor<8x16xf32>
+      %d = tfm.linear %ud, %wd : tensor<1x4x16xf32>, tensor<8x16xf32> -> tensor<1x4x8xf32>
+      %dd = tfm.dropout %d p 0.1 seed 2 : tensor<1x4x8xf32>
+      %r = tfm.add %h, %dd : tensor<1x4x8xf32>
+      tfm.yield %r : tensor<1x4x8xf32>
+    }
+    return %y : tensor<1x4x8xf32>
+  }
+}
