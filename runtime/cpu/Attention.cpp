@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <omp.h>
 
@@ -25,23 +26,7 @@ namespace {
 constexpr int64_t kQueryBlock = 128;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-struct Dims {
-  int64_t B, S, Sk, Nq, Nkv, D;
-};
-
-void checkAttention(const char *fn, loomrt_dtype dtype, const Dims &d,
-                    const int32_t *qDoc, const int32_t *kDoc) {
-  checkedDtypeSize(fn, dtype);
-  if (d.B < 0 || d.S < 0 || d.Sk < 0 || d.Nq <= 0 || d.Nkv <= 0 || d.D <= 0)
-    fatal(fn, "bad sizes B=%lld S=%lld Sk=%lld Nq=%lld Nkv=%lld D=%lld",
-          (long long)d.B, (long long)d.S, (long long)d.Sk, (long long)d.Nq,
-          (long long)d.Nkv, (long long)d.D);
-  if (d.Nq % d.Nkv != 0)
-    fatal(fn, "%lld query heads are not a multiple of %lld kv heads",
-          (long long)d.Nq, (long long)d.Nkv);
-  if ((qDoc == nullptr) != (kDoc == nullptr))
-    fatal(fn, "q_doc and k_doc must both be given or both be NULL");
-}
+using Dims = AttentionDims;
 
 /// The mask of one batch entry: key j is visible from query i iff
 /// (!causal || kPos[j] <= qPos[i]) && (no docs || qDoc[i] == kDoc[j]).

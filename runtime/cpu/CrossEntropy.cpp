@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,12 +16,6 @@
 using namespace loomrt;
 
 namespace {
-void checkCE(const char *fn, loomrt_dtype dtype, int64_t n, int64_t V) {
-  checkedDtypeSize(fn, dtype);
-  if (n < 0 || V <= 0)
-    fatal(fn, "bad sizes n=%lld V=%lld", (long long)n, (long long)V);
-}
-
 float rowMax(const float *x, int64_t V) {
   float m = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < V; ++j)

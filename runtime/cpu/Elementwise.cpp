@@ -7,15 +7,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <algorithm>
 #include <cmath>
 
 using namespace loomrt;
 
-#define CHECK_N(n)                                                             \
-  LOOMRT_CHECK((n) >= 0, "negative element count %lld", (long long)(n))
-#define CHECK_PTR(p) LOOMRT_CHECK((p) != nullptr, "%s is NULL", #p)
+#define CHECK_N LOOMRT_CHECK_N
+#define CHECK_PTR LOOMRT_CHECK_PTR
 
 //===----------------------------------------------------------------------===//
 // Casts and checks
@@ -276,14 +276,6 @@ extern "C" void loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
     float s = sigmoid(v);
     return s * (1.0f + v * (1.0f - s));
   });
-}
-
-static void checkSwiglu(const char *fn, loomrt_dtype dtype, int64_t rows,
-                        int64_t F, int64_t in_ld) {
-  checkedDtypeSize(fn, dtype);
-  if (rows < 0 || F < 0 || in_ld < F)
-    fatal(fn, "bad sizes rows=%lld F=%lld in_ld=%lld (need in_ld >= F)",
-          (long long)rows, (long long)F, (long long)in_ld);
 }
 
 // Rows are independent, and a row of F values is the natural block; the

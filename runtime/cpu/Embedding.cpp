@@ -7,18 +7,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <algorithm>
 
 using namespace loomrt;
-
-static void checkEmbedding(const char *fn, loomrt_dtype dtype, int64_t n,
-                           int64_t H, int64_t start, int64_t end) {
-  checkedDtypeSize(fn, dtype);
-  if (n < 0 || H <= 0 || start < 0 || end < start)
-    fatal(fn, "bad sizes n=%lld H=%lld vocab range [%lld, %lld)", (long long)n,
-          (long long)H, (long long)start, (long long)end);
-}
 
 extern "C" void loomrt_embedding_forward(loomrt_dtype dtype, int64_t n,
                                          int64_t H, const int32_t *ids,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -77,11 +78,6 @@ struct MatIn {
   }
 };
 
-void checkLd(const char *what, int64_t ld, int64_t cols) {
-  if (ld < std::max<int64_t>(cols, 1))
-    fatal("loomrt_gemm", "%s = %lld is smaller than the %lld stored columns",
-          what, (long long)ld, (long long)cols);
-}
 } // namespace
 
 extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
@@ -149,14 +145,6 @@ extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
 //===----------------------------------------------------------------------===//
 // Linear layers
 //===----------------------------------------------------------------------===//
-
-static void checkLinear(const char *fn, loomrt_dtype dtype, int64_t M,
-                        int64_t N, int64_t K) {
-  checkedDtypeSize(fn, dtype);
-  if (M < 0 || N < 0 || K < 0)
-    fatal(fn, "negative size M=%lld N=%lld K=%lld", (long long)M, (long long)N,
-          (long long)K);
-}
 
 extern "C" void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
                                       int64_t K, const void *x, const void *W,

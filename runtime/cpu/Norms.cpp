@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <omp.h>
 
@@ -15,13 +16,6 @@
 using namespace loomrt;
 
 namespace {
-void checkNorm(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H) {
-  checkedDtypeSize(fn, dtype);
-  if (rows < 0 || H <= 0)
-    fatal(fn, "bad sizes rows=%lld H=%lld (H must be positive)",
-          (long long)rows, (long long)H);
-}
-
 struct Stats {
   float mean, rstd;
 };

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 using namespace loomrt;
 
@@ -30,9 +31,7 @@ constexpr int kTile = 32; // rows of the inner side per shared-memory tile
 constexpr int kMaxD = 256;
 constexpr int kPerLane = kMaxD / 32;
 
-struct Dims {
-  int64_t B, S, Sk, Nq, Nkv, D;
-};
+using Dims = AttentionDims;
 
 /// Mask arguments, as in loomrt.h (NULL positions mean 0..S-1 / 0..Sk-1).
 struct MaskArgs {
@@ -394,18 +393,10 @@ __global__ void attentionBackwardKV(loomrt_dtype dt, Dims d, float scale,
 // Host side
 //===----------------------------------------------------------------------===//
 
-void checkAttention(const char *fn, loomrt_dtype dtype, const Dims &d,
-                    const int32_t *qDoc, const int32_t *kDoc) {
-  checkedDtypeSize(fn, dtype);
-  if (d.B < 0 || d.S < 0 || d.Sk < 0 || d.Nq <= 0 || d.Nkv <= 0 || d.D <= 0)
-    fatal(fn, "bad sizes B=%lld S=%lld Sk=%lld Nq=%lld Nkv=%lld D=%lld",
-          (long long)d.B, (long long)d.S, (long long)d.Sk, (long long)d.Nq,
-          (long long)d.Nkv, (long long)d.D);
-  if (d.Nq % d.Nkv != 0)
-    fatal(fn, "%lld query heads are not a multiple of %lld kv heads",
-          (long long)d.Nq, (long long)d.Nkv);
-  if ((qDoc == nullptr) != (kDoc == nullptr))
-    fatal(fn, "q_doc and k_doc must both be given or both be NULL");
+// The ABI's rules (runtime/common/Checks.h), then this backend's limits.
+void checkCudaAttention(const char *fn, loomrt_dtype dtype, const Dims &d,
+                        const int32_t *qDoc, const int32_t *kDoc) {
+  checkAttention(fn, dtype, d, qDoc, kDoc);
   if (d.D > kMaxD)
     fatal(fn, "head dim %lld exceeds the cuda backend's limit of %d",
           (long long)d.D, kMaxD);
@@ -439,7 +430,7 @@ extern "C" void loomrt_attention_forward(
     const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
     const void *q, const void *k, const void *v, void *o, float *lse) {
   const Dims d{B, S, Sk, Nq, Nkv, D};
-  checkAttention(__func__, dtype, d, q_doc, k_doc);
+  checkCudaAttention(__func__, dtype, d, q_doc, k_doc);
   if (B == 0 || S == 0)
     return;
   LOOMRT_CHECK(q && o && lse && (Sk == 0 || (k && v)), "NULL tensor");
@@ -475,7 +466,7 @@ extern "C" void loomrt_attention_backward(
     const float *lse, const void *dout, void *dq, void *dk, void *dv,
     int32_t accumulate) {
   const Dims d{B, S, Sk, Nq, Nkv, D};
-  checkAttention(__func__, dtype, d, q_doc, k_doc);
+  checkCudaAttention(__func__, dtype, d, q_doc, k_doc);
   if (B == 0 || (S == 0 && Sk == 0))
     return;
   LOOMRT_CHECK((S == 0 || (q && o && lse && dout && dq)) &&

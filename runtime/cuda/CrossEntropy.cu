@@ -9,16 +9,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 using namespace loomrt;
 
 namespace {
 constexpr int kRowThreads = 256;
 
-void checkCE(const char *fn, loomrt_dtype dtype, int64_t n, int64_t V) {
-  checkedDtypeSize(fn, dtype);
-  if (n < 0 || V <= 0)
-    fatal(fn, "bad sizes n=%lld V=%lld", (long long)n, (long long)V);
+// The ABI's rules (runtime/common/Checks.h), then this backend's grid limit.
+void checkCudaCE(const char *fn, loomrt_dtype dtype, int64_t n, int64_t V) {
+  checkCE(fn, dtype, n, V);
   if (n > INT32_MAX)
     fatal(fn, "%lld rows are too many for one grid", (long long)n);
 }
@@ -162,7 +162,7 @@ extern "C" void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n,
                                              const int32_t *labels,
                                              const float *mask, float *loss,
                                              float *row_loss) {
-  checkCE(__func__, dtype, n, V);
+  checkCudaCE(__func__, dtype, n, V);
   LOOMRT_CHECK(loss, "loss is NULL");
   Scratch result(sizeof(float) + sizeof(int));
   float *lossDev = result.as<float>();
@@ -197,7 +197,7 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
                                               const int32_t *labels,
                                               const float *mask, float dloss,
                                               void *dlogits) {
-  checkCE(__func__, dtype, n, V);
+  checkCudaCE(__func__, dtype, n, V);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && labels && dlogits, "NULL tensor");
@@ -217,7 +217,7 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
 
 extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
                                     const void *logits, float *row_max) {
-  checkCE(__func__, dtype, n, Vl);
+  checkCudaCE(__func__, dtype, n, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && row_max, "NULL tensor");
@@ -229,7 +229,7 @@ extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
 extern "C" void loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n,
                                         int64_t Vl, const void *logits,
                                         const float *row_max, float *sum_exp) {
-  checkCE(__func__, dtype, n, Vl);
+  checkCudaCE(__func__, dtype, n, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && row_max && sum_exp, "NULL tensor");
@@ -242,7 +242,7 @@ extern "C" void loomrt_ce_local_target(loomrt_dtype dtype, int64_t n,
                                        int64_t Vl, const void *logits,
                                        const int32_t *labels,
                                        int64_t vocab_start, float *target) {
-  checkCE(__func__, dtype, n, Vl);
+  checkCudaCE(__func__, dtype, n, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && labels && target, "NULL tensor");
@@ -279,7 +279,7 @@ extern "C" void loomrt_ce_vocab_parallel_backward(
     loomrt_dtype dtype, int64_t n, int64_t Vl, const void *logits,
     const int32_t *labels, int64_t vocab_start, const float *row_max,
     const float *sum_exp, const float *mask, float grad_scale, void *dlogits) {
-  checkCE(__func__, dtype, n, Vl);
+  checkCudaCE(__func__, dtype, n, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && labels && row_max && sum_exp && dlogits,

@@ -7,14 +7,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <cmath>
 
 using namespace loomrt;
 
-#define CHECK_N(n)                                                             \
-  LOOMRT_CHECK((n) >= 0, "negative element count %lld", (long long)(n))
-#define CHECK_PTR(p) LOOMRT_CHECK((p) != nullptr, "%s is NULL", #p)
+#define CHECK_N LOOMRT_CHECK_N
+#define CHECK_PTR LOOMRT_CHECK_PTR
 
 //===----------------------------------------------------------------------===//
 // Casts and checks
@@ -346,13 +346,6 @@ __global__ void swigluBackward(loomrt_dtype dt, int64_t rows, int64_t F,
   }
 }
 
-void checkSwiglu(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t F,
-                 int64_t in_ld) {
-  checkedDtypeSize(fn, dtype);
-  if (rows < 0 || F < 0 || in_ld < F)
-    fatal(fn, "bad sizes rows=%lld F=%lld in_ld=%lld (need in_ld >= F)",
-          (long long)rows, (long long)F, (long long)in_ld);
-}
 } // namespace
 
 extern "C" void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,

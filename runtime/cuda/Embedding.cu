@@ -12,20 +12,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <cub/device/device_radix_sort.cuh>
 
 using namespace loomrt;
 
 namespace {
-void checkEmbedding(const char *fn, loomrt_dtype dtype, int64_t n, int64_t H,
-                    int64_t start, int64_t end) {
-  checkedDtypeSize(fn, dtype);
-  if (n < 0 || H <= 0 || start < 0 || end < start)
-    fatal(fn, "bad sizes n=%lld H=%lld vocab range [%lld, %lld)", (long long)n,
-          (long long)H, (long long)start, (long long)end);
-}
-
 /// A lookup is a copy: 16-bit data moves as 16-bit words, no conversion.
 __global__ void embeddingForward(int esz, int64_t n, int64_t H,
                                  const int32_t *ids, int64_t start, int64_t end,

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 #include <algorithm>
 #include <climits>
@@ -105,12 +106,6 @@ Operand widen(const Operand &op, int64_t rows, int64_t cols, int64_t batch,
   return {buf.as<float>(), LOOMRT_F32, cols, op.stride == 0 ? 0 : rows * cols};
 }
 
-void checkLd(const char *what, int64_t ld_, int64_t cols) {
-  if (ld_ < std::max<int64_t>(cols, 1))
-    fatal("loomrt_gemm", "%s = %lld is smaller than the %lld stored columns",
-          what, (long long)ld_, (long long)cols);
-}
-
 /// loomrt_gemm without the argument checks, for the linear layers too.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
           Operand a, Operand b, float beta, loomrt_dtype cDtype, void *C,
@@ -192,14 +187,6 @@ extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
 //===----------------------------------------------------------------------===//
 // Linear layers
 //===----------------------------------------------------------------------===//
-
-static void checkLinear(const char *fn, loomrt_dtype dtype, int64_t M,
-                        int64_t N, int64_t K) {
-  checkedDtypeSize(fn, dtype);
-  if (M < 0 || N < 0 || K < 0)
-    fatal(fn, "negative size M=%lld N=%lld K=%lld", (long long)M, (long long)N,
-          (long long)K);
-}
 
 extern "C" void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
                                       int64_t K, const void *x, const void *W,

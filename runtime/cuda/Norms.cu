@@ -10,18 +10,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Checks.h"
 
 using namespace loomrt;
 
 namespace {
 constexpr int kRowThreads = 256;
-
-void checkNorm(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H) {
-  checkedDtypeSize(fn, dtype);
-  if (rows < 0 || H <= 0)
-    fatal(fn, "bad sizes rows=%lld H=%lld (H must be positive)",
-          (long long)rows, (long long)H);
-}
 
 struct Stats {
   float mean, rstd;
