@@ -11,7 +11,8 @@
 namespace loom::driver {
 
 int64_t DpPartition::padded() const {
-  return (elements + dpSize - 1) / dpSize * dpSize;
+  int64_t n = std::max(elements, alignTo);
+  return (n + dpSize - 1) / dpSize * dpSize;
 }
 
 int64_t DpPartition::shardSize() const { return padded() / dpSize; }

@@ -32,9 +32,14 @@ namespace loom::driver {
 struct DpPartition {
   int64_t elements = 0; // the unpadded flat buffer
   int64_t dpSize = 1;
+  /// Cut the slices as if the buffer had max(elements, alignTo) elements:
+  /// ranks whose buffers begin with the same parameters but differ in
+  /// length (pipeline stages sharing the tied embedding) then own the same
+  /// elements of that prefix.
+  int64_t alignTo = 0;
 
-  /// elements rounded up to a multiple of dpSize (the buffer that is
-  /// reduce-scattered and all-gathered).
+  /// max(elements, alignTo) rounded up to a multiple of dpSize (the buffer
+  /// that is reduce-scattered and all-gathered).
   int64_t padded() const;
   /// padded() / dpSize: every rank's slice, pad included.
   int64_t shardSize() const;

@@ -46,6 +46,7 @@
 #include "runtime/driver/Optimizer.h"
 #include "runtime/driver/ParamInit.h"
 #include "runtime/driver/ShardedCheckpoint.h"
+#include "runtime/driver/StageSharing.h"
 
 #include "loomrt/loomrt.h"
 
@@ -404,8 +405,12 @@ private:
   int64_t samplesPerStep = 1;
 
   // Training (--train).
-  std::vector<TrainParam> trained; // held parameters, manifest order
+  // Held parameters: those shared with other pipeline stages first, then
+  // the rest, each in manifest order (the flat buffers' layout).
+  std::vector<TrainParam> trained;
   int64_t trainedElements = 0;
+  StageSharing sharing;       // the tied embedding of first and last stage
+  int64_t sharedElements = 0; // the shared parameters' prefix of the buffer
   float *mainGrads = nullptr, *expAvg = nullptr, *expAvgSq = nullptr;
   float *mainParams = nullptr; // only when some parameter is not f32
   float gradScale = 1.0f;      // the train_step's grad_scale input
@@ -496,6 +501,11 @@ void Run::createCommunicators() {
   std::set<std::string> kinds;
   if (m.groups.count("dp") && m.groups.at("dp")[0].size() > 1)
     kinds.insert("dp");
+  // Pipeline stages that share the tied embedding sum its gradients.
+  if (opts.train && m.groups.count("embedding"))
+    for (const auto &g : m.groups.at("embedding"))
+      if (g.size() > 1)
+        kinds.insert("embedding");
   for (const RankInfo &r : m.ranks)
     for (const auto &[name, entry] : r.entries)
       for (const EntryArg &a : entry.args)
@@ -573,7 +583,12 @@ void Run::setUpTraining() {
                         p.name + "\"");
         }
 
-    for (size_t i = 0; i < m.params.size(); ++i) {
+    sharing = findStageSharing(m, rank);
+    std::vector<size_t> order = sharing.params;
+    for (size_t i = 0; i < m.params.size(); ++i)
+      if (!sharing.shares(i))
+        order.push_back(i);
+    for (size_t i : order) {
       const ParamSpec &p = m.params[i];
       const Shard *s = p.shardOf(rank);
       if (!s)
@@ -596,12 +611,14 @@ void Run::setUpTraining() {
         if (d->box.offset == s->box.offset && d->box.shape == s->box.shape)
           t.countsInNorm = distributed ? inDpGroup(d->rank) : d == s;
       trainedElements += t.n;
+      if (sharing.shares(i))
+        sharedElements = trainedElements;
       mixedPrecision |= p.dtype != LOOMRT_F32;
       dynamicScaling |= p.dtype == LOOMRT_F16;
       trained.push_back(t);
     }
 
-    partition = {trainedElements, distributed ? dpSize : 1};
+    partition = flatPartition(m, rank, distributed);
     ownBegin = partition.begin(distributed ? dpRank : 0);
     ownEnd = partition.end(distributed ? dpRank : 0);
     std::vector<int64_t> offsets, sizes;
@@ -892,6 +909,16 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     loomrt_all_reduce(comms.at("dp"), LOOMRT_F32, LOOMRT_SUM, mainGrads,
                       mainGrads, trainedElements);
     loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(1.0 / dpSize));
+  }
+  // Megatron's _allreduce_word_embedding_grads, after the data-parallel
+  // reduction: each stage holding the tied embedding adds the other's part.
+  // The members' slices are aligned (StageSharing.h), so this covers only
+  // the shared elements of this rank's optimizer range.
+  if (sharing.group) {
+    int64_t n = std::min(ownEnd, sharedElements) - ownBegin;
+    if (n > 0)
+      loomrt_all_reduce(comms.at("embedding"), LOOMRT_F32, LOOMRT_SUM,
+                        ownGrads, ownGrads, n);
   }
   if (lossScale != 1.0)
     loomrt_scale(LOOMRT_F32, ownGrads, ownN, float(1.0 / lossScale));

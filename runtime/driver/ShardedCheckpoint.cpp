@@ -6,8 +6,8 @@
 
 #include "runtime/driver/ShardedCheckpoint.h"
 
-#include "runtime/driver/DistOptimizer.h"
 #include "runtime/driver/MappedFile.h"
+#include "runtime/driver/StageSharing.h"
 
 #include <nlohmann/json.hpp>
 
@@ -22,18 +22,9 @@ const char *const kShardedExpAvgSq = "optimizer.exp_avg_sq";
 const char *const kShardedMainParam = "optimizer.main_param";
 
 FlatSlice optimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
-  FlatSlice s;
-  for (const ParamSpec &p : m.params)
-    if (const Shard *sh = p.shardOf(rank))
-      s.elements += numElements(sh->box.shape);
-  auto [dpSize, dpRank] = m.dataParallel(rank);
-  s.end = s.elements;
-  if (distributed && dpSize > 1) {
-    DpPartition part{s.elements, dpSize};
-    s.begin = part.begin(dpRank);
-    s.end = part.end(dpRank);
-  }
-  return s;
+  DpPartition part = flatPartition(m, rank, distributed);
+  int64_t dpRank = part.dpSize > 1 ? m.dataParallel(rank).second : 0;
+  return {part.elements, part.begin(dpRank), part.end(dpRank)};
 }
 
 std::string shardFileName(int32_t rank) {

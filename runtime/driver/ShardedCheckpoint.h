@@ -27,13 +27,14 @@
 namespace loom::driver {
 
 /// The optimizer state a rank holds: elements [begin, end) of the flat
-/// buffer of its parameter shards (manifest order, `elements` long).
+/// buffer of its parameter shards (`elements` long; parameters shared with
+/// another pipeline stage first, then manifest order).
 struct FlatSlice {
   int64_t elements = 0, begin = 0, end = 0;
 };
 
 /// Rank `rank`'s slice: everything, or with the distributed optimizer and
-/// dp > 1 its DpPartition slice.
+/// dp > 1 its flatPartition slice.
 FlatSlice optimizerSlice(const Manifest &m, int32_t rank, bool distributed);
 
 /// "rank-00003.safetensors".

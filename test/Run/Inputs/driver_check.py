@@ -11,10 +11,17 @@
 #   reference CKPT TOKENS ...     the bigram test model's loss per step,
 #                                 computed with numpy from the saved
 #                                 checkpoint, checked against a metrics file
-#   compare A.jsonl B.jsonl ...   the same losses in every metrics file
+#   compare A.jsonl B.jsonl ...   the same losses (or --field) in every
+#                                 metrics file
+#   pipeline-program OUT ...      an output directory of the tied two-stage
+#                                 test model for pp x dp ranks
+#   pipeline-gradcheck ...        its dumped first-step gradients against
+#                                 central finite differences (float64)
+#   tensors A B ...               safetensors files hold the same tensors
 #
 # The bigram model is test/Unit/Driver/TestModel.cpp: logits =
-# wte[tokens] @ lm_head_t, masked mean cross-entropy.
+# wte[tokens] @ lm_head_t, masked mean cross-entropy. The tied pipeline
+# model is test/Unit/Driver/TiedPipelineModel.cpp.
 #
 # ===-----------------------------------------------------------------------===#
 
@@ -55,6 +62,165 @@ def program(args):
     with open(launch, "w") as f:
         f.write(LAUNCH)
     os.chmod(launch, 0o755)
+
+
+PIPELINE_V, PIPELINE_H = 32, 8
+
+
+def pipeline_manifest(pp, dp, micro_batches, embedding_groups=True):
+    """The tied model on pp x dp ranks, numbered as Megatron's order
+    tp-cp-ep-dp-pp does: rank = d + dp * stage."""
+    assert pp in (1, 2)
+    world = pp * dp
+    stage_of = [r // dp for r in range(world)]
+    pp_groups = [[d + dp * p for p in range(pp)] for d in range(dp)]
+    groups = {
+        "tp": [[r] for r in range(world)],
+        "dp": [[p * dp + d for d in range(dp)] for p in range(pp)],
+        "pp": pp_groups,
+    }
+    if embedding_groups:
+        groups["embedding"] = [[g[0], g[-1]] if pp > 1 else [g[0]]
+                               for g in pp_groups]
+    V, H = PIPELINE_V, PIPELINE_H
+    specs = [("wte", [V, H], {"kind": "normal", "std": 0.5}, range(pp)),
+             ("pos", [H], {"kind": "normal", "std": 0.5}, [0]),
+             ("norm.weight", [H], {"kind": "ones"}, [pp - 1]),
+             ("norm.bias", [H], {"kind": "zeros"}, [pp - 1])]
+    params = []
+    for name, shape, init, stages in specs:
+        params.append({
+            "name": name, "shape": shape, "dtype": "f32", "init": init,
+            "hf": {"name": name, "shape": shape, "transpose": False,
+                   "offset": [0] * len(shape)},
+            "shards": [{"rank": r, "offset": [0] * len(shape), "shape": shape}
+                       for r in range(world) if stage_of[r] in stages]})
+
+    def a(kind, name=None):
+        out = {"kind": kind}
+        if kind == "comm":
+            out["group"] = name
+        elif name:
+            out["name"] = name
+        return out
+
+    def entry(symbol, names):
+        return {"symbol": symbol, "args": [
+            a(*n.split(":")) if ":" in n else a(n) for n in names]}
+
+    single = {
+        "forward": entry("loom_forward", [
+            "tokens", "labels", "loss_mask", "param:wte", "param:pos",
+            "param:norm.weight", "param:norm.bias", "loss"]),
+        "train_step": entry("loom_train_step", [
+            "tokens", "labels", "loss_mask", "grad_scale", "param:wte",
+            "param:pos", "param:norm.weight", "param:norm.bias", "loss",
+            "grad:wte", "grad:pos", "grad:norm.weight", "grad:norm.bias"])}
+    first = {
+        "forward": entry("loom_first_forward", [
+            "tokens", "param:wte", "param:pos", "comm:pp"]),
+        "train_step": entry("loom_first_train_step", [
+            "tokens", "grad_scale", "param:wte", "param:pos", "comm:pp",
+            "grad:wte", "grad:pos"])}
+    last = {
+        "forward": entry("loom_last_forward", [
+            "labels", "loss_mask", "param:wte", "param:norm.weight",
+            "param:norm.bias", "comm:pp", "loss"]),
+        "train_step": entry("loom_last_train_step", [
+            "labels", "loss_mask", "grad_scale", "param:wte",
+            "param:norm.weight", "param:norm.bias", "comm:pp", "loss",
+            "grad:wte", "grad:norm.weight", "grad:norm.bias"])}
+    ranks = []
+    for r in range(world):
+        info = {"rank": r, "binary": "rank-%05d" % r,
+                "logs_loss": stage_of[r] == pp - 1 and r % dp == 0}
+        if pp > 1:
+            info["entries"] = first if stage_of[r] == 0 else last
+        ranks.append(info)
+    return {
+        "format": "loom-manifest", "version": 1,
+        "model": {"family": "tied-pipeline-test", "vocab_size": V,
+                  "hidden_size": H},
+        "plan": {"tp": 1, "cp": 1, "dp": dp, "pp": pp},
+        "world_size": world, "micro_batch_size": 2, "seq_length": 8,
+        "num_microbatches": micro_batches, "dtype": "f32", "vocab_size": V,
+        "eod_token_id": 0, "groups": groups, "ranks": ranks,
+        "params": params, "entries": single}
+
+
+def pipeline_program(args):
+    manifest = pipeline_manifest(args.pp, args.dp, args.micro_batches,
+                                 not args.no_embedding_groups)
+    path = args.out + ".json"
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=1)
+    args.manifest = path
+    program(args)
+
+
+def pipeline_loss(w, tok, lab, mask):
+    x = w["wte"][tok] + w["pos"]
+    h = x * w["norm.weight"] + w["norm.bias"]
+    logits = h @ w["wte"].T
+    mx = logits.max(-1, keepdims=True)
+    lse = np.log(np.exp(logits - mx).sum(-1)) + mx[..., 0]
+    tgt = np.take_along_axis(logits, lab[..., None], -1)[..., 0]
+    return ((lse - tgt) * mask).sum() / mask.sum()
+
+
+def pipeline_gradcheck(args):
+    """The first step's gradient (the mean over its micro-batches and dp
+    ranks of each batch's loss gradient) by central differences."""
+    w = {k: v.astype(np.float64)
+         for k, v in read_safetensors(args.checkpoint).items()}
+    grads = read_safetensors(args.grads)
+    raw = np.fromfile(args.tokens, dtype="<i4")
+    batches = [micro_batch(raw, 0, m, d, args.micro_batches, args.dp)
+               for m in range(args.micro_batches) for d in range(args.dp)]
+
+    def loss():
+        return np.mean([pipeline_loss(w, *b) for b in batches])
+
+    worst = 0.0
+    for name, value in w.items():
+        fd = np.zeros_like(value)
+        flat, out = value.reshape(-1), fd.reshape(-1)
+        for i in range(flat.size):
+            keep = flat[i]
+            flat[i] = keep + 1e-6
+            up = loss()
+            flat[i] = keep - 1e-6
+            down = loss()
+            flat[i] = keep
+            out[i] = (up - down) / 2e-6
+        err = np.linalg.norm(grads[name] - fd) / np.linalg.norm(fd)
+        worst = max(worst, err)
+        print("%s: relative error %.1e" % (name, err))
+    if worst > args.rtol:
+        sys.exit("gradients differ from finite differences by %.1e > %.0e"
+                 % (worst, args.rtol))
+    print("gradients match finite differences within %.0e" % args.rtol)
+
+
+def tensors(args):
+    a, b = read_safetensors(args.a), read_safetensors(args.b)
+    names = args.names or sorted(set(a) | set(b))
+    worst = 0.0
+    for name in names:
+        if name not in a or name not in b:
+            sys.exit("%s is in only one of %s and %s" % (name, args.a, args.b))
+        x, y = a[name].astype(np.float64), b[name].astype(np.float64)
+        if args.leading:
+            x, y = x.reshape(-1)[:args.leading], y.reshape(-1)[:args.leading]
+        if x.shape != y.shape:
+            sys.exit("%s: shapes %s and %s" % (name, x.shape, y.shape))
+        err = np.abs(x - y).max() / max(np.abs(x).max(), 1e-30)
+        worst = max(worst, err)
+        if err > args.rtol:
+            sys.exit("%s differs by %.2e > %.0e (relative to its largest "
+                     "element)" % (name, err, args.rtol))
+    what = "bitwise" if args.rtol == 0 else "within %.0e" % args.rtol
+    print("%d tensors agree %s" % (len(names), what))
 
 
 def token_values(count, vocab, eod_every):
@@ -113,12 +279,22 @@ def read_safetensors(path):
     return out
 
 
+def micro_batch(raw, step, micro, d, micro_batches, dp, B=2, S=8, eod=0):
+    """(tokens, labels, loss mask) of one micro-batch of dp rank d, as the
+    driver's BatchReader windows a raw token stream."""
+    samples = (len(raw) - 1) // S
+    first = ((step * micro_batches + micro) * dp + d) * B
+    rows = [raw[((first + b) % samples) * S:][:S + 1] for b in range(B)]
+    x = np.stack(rows).astype(np.int64)
+    tok, lab = x[:, :-1], x[:, 1:]
+    return tok, lab, (tok != eod).astype(np.float64)
+
+
 def reference(args):
     w = read_safetensors(args.checkpoint)
     wte, head_t = w["wte"].astype(np.float64), w["lm_head_t"].astype(np.float64)
     raw = np.fromfile(args.tokens, dtype="<i4" if args.format == "int32" else "<u2")
     S, B, nmb, dp = args.seq_length, args.micro_batch_size, args.micro_batches, args.dp
-    samples = (len(raw) - 1) // S
     with open(args.metrics) as f:
         logged = [json.loads(line)["loss"] for line in f]
     assert len(logged) == args.steps, (len(logged), args.steps)
@@ -127,11 +303,8 @@ def reference(args):
         losses = []
         for m in range(nmb):
             for d in range(dp):
-                first = ((step * nmb + m) * dp + d) * B
-                rows = [raw[((first + b) % samples) * S:][:S + 1] for b in range(B)]
-                x = np.stack(rows).astype(np.int64)
-                tok, lab = x[:, :-1], x[:, 1:]
-                mask = (tok != args.eod).astype(np.float64)
+                tok, lab, mask = micro_batch(raw, step, m, d, nmb, dp, B, S,
+                                             args.eod)
                 logits = wte[tok] @ head_t
                 mx = logits.max(-1, keepdims=True)
                 lse = np.log(np.exp(logits - mx).sum(-1)) + mx[..., 0]
@@ -158,10 +331,14 @@ def compare(args):
             sys.exit("%s has %d steps, %s has %d"
                      % (path, len(run), args.files[0], len(base)))
         for a, b in zip(base, run):
-            rel = abs(a["loss"] - b["loss"]) / abs(a["loss"])
+            f = args.field
+            if f not in a or f not in b:
+                sys.exit("step %d: no %s in %s or %s"
+                         % (a["step"], f, args.files[0], path))
+            rel = abs(a[f] - b[f]) / abs(a[f])
             if a["step"] != b["step"] or rel > args.rtol:
-                sys.exit("step %d: %s has loss %r, %s has %r"
-                         % (a["step"], args.files[0], a["loss"], path, b["loss"]))
+                sys.exit("step %d: %s has %s %r, %s has %r"
+                         % (a["step"], args.files[0], f, a[f], path, b[f]))
     print("%d runs agree on %d steps" % (len(runs), len(base)))
 
 
@@ -194,9 +371,33 @@ def main():
     s = sub.add_parser("compare")
     s.add_argument("files", nargs="+")
     s.add_argument("--rtol", type=float, default=1e-6)
+    s.add_argument("--field", default="loss")
+    s = sub.add_parser("pipeline-program")
+    s.add_argument("binary")
+    s.add_argument("out")
+    s.add_argument("--pp", type=int, required=True)
+    s.add_argument("--dp", type=int, default=1)
+    s.add_argument("--micro-batches", type=int, default=1)
+    s.add_argument("--no-embedding-groups", action="store_true")
+    s = sub.add_parser("pipeline-gradcheck")
+    s.add_argument("checkpoint")
+    s.add_argument("grads")
+    s.add_argument("tokens")
+    s.add_argument("--micro-batches", type=int, default=1)
+    s.add_argument("--dp", type=int, default=1)
+    s.add_argument("--rtol", type=float, default=1e-4)
+    s = sub.add_parser("tensors")
+    s.add_argument("a")
+    s.add_argument("b")
+    s.add_argument("--names", nargs="*")
+    s.add_argument("--rtol", type=float, default=0.0)
+    s.add_argument("--leading", type=int, default=0,
+                   help="compare only the first N elements of each")
     args = p.parse_args()
     {"program": program, "tokens": tokens, "reference": reference,
-     "compare": compare}[args.cmd](args)
+     "compare": compare, "pipeline-program": pipeline_program,
+     "pipeline-gradcheck": pipeline_gradcheck,
+     "tensors": tensors}[args.cmd](args)
 
 
 if __name__ == "__main__":

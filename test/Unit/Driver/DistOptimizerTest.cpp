@@ -48,6 +48,20 @@ TEST(DpPartition, MoreRanksThanElementsLeavesEmptySlices) {
   EXPECT_EQ(p.end(3), 3);
 }
 
+TEST(DpPartition, AlignToCutsAsIfTheBufferWereLonger) {
+  // Two buffers of 10 and 13 elements cut alike: slices of 4 from 16.
+  DpPartition shorter{10, 4, /*alignTo=*/13}, longer{13, 4, 13};
+  EXPECT_EQ(shorter.padded(), 16);
+  EXPECT_EQ(shorter.shardSize(), longer.shardSize());
+  for (int64_t r = 0; r < 3; ++r)
+    EXPECT_EQ(shorter.begin(r), longer.begin(r));
+  // The shorter one's last slices end at its own end, or are empty.
+  EXPECT_EQ(shorter.end(2), 10);
+  EXPECT_EQ(shorter.begin(3), 10);
+  EXPECT_EQ(shorter.end(3), 10);
+  EXPECT_EQ(longer.end(3), 13);
+}
+
 TEST(DpPartition, DpOneOwnsEverything) {
   DpPartition p{7, 1};
   EXPECT_EQ(p.padded(), 7);
