@@ -88,6 +88,10 @@ std::string usage(const std::string &tool) {
          "plan\n"
          "  --save-sharded DIR     write a per-rank checkpoint at the end\n"
          "  --threads N            kernel threads per rank\n"
+         "  --check-weight-hash-interval N\n"
+         "                         every N steps, check that all ranks holding "
+         "the same\n"
+         "                         part of a parameter hold the same bytes\n"
          "training (needs a program compiled with loom-compile --train):\n"
          "  --train                run train_step and AdamW instead of the "
          "forward only\n"
@@ -158,7 +162,7 @@ Options parseOptions(const std::vector<std::string> &args) {
       "--lr-warmup-steps", "--lr-decay-steps", "--weight-decay",
       "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad",
       "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
-      "--hysteresis", "--dump-grads"};
+      "--hysteresis", "--dump-grads", "--check-weight-hash-interval"};
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag == "--help" || flag == "-h") {
@@ -242,6 +246,8 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.hysteresis = parseInteger(flag, value, 1);
     else if (flag == "--dump-grads")
       o.dumpGrads = value;
+    else if (flag == "--check-weight-hash-interval")
+      o.checkWeightHashInterval = parseInteger(flag, value, 0);
   }
   if (o.dataFormat && o.data.empty())
     throw Error("--data-format needs --data");
@@ -363,6 +369,10 @@ private:
   void trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                  StepResult &result);
   double globalGradNorm();
+  /// --check-weight-hash-interval: every rank compares the hash of each of
+  /// its shards with that of the box's first holder; a difference is an
+  /// error naming the parameter and both ranks.
+  void checkWeightHashes();
   /// Distributed optimizer: all-gathers the dp group's slices of a flat
   /// f32 buffer (shardSize elements each) into `full` (padded elements).
   void allGatherFlat(const float *slice, float *full);
@@ -974,6 +984,48 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     allGatherParams();
 }
 
+void Run::checkWeightHashes() {
+  // 64-bit FNV-1a of each shard's bytes, as four exact 16-bit floats, for
+  // the params in manifest order (zeros where not held), gathered from all.
+  const int64_t n = int64_t(m.params.size()) * 4;
+  std::vector<float> mine(size_t(n), 0.0f), all(size_t(n * worldSize));
+  std::vector<char> bytes;
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const ParamSpec &p = m.params[i];
+    const Shard *s = p.shardOf(rank);
+    if (!s)
+      continue;
+    bytes.resize(size_t(numElements(s->box.shape) * dtypeBytes(p.dtype)));
+    loomrt_copy(bytes.data(), buffers.at(p.name), int64_t(bytes.size()));
+    uint64_t h = 14695981039346656037ull;
+    for (char c : bytes)
+      h = (h ^ uint8_t(c)) * 1099511628211ull;
+    for (int k = 0; k < 4; ++k)
+      mine[i * 4 + k] = float((h >> (16 * k)) & 0xffff);
+  }
+  TempBuffer send = tempFloats(n), recv = tempFloats(n * worldSize);
+  loomrt_copy(send.get(), mine.data(), n * int64_t(sizeof(float)));
+  int64_t shape[1] = {n};
+  loomrt_all_gather(loomrt_comm_world(), LOOMRT_F32, 1, shape, 0, send.get(),
+                    recv.get());
+  loomrt_copy(all.data(), recv.get(), n * worldSize * int64_t(sizeof(float)));
+  collectively([&] {
+    for (size_t i = 0; i < m.params.size(); ++i) {
+      const ParamSpec &p = m.params[i];
+      const Shard *s = p.shardOf(rank);
+      if (!s)
+        continue;
+      int32_t first = shardWriter(p, *s);
+      if (!std::equal(mine.begin() + i * 4, mine.begin() + i * 4 + 4,
+                      all.begin() + first * n + i * 4))
+        throw Error("after iteration " + std::to_string(state.iteration) +
+                    ", rank " + std::to_string(rank) + "'s copy of \"" +
+                    p.name + "\" differs from rank " + std::to_string(first) +
+                    "'s, which holds the same part of it");
+    }
+  });
+}
+
 void Run::reportOptimizerMemory() {
   // What the distributed optimizer divides by dp: the moments and the f32
   // main params (Megatron's "optimizer state"); the main grads stay whole
@@ -1107,6 +1159,10 @@ void Run::runSteps() {
       stepLoss /= float(dpSize);
     }
     double seconds = loomrt_wtime() - start;
+    // Not timed, as Megatron's check is not.
+    if (opts.checkWeightHashInterval > 0 &&
+        state.iteration % opts.checkWeightHashInterval == 0)
+      checkWeightHashes();
     if (!me->logsLoss)
       continue;
     double ms = seconds * 1e3;
@@ -1280,11 +1336,12 @@ void Run::saveSharded() {
       throw Error("cannot create " + tmp + ": " + ec.message());
   });
   collectively([&] {
+    // Each box once, from its first holder (shardedIndexJson lists the same).
     std::vector<NamedTensor> tensors;
     for (const ParamSpec &p : m.params)
-      if (const Shard *s = p.shardOf(rank))
+      if (const Shard *s = p.shardOf(rank); s && shardWriter(p, *s) == rank)
         tensors.push_back({p.name, p.dtype, s->box.shape, buffers.at(p.name)});
-    if (opts.train) {
+    if (opts.train && writesOptimizerSlice(m, rank, distributed)) {
       Shape slice = {ownEnd - ownBegin};
       tensors.push_back({kShardedExpAvg, LOOMRT_F32, slice, expAvg});
       tensors.push_back({kShardedExpAvgSq, LOOMRT_F32, slice, expAvgSq});
@@ -1329,12 +1386,23 @@ void Run::saveSharded() {
 void Run::loadShardedParams() {
   const std::string &dir = opts.loadSharded;
   shardedIndex = readShardedIndex(dir, m);
-  std::string path = dir + "/" + shardFileName(rank);
-  SafetensorsFile file(path);
+  // Every rank's file must be there, even one this rank reads nothing from.
+  std::map<int32_t, std::unique_ptr<SafetensorsFile>> files;
+  auto fileOf = [&](int32_t writer) -> SafetensorsFile & {
+    auto &f = files[writer];
+    if (!f)
+      f = std::make_unique<SafetensorsFile>(dir + "/" + shardFileName(writer));
+    return *f;
+  };
+  fileOf(rank);
   for (const ParamSpec &p : m.params) {
     const Shard *s = p.shardOf(rank);
     if (!s)
       continue;
+    // A replica's box is in the file of its first holder.
+    int32_t writer = shardWriter(p, *s);
+    SafetensorsFile &file = fileOf(writer);
+    std::string path = dir + "/" + shardFileName(writer);
     auto it = file.tensors().find(p.name);
     if (it == file.tensors().end())
       throw Error("sharded checkpoint file " + path + " has no tensor \"" +
@@ -1357,18 +1425,23 @@ void Run::loadShardedOptimizer() {
   state = TrainState::fromJson(shardedIndex.trainState,
                                "sharded checkpoint " + dir);
   resumed = true;
-  // The slices of this rank's data-parallel group tile its flat buffer;
-  // the saving run may have used the other optimizer, so each rank takes
-  // its range from whichever files hold it.
+  // The slices the files of this rank's data-parallel group hold cover its
+  // flat buffer (data-parallel rank 0's holds all of it without the
+  // distributed optimizer); the saving run may have used the other
+  // optimizer, so each rank takes its range from whichever files hold it.
   std::vector<int32_t> group = {rank};
   if (auto g = m.groupOf("dp", rank))
     group = *g->first;
+  std::vector<std::pair<int64_t, int64_t>> read;
   for (int32_t peer : group) {
-    const FlatSlice &saved = shardedIndex.slices[size_t(peer)];
+    if (!shardedIndex.slices[size_t(peer)])
+      continue;
+    const FlatSlice &saved = *shardedIndex.slices[size_t(peer)];
     int64_t lo = std::max(ownBegin, saved.begin);
     int64_t hi = std::min(ownEnd, saved.end);
     if (lo >= hi)
       continue;
+    read.emplace_back(lo, hi);
     std::string path = dir + "/" + shardFileName(peer);
     SafetensorsFile file(path);
     std::vector<std::pair<const char *, float *>> parts = {
@@ -1388,6 +1461,16 @@ void Run::loadShardedOptimizer() {
                   (hi - lo) * int64_t(sizeof(float)));
     }
   }
+  std::sort(read.begin(), read.end());
+  int64_t covered = ownBegin;
+  for (auto [lo, hi] : read)
+    if (lo <= covered)
+      covered = std::max(covered, hi);
+  if (covered < ownEnd)
+    throw Error("sharded checkpoint " + dir + " holds no optimizer state for "
+                "elements " + std::to_string(covered) + ".." +
+                std::to_string(ownEnd) + " of rank " + std::to_string(rank) +
+                "'s flat buffer in the files of its data-parallel group");
 }
 
 int Run::main() {

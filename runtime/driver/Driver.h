@@ -34,6 +34,10 @@ struct Options {
   // One file per rank plus index.json, for the same plan only.
   std::string loadSharded, saveSharded;
   int32_t threads = 0; // 0: the runtime's default
+  // Every N steps, check that all holders of a parameter box hold the same
+  // bytes (Megatron's --check-weight-hash-across-dp-replicas-interval, over
+  // every kind of replica); 0: never.
+  int64_t checkWeightHashInterval = 0;
   bool help = false;
 
   // Training (--train): run the train_step entry and AdamW. The schedule

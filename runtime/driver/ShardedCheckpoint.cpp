@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <set>
 
 using json = nlohmann::json;
 
@@ -33,13 +34,25 @@ std::string shardFileName(int32_t rank) {
   return name;
 }
 
+int32_t shardWriter(const ParamSpec &p, const Shard &s) {
+  for (const Shard *d : p.distinctShards())
+    if (d->box.offset == s.box.offset && d->box.shape == s.box.shape)
+      return d->rank;
+  return s.rank; // unreachable: s is one of p's shards
+}
+
+bool writesOptimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
+  auto [dpSize, dpRank] = m.dataParallel(rank);
+  return (distributed && dpSize > 1) || dpRank == 0;
+}
+
 std::string shardedIndexJson(const Manifest &m, bool distributed,
                              const std::string &trainState) {
   json ranks = json::array();
   for (const RankInfo &r : m.ranks) {
     json params = json::array();
     for (const ParamSpec &p : m.params)
-      if (const Shard *s = p.shardOf(r.rank))
+      if (const Shard *s = p.shardOf(r.rank); s && shardWriter(p, *s) == r.rank)
         params.push_back({{"name", p.name},
                           {"dtype", manifestDTypeName(p.dtype)},
                           {"offset", s->box.offset},
@@ -47,7 +60,7 @@ std::string shardedIndexJson(const Manifest &m, bool distributed,
     json rank = {{"rank", r.rank},
                  {"file", shardFileName(r.rank)},
                  {"params", params}};
-    if (!trainState.empty()) {
+    if (!trainState.empty() && writesOptimizerSlice(m, r.rank, distributed)) {
       FlatSlice s = optimizerSlice(m, r.rank, distributed);
       rank["optimizer"] = {
           {"elements", s.elements}, {"begin", s.begin}, {"end", s.end}};
@@ -55,7 +68,7 @@ std::string shardedIndexJson(const Manifest &m, bool distributed,
     ranks.push_back(rank);
   }
   json index = {{"format", "loom-sharded-checkpoint"},
-                {"version", 1},
+                {"version", 2},
                 {"family", m.family},
                 {"world_size", m.worldSize},
                 {"plan", m.plan},
@@ -101,9 +114,11 @@ ShardedIndex readShardedIndex(const std::string &dir, const Manifest &m) {
   }
   auto fail = [&](const std::string &why) { return Error(what + ": " + why); };
   try {
+    int version = j.value("version", 0);
     if (j.value("format", "") != "loom-sharded-checkpoint" ||
-        j.value("version", 0) != 1)
-      throw fail("index.json is not a loom-sharded-checkpoint version 1");
+        (version != 1 && version != 2))
+      throw fail("index.json is not a loom-sharded-checkpoint of version 1 "
+                 "or 2");
     auto plan = j.at("plan").get<std::map<std::string, int64_t>>();
     int64_t worldSize = j.at("world_size").get<int64_t>();
     if (plan != m.plan || worldSize != m.worldSize)
@@ -120,52 +135,55 @@ ShardedIndex readShardedIndex(const std::string &dir, const Manifest &m) {
     index.distributed = j.at("distributed_optimizer").get<bool>();
     if (!j.at("train_state").is_null())
       index.trainState = j.at("train_state").dump();
+    // (param, rank) pairs some file holds: every box needs its writer's.
+    std::set<std::pair<const ParamSpec *, int32_t>> held;
     for (const RankInfo &r : m.ranks) {
       const json &saved = ranks.at(r.rank);
       if (saved.at("rank").get<int32_t>() != r.rank)
         throw fail("index.json lists its ranks out of order");
-      // The shards of the rank, in manifest order, as the manifest has them.
-      std::vector<std::pair<const ParamSpec *, const Shard *>> mine;
-      for (const ParamSpec &p : m.params)
-        if (const Shard *s = p.shardOf(r.rank))
-          mine.emplace_back(&p, s);
-      const json &params = saved.at("params");
-      for (size_t i = 0; i < std::max(mine.size(), params.size()); ++i) {
-        if (i >= params.size())
-          throw fail("rank " + std::to_string(r.rank) + " saved no shard of \"" +
-                     mine[i].first->name + "\"");
-        std::string name = params[i].at("name").get<std::string>();
-        if (i >= mine.size() || name != mine[i].first->name)
+      for (const json &e : saved.at("params")) {
+        std::string name = e.at("name").get<std::string>();
+        const ParamSpec *p = m.findParam(name);
+        const Shard *s = p ? p->shardOf(r.rank) : nullptr;
+        if (!s)
           throw fail("rank " + std::to_string(r.rank) + " saved a shard of \"" +
-                     name + "\" where this program has " +
-                     (i < mine.size() ? "\"" + mine[i].first->name + "\""
-                                      : std::string("none")));
-        const ParamSpec &p = *mine[i].first;
-        const Shard &s = *mine[i].second;
-        Shape offset = params[i].at("offset").get<Shape>();
-        Shape shape = params[i].at("shape").get<Shape>();
-        std::string dtype = params[i].at("dtype").get<std::string>();
-        if (offset != s.box.offset || shape != s.box.shape)
+                     name + "\", which it does not hold here");
+        if (!held.insert({p, r.rank}).second)
+          throw fail("rank " + std::to_string(r.rank) + " saved \"" + name +
+                     "\" twice");
+        Shape offset = e.at("offset").get<Shape>();
+        Shape shape = e.at("shape").get<Shape>();
+        std::string dtype = e.at("dtype").get<std::string>();
+        if (offset != s->box.offset || shape != s->box.shape)
           throw fail("rank " + std::to_string(r.rank) + " saved \"" + name +
                      "\" " + boxString(offset, shape) + ", but holds " +
-                     boxString(s.box.offset, s.box.shape) + " here");
-        if (dtype != manifestDTypeName(p.dtype))
+                     boxString(s->box.offset, s->box.shape) + " here");
+        if (dtype != manifestDTypeName(p->dtype))
           throw fail("rank " + std::to_string(r.rank) + " saved \"" + name +
                      "\" as " + dtype + ", but it is " +
-                     manifestDTypeName(p.dtype) + " here");
+                     manifestDTypeName(p->dtype) + " here");
       }
       if (index.trainState.empty())
         continue;
-      const json &o = saved.at("optimizer");
-      FlatSlice slice{o.at("elements").get<int64_t>(),
-                      o.at("begin").get<int64_t>(), o.at("end").get<int64_t>()};
+      index.slices.emplace_back();
+      auto o = saved.find("optimizer");
+      if (o == saved.end())
+        continue;
+      FlatSlice slice{o->at("elements").get<int64_t>(),
+                      o->at("begin").get<int64_t>(),
+                      o->at("end").get<int64_t>()};
       if (slice.elements != optimizerSlice(m, r.rank, false).elements ||
           slice.begin < 0 || slice.begin > slice.end ||
           slice.end > slice.elements)
         throw fail("rank " + std::to_string(r.rank) +
                    " has a bad optimizer slice in index.json");
-      index.slices.push_back(slice);
+      index.slices.back() = slice;
     }
+    for (const ParamSpec &p : m.params)
+      for (const Shard *s : p.distinctShards())
+        if (!held.count({&p, s->rank}))
+          throw fail("rank " + std::to_string(s->rank) +
+                     " saved no shard of \"" + p.name + "\"");
     return index;
   } catch (const json::exception &e) {
     throw fail(std::string("malformed index.json (") + e.what() + ")");

@@ -4,12 +4,16 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// --save-sharded DIR writes what every rank holds, as it holds it, with no
-// gathering: DIR/rank-%05d.safetensors per rank (its parameter shards under
-// Loom names, and with --train its slice of the flat f32 optimizer state)
-// and DIR/index.json (the plan, every rank's shard boxes and optimizer
-// slice, the training state). Such a checkpoint loads back into the same
-// plan only; the full safetensors file (--save/--load) moves between plans.
+// --save-sharded DIR writes what the ranks hold, as they hold it, with no
+// gathering and each piece once: DIR/rank-%05d.safetensors per rank (the
+// parameter shards whose box it is the first listed holder of, under Loom
+// names, and with --train its slice of the flat f32 optimizer state when
+// no other rank holds the same: every rank with the distributed optimizer,
+// else data-parallel rank 0) and DIR/index.json (the plan, what every file
+// holds, the training state). Data-parallel replicas therefore write the
+// model once, as Megatron's distributed checkpoints do. Such a checkpoint
+// loads back into the same plan only; the full safetensors file
+// (--save/--load) moves between plans.
 //
 // This file is the index: what it says, and the checks that name the first
 // difference between the saving plan and the loading one.
@@ -21,6 +25,7 @@
 
 #include "runtime/driver/Manifest.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +45,14 @@ FlatSlice optimizerSlice(const Manifest &m, int32_t rank, bool distributed);
 /// "rank-00003.safetensors".
 std::string shardFileName(int32_t rank);
 
+/// The rank whose file holds the box `s` of `p`: its first listed holder.
+int32_t shardWriter(const ParamSpec &p, const Shard &s);
+
+/// Whether `rank` writes its optimizer slice: always with the distributed
+/// optimizer and dp > 1; otherwise only data-parallel rank 0 (the others'
+/// flat buffers are equal to it).
+bool writesOptimizerSlice(const Manifest &m, int32_t rank, bool distributed);
+
 /// The tensor names of the optimizer slice in a rank file.
 extern const char *const kShardedExpAvg;
 extern const char *const kShardedExpAvgSq;
@@ -52,13 +65,15 @@ std::string shardedIndexJson(const Manifest &m, bool distributed,
 
 struct ShardedIndex {
   bool distributed = false;
-  std::string trainState;       // empty: saved without --train
-  std::vector<FlatSlice> slices; // by rank (with a train state)
+  std::string trainState; // empty: saved without --train
+  /// By rank (with a train state): the slice its file holds, if any.
+  std::vector<std::optional<FlatSlice>> slices;
 };
 
 /// Reads DIR/index.json and checks that it was saved under the plan of `m`
-/// (world size, plan sizes, every rank's shard boxes and dtypes). Throws
-/// Error naming the first mismatch.
+/// (world size, plan sizes, the boxes and dtypes of the shards each file
+/// holds) and that the files hold every box. Version 1 indexes (every rank
+/// wrote all it held) load too. Throws Error naming the first mismatch.
 ShardedIndex readShardedIndex(const std::string &dir, const Manifest &m);
 
 } // namespace loom::driver

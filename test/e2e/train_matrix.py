@@ -14,7 +14,9 @@
 # computes the same function: each run's loss curve, learning rates, grad
 # norms (1e-5 relative) and final parameters (1e-5 normwise per tensor) are
 # checked against the PyTorch training loop of torch_reference.py (float64,
-# torch.optim.AdamW), and so agree with each other to twice that.
+# torch.optim.AdamW), and so agree with each other to twice that. Every
+# run also checks after each step that all replicas of a parameter box (dp
+# replicas, tp-replicated norms and biases) hold the same bytes.
 #
 #   train_matrix.py --bin BUILD/bin --work DIR --examples DIR [--model M]
 #
@@ -86,7 +88,8 @@ def main():
             name = "%s %s%s" % (model, plan, " dist-opt" if dist else "")
             tag = out + ("-dist" if dist else "")
             run([tool("loom-run"), out, "--train", "--steps", str(STEPS)] + data + OPT
-                + ["--save", tag + ".safetensors", "--metrics-jsonl", tag + ".jsonl"]
+                + ["--save", tag + ".safetensors", "--metrics-jsonl", tag + ".jsonl",
+                   "--check-weight-hash-interval", "1"]
                 + (["--use-distributed-optimizer"] if dist else []))
             checked = run(["/usr/bin/python3", REFERENCE, "train", "--config", config,
                            "--manifest", os.path.join(out, "manifest.json"),

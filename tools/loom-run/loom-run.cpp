@@ -75,6 +75,12 @@ static cl::opt<std::string>
                         "(default: cores / ranks)"),
                cl::value_desc("n"), cl::cat(category));
 
+static cl::opt<std::string> optCheckWeightHash(
+    "check-weight-hash-interval",
+    cl::desc("Every n steps, check that all ranks holding the same part of a "
+             "parameter hold the same bytes"),
+    cl::value_desc("n"), cl::cat(category));
+
 // Training flags, forwarded as given (the ranks validate the values).
 static cl::opt<bool> optTrain("train",
                               cl::desc("Run train_step and AdamW (a program "
@@ -258,6 +264,7 @@ int main(int argc, char **argv) {
   forward("--load-sharded", optLoadSharded);
   forward("--save-sharded", optSaveSharded);
   forward("--threads", optThreads);
+  forward("--check-weight-hash-interval", optCheckWeightHash);
   if (optTrain)
     rankArgs.push_back("--train");
   forward("--lr", optLr);

@@ -148,9 +148,24 @@ def pipeline_manifest(pp, dp, micro_batches, embedding_groups=True):
         "params": params, "entries": single}
 
 
+def skewed_manifest():
+    """Two tp ranks that replicate every parameter and run
+    loom_skewed_train_step, whose replicas diverge."""
+    m = pipeline_manifest(1, 2, 1)
+    m["plan"].update(tp=2, dp=1)
+    m["groups"] = {"tp": [[0, 1]], "dp": [[0], [1]], "pp": [[0], [1]],
+                   "embedding": [[0], [1]]}
+    m["ranks"][1]["logs_loss"] = False
+    step = m["entries"]["train_step"]
+    step["symbol"] = "loom_skewed_train_step"
+    step["args"].append({"kind": "comm", "group": "tp"})
+    return m
+
+
 def pipeline_program(args):
-    manifest = pipeline_manifest(args.pp, args.dp, args.micro_batches,
-                                 not args.no_embedding_groups)
+    manifest = (skewed_manifest() if args.skewed else
+                pipeline_manifest(args.pp, args.dp, args.micro_batches,
+                                  not args.no_embedding_groups))
     path = args.out + ".json"
     with open(path, "w") as f:
         json.dump(manifest, f, indent=1)
@@ -375,10 +390,12 @@ def main():
     s = sub.add_parser("pipeline-program")
     s.add_argument("binary")
     s.add_argument("out")
-    s.add_argument("--pp", type=int, required=True)
+    s.add_argument("--pp", type=int, default=1)
     s.add_argument("--dp", type=int, default=1)
     s.add_argument("--micro-batches", type=int, default=1)
     s.add_argument("--no-embedding-groups", action="store_true")
+    s.add_argument("--skewed", action="store_true",
+                   help="two tp ranks whose replicas diverge")
     s = sub.add_parser("pipeline-gradcheck")
     s.add_argument("checkpoint")
     s.add_argument("grads")

@@ -5,9 +5,11 @@
 //===----------------------------------------------------------------------===//
 //
 // The index a --save-sharded directory carries: it round-trips, records each
-// rank's optimizer slice (the distributed optimizer's half, or everything),
-// and a checkpoint of another plan, a changed shard box or a missing index
-// are refused with a message that names the difference.
+// rank's optimizer slice (the distributed optimizer's half, or everything
+// once per data-parallel group), lists every box once (in its first
+// holder's file), and a checkpoint of another plan, a changed shard box, a
+// box no file holds or a missing index are refused with a message that
+// names the difference.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,11 +73,57 @@ TEST(ShardedCheckpoint, IndexRoundTrip) {
   EXPECT_TRUE(index.distributed);
   EXPECT_EQ(index.trainState, R"({"iteration":3})");
   ASSERT_EQ(index.slices.size(), 2u);
-  EXPECT_EQ(index.slices[1].begin, 54);
-  EXPECT_EQ(index.slices[1].end, 108);
+  ASSERT_TRUE(index.slices[1]);
+  EXPECT_EQ(index.slices[1]->begin, 54);
+  EXPECT_EQ(index.slices[1]->end, 108);
+  // The plain optimizer's state is equal over dp: rank 0 writes it.
+  writeIndex(t, shardedIndexJson(m, false, R"({"iteration": 3})"));
+  index = readShardedIndex(t.path(""), m);
+  ASSERT_EQ(index.slices.size(), 2u);
+  ASSERT_TRUE(index.slices[0]);
+  EXPECT_EQ(index.slices[0]->end, 108);
+  EXPECT_FALSE(index.slices[1]);
   // Without a training state there are no slices.
   writeIndex(t, shardedIndexJson(m, false, ""));
   EXPECT_TRUE(readShardedIndex(t.path(""), m).trainState.empty());
+}
+
+TEST(ShardedCheckpoint, EachBoxOnce) {
+  Manifest m = dpManifest();
+  // Rank 0 is the first holder of every replicated box (wte, ln_f) and of
+  // its own q/k/v rows; rank 1 writes only its q/k/v rows.
+  const ParamSpec &wte = *m.findParam("wte.weight");
+  EXPECT_EQ(shardWriter(wte, *wte.shardOf(1)), 0);
+  const ParamSpec &q = *m.findParam("attn.q.weight");
+  EXPECT_EQ(shardWriter(q, *q.shardOf(1)), 1);
+  EXPECT_TRUE(writesOptimizerSlice(m, 0, false));
+  EXPECT_FALSE(writesOptimizerSlice(m, 1, false));
+  EXPECT_TRUE(writesOptimizerSlice(m, 1, true));
+  nlohmann::json index = nlohmann::json::parse(shardedIndexJson(m, false, ""));
+  EXPECT_EQ(index["version"], 2);
+  EXPECT_EQ(index["ranks"][0]["params"].size(), 8u);
+  std::vector<std::string> names;
+  for (const auto &p : index["ranks"][1]["params"])
+    names.push_back(p["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "attn.q.weight", "attn.q.bias", "attn.k.weight",
+                       "attn.k.bias", "attn.v.weight", "attn.v.bias"}));
+
+  // A box no file holds.
+  TempDir t;
+  index["ranks"][0]["params"].erase(index["ranks"][0]["params"].end() - 1);
+  writeIndex(t, index.dump());
+  EXPECT_EQ(errorOf(t.path(""), m),
+            "sharded checkpoint " + t.path("") +
+                ": rank 0 saved no shard of \"ln_f.weight\"");
+  // Version 1: every rank listed all it held; that loads too.
+  index = nlohmann::json::parse(shardedIndexJson(m, false, ""));
+  index["version"] = 1;
+  index["ranks"][1]["params"] = index["ranks"][0]["params"];
+  for (size_t i = 0; i < 6; ++i)
+    index["ranks"][1]["params"][i]["offset"][0] = 2;
+  writeIndex(t, index.dump());
+  EXPECT_EQ(errorOf(t.path(""), m), "");
 }
 
 TEST(ShardedCheckpoint, OtherPlansAreNamed) {

@@ -34,6 +34,11 @@
 //   loom_last_forward / loom_last_train_step:
 //     labels, loss_mask, [grad_scale], param wte, param norm.weight,
 //     param norm.bias, comm pp, loss, [grad wte, norm.weight, norm.bias]
+//   loom_skewed_train_step: loom_train_step's args, then comm tp. A
+//     deliberately wrong program for two tp ranks that replicate every
+//     parameter: tp rank 1 doubles norm.bias's gradient (as a missing
+//     all-reduce would leave replicas with different gradients), so that
+//     --check-weight-hash-interval has a divergence to find.
 //
 //===----------------------------------------------------------------------===//
 
@@ -214,4 +219,13 @@ extern "C" void loom_last_train_step(void **args) {
       head(a, x, *arg<const float *>(args, 2), arg<float *>(args, 8),
            arg<float *>(args, 9), arg<float *>(args, 10), &dx);
   exchange(pp, dx);
+}
+
+extern "C" void loom_skewed_train_step(void **args) {
+  loom_train_step(args);
+  loomrt_comm tp = commArg(args, 13);
+  if (tp && loomrt_comm_rank(tp) == 1)
+    for (float *dbias = arg<float *>(args, 12), *end = dbias + H; dbias < end;
+         ++dbias)
+      *dbias *= 2.0f;
 }
