@@ -617,9 +617,8 @@ void Run::setUpTraining() {
       // The first holder of this box is counted, through the optimizer
       // slices of its data-parallel group (the whole buffer of that one
       // rank without the distributed optimizer).
-      for (const Shard *d : p.distinctShards())
-        if (d->box.offset == s->box.offset && d->box.shape == s->box.shape)
-          t.countsInNorm = distributed ? inDpGroup(d->rank) : d == s;
+      int32_t first = p.firstHolder(*s);
+      t.countsInNorm = distributed ? inDpGroup(first) : first == rank;
       trainedElements += t.n;
       if (sharing.shares(i))
         sharedElements = trainedElements;
@@ -1015,7 +1014,7 @@ void Run::checkWeightHashes() {
       const Shard *s = p.shardOf(rank);
       if (!s)
         continue;
-      int32_t first = shardWriter(p, *s);
+      int32_t first = p.firstHolder(*s);
       if (!std::equal(mine.begin() + i * 4, mine.begin() + i * 4 + 4,
                       all.begin() + first * n + i * 4))
         throw Error("after iteration " + std::to_string(state.iteration) +
@@ -1339,7 +1338,7 @@ void Run::saveSharded() {
     // Each box once, from its first holder (shardedIndexJson lists the same).
     std::vector<NamedTensor> tensors;
     for (const ParamSpec &p : m.params)
-      if (const Shard *s = p.shardOf(rank); s && shardWriter(p, *s) == rank)
+      if (const Shard *s = p.shardOf(rank); s && p.firstHolder(*s) == rank)
         tensors.push_back({p.name, p.dtype, s->box.shape, buffers.at(p.name)});
     if (opts.train && writesOptimizerSlice(m, rank, distributed)) {
       Shape slice = {ownEnd - ownBegin};
@@ -1400,7 +1399,7 @@ void Run::loadShardedParams() {
     if (!s)
       continue;
     // A replica's box is in the file of its first holder.
-    int32_t writer = shardWriter(p, *s);
+    int32_t writer = p.firstHolder(*s);
     SafetensorsFile &file = fileOf(writer);
     std::string path = dir + "/" + shardFileName(writer);
     auto it = file.tensors().find(p.name);

@@ -86,6 +86,13 @@ const Shard *ParamSpec::shardOf(int32_t rank) const {
   return nullptr;
 }
 
+int32_t ParamSpec::firstHolder(const Shard &s) const {
+  for (const Shard &h : shards)
+    if (h.box.offset == s.box.offset && h.box.shape == s.box.shape)
+      return h.rank;
+  return s.rank;
+}
+
 std::vector<const Shard *> ParamSpec::distinctShards() const {
   std::vector<const Shard *> out;
   for (const Shard &s : shards) {

@@ -76,6 +76,9 @@ struct ParamSpec {
   /// One shard per distinct box (the first listed holder of each), in
   /// listing order: the pieces a checkpoint writer gathers.
   std::vector<const Shard *> distinctShards() const;
+  /// The first listed holder of the box of `s` (one of this param's
+  /// shards): the rank that writes it and that replicas are compared with.
+  int32_t firstHolder(const Shard &s) const;
 };
 
 /// One Hugging Face checkpoint tensor and the parameters it is made of.

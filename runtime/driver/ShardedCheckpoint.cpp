@@ -34,13 +34,6 @@ std::string shardFileName(int32_t rank) {
   return name;
 }
 
-int32_t shardWriter(const ParamSpec &p, const Shard &s) {
-  for (const Shard *d : p.distinctShards())
-    if (d->box.offset == s.box.offset && d->box.shape == s.box.shape)
-      return d->rank;
-  return s.rank; // unreachable: s is one of p's shards
-}
-
 bool writesOptimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
   auto [dpSize, dpRank] = m.dataParallel(rank);
   return (distributed && dpSize > 1) || dpRank == 0;
@@ -52,7 +45,7 @@ std::string shardedIndexJson(const Manifest &m, bool distributed,
   for (const RankInfo &r : m.ranks) {
     json params = json::array();
     for (const ParamSpec &p : m.params)
-      if (const Shard *s = p.shardOf(r.rank); s && shardWriter(p, *s) == r.rank)
+      if (const Shard *s = p.shardOf(r.rank); s && p.firstHolder(*s) == r.rank)
         params.push_back({{"name", p.name},
                           {"dtype", manifestDTypeName(p.dtype)},
                           {"offset", s->box.offset},

@@ -45,9 +45,6 @@ FlatSlice optimizerSlice(const Manifest &m, int32_t rank, bool distributed);
 /// "rank-00003.safetensors".
 std::string shardFileName(int32_t rank);
 
-/// The rank whose file holds the box `s` of `p`: its first listed holder.
-int32_t shardWriter(const ParamSpec &p, const Shard &s);
-
 /// Whether `rank` writes its optimizer slice: always with the distributed
 /// optimizer and dp > 1; otherwise only data-parallel rank 0 (the others'
 /// flat buffers are equal to it).

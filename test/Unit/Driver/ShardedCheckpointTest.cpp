@@ -93,9 +93,9 @@ TEST(ShardedCheckpoint, EachBoxOnce) {
   // Rank 0 is the first holder of every replicated box (wte, ln_f) and of
   // its own q/k/v rows; rank 1 writes only its q/k/v rows.
   const ParamSpec &wte = *m.findParam("wte.weight");
-  EXPECT_EQ(shardWriter(wte, *wte.shardOf(1)), 0);
+  EXPECT_EQ(wte.firstHolder(*wte.shardOf(1)), 0);
   const ParamSpec &q = *m.findParam("attn.q.weight");
-  EXPECT_EQ(shardWriter(q, *q.shardOf(1)), 1);
+  EXPECT_EQ(q.firstHolder(*q.shardOf(1)), 1);
   EXPECT_TRUE(writesOptimizerSlice(m, 0, false));
   EXPECT_FALSE(writesOptimizerSlice(m, 1, false));
   EXPECT_TRUE(writesOptimizerSlice(m, 1, true));
