@@ -311,8 +311,10 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     return fail("@forward's tokens must be a [batch, seq] tensor");
   auto model = module->getAttrOfType<DictionaryAttr>("tfm.model");
   StringRef family = "gpt2";
-  int64_t hidden = 0, vocab = 0;
+  int64_t hidden = 0, vocab = 0, unpaddedVocab = 0;
   if (model) {
+    if (auto u = model.getAs<IntegerAttr>("unpadded_vocab_size"))
+      unpaddedVocab = u.getInt();
     if (auto f = model.getAs<StringAttr>("family"))
       family = f.getValue();
     if (auto h = model.getAs<IntegerAttr>("hidden_size"))
@@ -500,7 +502,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     llvm::json::Object init{{"kind", tfm::stringifyInitKind(p.init)}};
     if (p.init == tfm::InitKind::normal)
       init["std"] = p.std;
-    HfPlacement hf = hfPlacement(family, p.name, p.shape, hidden);
+    HfPlacement hf = hfPlacement(family, p.name, p.shape, hidden, unpaddedVocab);
     // Replicated, or split on one dim with tp rank c holding slice c.
     int64_t splitDim = paramSplit.lookup(p.name);
     bool isSplit = paramSplit.count(p.name);
@@ -522,15 +524,18 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     for (int64_t d : local)
       elements *= d;
     paramBytes += elements * int64_t(p.elementType.getIntOrFloatBitWidth() / 8);
+    llvm::json::Object hfJson{{"name", hf.name},
+                              {"shape", shapeJson(hf.shape)},
+                              {"transpose", hf.transpose},
+                              {"offset", shapeJson(hf.offset)}};
+    if (hf.fileRows)
+      hfJson["file_rows"] = hf.fileRows;
     paramsJson.push_back(llvm::json::Object{
         {"name", p.name},
         {"shape", shapeJson(p.shape)},
         {"dtype", dtypeName(p.elementType)},
         {"init", std::move(init)},
-        {"hf", llvm::json::Object{{"name", hf.name},
-                                  {"shape", shapeJson(hf.shape)},
-                                  {"transpose", hf.transpose},
-                                  {"offset", shapeJson(hf.offset)}}},
+        {"hf", std::move(hfJson)},
         {"shards", std::move(shards)}});
   }
 

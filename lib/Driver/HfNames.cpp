@@ -13,11 +13,20 @@ using llvm::StringRef;
 
 HfPlacement loom::driver::hfPlacement(StringRef family, StringRef name,
                                       llvm::ArrayRef<int64_t> shape,
-                                      int64_t hiddenSize) {
+                                      int64_t hiddenSize,
+                                      int64_t unpaddedVocab) {
   HfPlacement p;
   p.name = name.str();
   p.shape.assign(shape.begin(), shape.end());
   p.offset.assign(shape.size(), 0);
+  // The [vocab, hidden] tables: rows past the tokenizer's vocabulary are
+  // Megatron's padding, which Hugging Face files do not have.
+  bool vocabTable = name == "transformer.wte.weight" ||
+                    name == "model.embed_tokens.weight" ||
+                    name == "lm_head.weight";
+  if (vocabTable && unpaddedVocab > 0 && !shape.empty() &&
+      unpaddedVocab < shape[0])
+    p.fileRows = unpaddedVocab;
   if (family != "gpt2")
     return p;
 

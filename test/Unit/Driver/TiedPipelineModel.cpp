@@ -21,9 +21,9 @@
 // The single-stage entries compute the whole model on one rank, with
 // wte's gradient formed as the same two parts added, as the reference.
 //
-// The runtime has no point-to-point calls yet, so the stages move x forward
-// and dL/dx backward with a sum over their two-rank pipeline group to which
-// the receiver contributes zeros (exact: x + 0 == x).
+// The stages move x forward and dL/dx backward with loomrt_send/loomrt_recv
+// over their two-rank pipeline group (one micro-batch in flight: forward,
+// then backward).
 //
 // Entry args (test/Run/Inputs/driver_check.py, pipeline-program):
 //   loom_forward / loom_train_step (one stage):
@@ -137,11 +137,13 @@ float head(const Head &a, const Vec &x, float gradScale, float *dwte,
   return loss;
 }
 
-/// Moves `buf` from the group rank that filled it to the other, which
-/// passes zeros (see the file comment).
-void exchange(loomrt_comm pp, Vec &buf) {
-  loomrt_all_reduce(pp, LOOMRT_F32, LOOMRT_SUM, buf.data(), buf.data(),
-                    int64_t(buf.size()));
+/// Pipeline group ranks: the first stage is 0, the last 1.
+void sendTo(loomrt_comm pp, int32_t peer, const Vec &buf) {
+  loomrt_send(pp, LOOMRT_F32, buf.data(), int64_t(buf.size()), peer);
+}
+void recvFrom(loomrt_comm pp, int32_t peer, Vec &buf) {
+  buf.assign(N * H, 0.0f);
+  loomrt_recv(pp, LOOMRT_F32, buf.data(), int64_t(buf.size()), peer);
 }
 
 template <typename T> T arg(void **args, int i) {
@@ -183,12 +185,12 @@ extern "C" void loom_train_step(void **args) {
 extern "C" void loom_first_forward(void **args) {
   Vec x = embed(arg<const int32_t *>(args, 0), arg<const float *>(args, 1),
                 arg<const float *>(args, 2));
-  exchange(commArg(args, 3), x);
+  sendTo(commArg(args, 3), 1, x);
 }
 
 extern "C" void loom_last_forward(void **args) {
-  Vec x(N * H, 0.0f);
-  exchange(commArg(args, 5), x);
+  Vec x;
+  recvFrom(commArg(args, 5), 0, x);
   Head a{arg<const int32_t *>(args, 0), arg<const float *>(args, 1),
          arg<const float *>(args, 2), arg<const float *>(args, 3),
          arg<const float *>(args, 4)};
@@ -201,16 +203,16 @@ extern "C" void loom_first_train_step(void **args) {
   loomrt_comm pp = commArg(args, 4);
   Vec x = embed(tokens, arg<const float *>(args, 2),
                 arg<const float *>(args, 3));
-  exchange(pp, x);
-  Vec dx(N * H, 0.0f);
-  exchange(pp, dx);
+  sendTo(pp, 1, x);
+  Vec dx;
+  recvFrom(pp, 1, dx);
   embedBackward(tokens, dx, arg<float *>(args, 5), arg<float *>(args, 6));
 }
 
 extern "C" void loom_last_train_step(void **args) {
   loomrt_comm pp = commArg(args, 6);
-  Vec x(N * H, 0.0f);
-  exchange(pp, x);
+  Vec x;
+  recvFrom(pp, 0, x);
   Head a{arg<const int32_t *>(args, 0), arg<const float *>(args, 1),
          arg<const float *>(args, 3), arg<const float *>(args, 4),
          arg<const float *>(args, 5)};
@@ -218,7 +220,7 @@ extern "C" void loom_last_train_step(void **args) {
   *arg<float *>(args, 7) =
       head(a, x, *arg<const float *>(args, 2), arg<float *>(args, 8),
            arg<float *>(args, 9), arg<float *>(args, 10), &dx);
-  exchange(pp, dx);
+  sendTo(pp, 0, dx);
 }
 
 extern "C" void loom_skewed_train_step(void **args) {
