@@ -280,7 +280,6 @@ exec "$dir/$(printf 'rank-%05d' "$rank")" --manifest "$dir/manifest.json" "$@"
 
 Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                                  llvm::raw_ostream *report) {
-  MLIRContext *ctx = module->getContext();
   auto start = std::chrono::steady_clock::now();
   int stageNumber = 0;
   auto stage = [&](StringRef what) {

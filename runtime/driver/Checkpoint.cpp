@@ -7,6 +7,7 @@
 #include "runtime/driver/Checkpoint.h"
 
 #include "runtime/driver/Layout.h"
+#include "runtime/driver/ParamInit.h"
 
 #include <nlohmann/json.hpp>
 
@@ -198,9 +199,14 @@ void writeSafetensors(const std::string &path,
 void writeCheckpoint(const std::string &path, const Manifest &m,
                      const ShardFetcher &fetch,
                      const std::map<std::string, std::string> &metadata) {
+  // A padded tensor's rows are written in order: the file's rows under its
+  // name, then the padding rows under paddingName().
   std::vector<std::tuple<std::string, loomrt_dtype, Shape>> layout;
-  for (const HfTensor &t : m.hfTensors)
-    layout.emplace_back(t.name, t.dtype, t.shape);
+  for (const HfTensor &t : m.hfTensors) {
+    layout.emplace_back(t.name, t.dtype, t.padded() ? t.fileShape() : t.shape);
+    if (t.padded())
+      layout.emplace_back(t.paddingName(), t.dtype, t.paddingShape());
+  }
   std::string tmp = path + ".tmp";
   OutFile out(tmp);
   writeHeader(out, layout, metadata);
@@ -302,46 +308,98 @@ SafetensorsFile::SafetensorsFile(const std::string &path)
 }
 
 void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
-                    const std::map<std::string, void *> &buffers) {
+                    const std::map<std::string, void *> &buffers,
+                    std::optional<uint64_t> paddingSeed) {
   SafetensorsFile file(path);
   // Validate everything before touching any buffer, so that every rank
   // reports the same first problem.
-  for (const HfTensor &t : m.hfTensors) {
-    auto it = file.tensors().find(t.name);
-    if (it == file.tensors().end())
-      throw Error("checkpoint " + path + " has no tensor \"" + t.name + "\"");
-    const SafetensorsFile::Tensor &f = it->second;
-    if (f.shape != t.shape)
-      throw Error("checkpoint " + path + ": tensor \"" + t.name +
+  auto check = [&](const std::string &name, const Shape &shape) {
+    const SafetensorsFile::Tensor &f = file.tensors().at(name);
+    if (f.shape != shape)
+      throw Error("checkpoint " + path + ": tensor \"" + name +
                   "\" has shape " + shapeString(f.shape) + ", expected " +
-                  shapeString(t.shape));
+                  shapeString(shape));
     if (!parseSafetensorsDType(f.dtypeName))
-      throw Error("checkpoint " + path + ": tensor \"" + t.name +
+      throw Error("checkpoint " + path + ": tensor \"" + name +
                   "\" has dtype " + f.dtypeName +
                   ", expected F32, BF16 or F16");
+  };
+  std::map<std::string, const HfTensor *> byName;
+  for (const HfTensor &t : m.hfTensors) {
+    byName[t.name] = &t;
+    if (!file.tensors().count(t.name))
+      throw Error("checkpoint " + path + " has no tensor \"" + t.name + "\"");
+    check(t.name, t.padded() ? t.fileShape() : t.shape);
+    if (!t.padded())
+      continue;
+    if (file.tensors().count(t.paddingName()))
+      check(t.paddingName(), t.paddingShape());
+    else if (!paddingSeed)
+      throw Error("checkpoint " + path + " has no tensor \"" +
+                  t.paddingName() + "\" (the padding rows of the vocabulary)");
   }
 
+  // Copies `shape` elements at view `src` of file tensor `name` to the
+  // contiguous `dst`, converting to `dtype`.
   std::vector<unsigned char> tmp;
+  auto copyIn = [&](const std::string &name, const Shape &shape,
+                    const StridedView &src, loomrt_dtype dtype, void *dst) {
+    const SafetensorsFile::Tensor &f = file.tensors().at(name);
+    loomrt_dtype fileType = *parseSafetensorsDType(f.dtypeName);
+    StridedView to{0, contiguousStrides(shape)};
+    const unsigned char *data = file.data() + f.begin;
+    if (fileType == dtype) {
+      copyStrided(shape, dtypeBytes(dtype), data, src, dst, to);
+      return;
+    }
+    // A checkpoint in another float type: cut the box out, then convert.
+    int64_t n = numElements(shape);
+    tmp.resize(n * dtypeBytes(fileType));
+    copyStrided(shape, dtypeBytes(fileType), data, src, tmp.data(), to);
+    loomrt_cast(fileType, tmp.data(), dtype, dst, n);
+  };
+
   for (const ParamSpec &p : m.params) {
     const Shard *s = p.shardOf(rank);
     auto buf = buffers.find(p.name);
     if (!s || buf == buffers.end())
       continue;
-    const SafetensorsFile::Tensor &f = file.tensors().at(p.hf.name);
-    loomrt_dtype fileType = *parseSafetensorsDType(f.dtypeName);
-    int64_t n = numElements(s->box.shape);
-    StridedView dst{0, contiguousStrides(s->box.shape)};
-    const unsigned char *src = file.data() + f.begin;
-    if (fileType == p.dtype) {
-      copyStrided(s->box.shape, dtypeBytes(p.dtype), src, hfViewOfBox(p, s->box),
-                  buf->second, dst);
+    const HfTensor &t = *byName.at(p.hf.name);
+    if (!t.padded()) {
+      copyIn(t.name, s->box.shape, hfViewOfBox(p, s->box), p.dtype,
+             buf->second);
       continue;
     }
-    // A checkpoint in another float type: cut the box out, then convert.
-    tmp.resize(n * dtypeBytes(fileType));
-    copyStrided(s->box.shape, dtypeBytes(fileType), src, hfViewOfBox(p, s->box),
-                tmp.data(), dst);
-    loomrt_cast(fileType, tmp.data(), p.dtype, buf->second, n);
+    // The parameter's rows are the tensor's (Manifest checks it): rows
+    // below fileRows come from the tensor, the rest from the padding.
+    const Box &box = s->box;
+    int64_t lo = box.offset[0], hi = lo + box.shape[0];
+    int64_t split = std::clamp(t.fileRows, lo, hi);
+    int64_t rowBytes = numElements(box.shape) / std::max<int64_t>(hi - lo, 1) *
+                       dtypeBytes(p.dtype);
+    auto rows = [&](int64_t r0, int64_t r1) {
+      Box b = box;
+      b.offset[0] = r0;
+      b.shape[0] = r1 - r0;
+      return b;
+    };
+    char *dst = static_cast<char *>(buf->second);
+    if (lo < split) {
+      Box head = rows(lo, split);
+      copyIn(t.name, head.shape, hfViewOfBox(p, head), p.dtype, dst);
+    }
+    if (split < hi) {
+      Box tail = rows(split, hi);
+      char *out = dst + (split - lo) * rowBytes;
+      if (!file.tensors().count(t.paddingName())) {
+        // A Hugging Face file: the padding starts as a fresh run's would.
+        initializeBox(p, tail, *paddingSeed, out);
+        continue;
+      }
+      StridedView view = hfViewOfBox(p, tail);
+      view.base -= t.fileRows * contiguousStrides(t.shape)[0];
+      copyIn(t.paddingName(), tail.shape, view, p.dtype, out);
+    }
   }
 }
 

@@ -25,6 +25,7 @@
 #include "runtime/driver/Manifest.h"
 
 #include <functional>
+#include <optional>
 #include <map>
 
 namespace loom::driver {
@@ -102,10 +103,14 @@ private:
 /// Fills this rank's shards from a checkpoint. `buffers` maps a parameter
 /// name to the rank's shard buffer (param dtype); parameters the rank does
 /// not hold are absent. Checks every HF tensor's presence, shape and dtype
-/// first (F32/BF16/F16 are converted to the parameter's dtype). Throws
-/// Error.
+/// first (F32/BF16/F16 are converted to the parameter's dtype). A padded
+/// tensor's padding rows come from HfTensor::paddingName(); a file without
+/// them (a Hugging Face checkpoint) is an error unless `paddingSeed` is
+/// given, with which they are initialized as a fresh run with that seed
+/// would. Throws Error.
 void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
-                    const std::map<std::string, void *> &buffers);
+                    const std::map<std::string, void *> &buffers,
+                    std::optional<uint64_t> paddingSeed = std::nullopt);
 
 } // namespace loom::driver
 

@@ -539,7 +539,8 @@ void Run::allocateParameters() {
       buffers[p.name] =
           loomrt_alloc(numElements(s->box.shape) * dtypeBytes(p.dtype));
   if (!opts.load.empty()) {
-    collectively([&] { loadCheckpoint(opts.load, m, rank, buffers); });
+    collectively(
+        [&] { loadCheckpoint(opts.load, m, rank, buffers, opts.seed); });
     return;
   }
   if (!opts.loadSharded.empty()) {

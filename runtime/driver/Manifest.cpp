@@ -79,6 +79,18 @@ const char *safetensorsDTypeName(loomrt_dtype dtype) {
 
 int64_t dtypeBytes(loomrt_dtype dtype) { return dtype == LOOMRT_F32 ? 4 : 2; }
 
+Shape HfTensor::fileShape() const {
+  Shape s = shape;
+  s[0] = fileRows;
+  return s;
+}
+
+Shape HfTensor::paddingShape() const {
+  Shape s = shape;
+  s[0] -= fileRows;
+  return s;
+}
+
 const Shard *ParamSpec::shardOf(int32_t rank) const {
   for (const Shard &s : shards)
     if (s.rank == rank)
@@ -382,6 +394,21 @@ void parseParams(const Reader &r, const json &root, Manifest &m) {
                          (p.hf.transpose ? " (transposed)" : "") +
                          " at offset " + shapeString(p.hf.offset) +
                          " does not fit in " + shapeString(p.hf.shape));
+      if (const json *f = r.optMember(*hf, "file_rows")) {
+        std::string fp = at(hp, "file_rows");
+        p.hf.fileRows = r.integer(*f, fp);
+        if (p.hf.shape.empty() || p.hf.fileRows < 1 ||
+            p.hf.fileRows > p.hf.shape[0])
+          r.fail(fp, "must be between 1 and the HF tensor's " +
+                         std::to_string(p.hf.shape.empty() ? 0
+                                                           : p.hf.shape[0]) +
+                         " rows");
+        // The padding rows are the parameter's own last rows.
+        if (p.hf.transpose || p.hf.offset[0] != 0 ||
+            p.shape[0] != p.hf.shape[0])
+          r.fail(fp, "a padded HF tensor must hold the untransposed "
+                     "parameter's rows whole");
+      }
     }
 
     const json &shards = r.array(r.member(v, path, "shards"), at(path, "shards"));
@@ -424,10 +451,16 @@ void buildHfTensors(const Reader &r, Manifest &m) {
     const ParamSpec &p = m.params[i];
     auto [it, inserted] = byName.try_emplace(p.hf.name);
     HfTensor &t = it->second;
+    int64_t fileRows =
+        p.hf.fileRows ? p.hf.fileRows : (p.hf.shape.empty() ? 0 : p.hf.shape[0]);
     if (inserted) {
       t.name = p.hf.name;
       t.shape = p.hf.shape;
       t.dtype = p.dtype;
+      t.fileRows = fileRows;
+    } else if (t.fileRows != fileRows || t.padded()) {
+      r.fail(at("params", i), "HF tensor \"" + t.name + "\" has a padded "
+                              "vocabulary, which only one parameter may fill");
     } else if (t.shape != p.hf.shape) {
       r.fail(at("params", i), "HF tensor \"" + t.name + "\" has shape " +
                                   shapeString(p.hf.shape) + " here but " +

@@ -57,9 +57,12 @@ struct Shard {
 /// Where a parameter lives in the Hugging Face checkpoint of its family.
 struct HfPlacement {
   std::string name;
-  Shape shape;          // the full HF tensor
+  Shape shape;          // the full HF tensor, as Loom assembles it
   bool transpose = false;
   Shape offset;         // in HF coordinates
+  /// Rows of `shape` the Hugging Face file holds, when a vocabulary padded
+  /// to a multiple gives the tensor more (0: all of them).
+  int64_t fileRows = 0;
 };
 
 struct ParamSpec {
@@ -82,11 +85,25 @@ struct ParamSpec {
 };
 
 /// One Hugging Face checkpoint tensor and the parameters it is made of.
+///
+/// A padded vocabulary (loom-import --make-vocab-size-divisible-by) gives
+/// the embedding and output tables `shape[0]` rows of which the Hugging
+/// Face file holds the first `fileRows`: a file stores those under `name`
+/// and Megatron's padding rows apart, under paddingName(), so that the file
+/// stays loadable by Hugging Face and a resume stays exact.
 struct HfTensor {
   std::string name;
   Shape shape;
   loomrt_dtype dtype = LOOMRT_F32;
   std::vector<size_t> pieces; // indices into Manifest::params
+  int64_t fileRows = 0;       // < shape[0] when padded, else shape[0]
+
+  bool padded() const { return !shape.empty() && fileRows < shape[0]; }
+  /// The tensor under `name` in a file: the first fileRows rows.
+  Shape fileShape() const;
+  /// The padding rows, under paddingName().
+  Shape paddingShape() const;
+  std::string paddingName() const { return name + ".vocab_padding"; }
 };
 
 /// `GradScale` (an f32 scalar input) and `Grad` (the output gradient of a

@@ -21,6 +21,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 using namespace loom::driver;
@@ -36,8 +37,10 @@ struct Plan {
   std::vector<std::map<std::string, std::vector<unsigned char>>> shards;
 
   Plan(int tp, uint64_t seed, const std::string &dtype = "f32")
-      : m(parseManifest(fusedQkvManifest(tp, dtype).dump(), "m.json")),
-        shards(tp) {
+      : Plan(parseManifest(fusedQkvManifest(tp, dtype).dump(), "m.json"), tp,
+             seed) {}
+  Plan(Manifest manifest, int ranks, uint64_t seed)
+      : m(std::move(manifest)), shards(ranks) {
     for (const ParamSpec &p : m.params)
       for (const Shard &s : p.shards) {
         auto &buf = shards[s.rank][p.name];
@@ -53,12 +56,13 @@ struct Plan {
       std::memcpy(out, buf.data(), buf.size());
     };
   }
-  void load(const std::string &path) {
+  void load(const std::string &path,
+            std::optional<uint64_t> paddingSeed = std::nullopt) {
     for (size_t r = 0; r < shards.size(); ++r) {
       std::map<std::string, void *> ptrs;
       for (auto &[name, buf] : shards[r])
         ptrs[name] = buf.data();
-      loadCheckpoint(path, m, int32_t(r), ptrs);
+      loadCheckpoint(path, m, int32_t(r), ptrs, paddingSeed);
     }
   }
 };
@@ -215,6 +219,71 @@ TEST(Checkpoint, BadFiles) {
   EXPECT_NE(errorOf([&] { p.load(sized); }).find("has 240 bytes, but F32 "
                                                  "[10, 5] needs 200"),
             std::string::npos);
+}
+
+/// fusedQkvManifest(tp) whose wte.weight [rows, 6] is split on its rows
+/// over the tp ranks and, with fileRows, is a padded vocabulary of which
+/// Hugging Face files hold fileRows rows.
+Manifest paddedManifest(int tp, int rows, int fileRows) {
+  json j = fusedQkvManifest(tp);
+  json &wte = j["params"][6];
+  EXPECT_EQ(wte["name"], "wte.weight");
+  wte["shape"] = {rows, 6};
+  json shards = json::array();
+  for (int r = 0; r < tp; ++r)
+    shards.push_back({{"rank", r},
+                      {"offset", {r * rows / tp, 0}},
+                      {"shape", {rows / tp, 6}}});
+  wte["shards"] = shards;
+  if (fileRows)
+    wte["hf"] = {{"name", "wte.weight"},
+                 {"shape", {rows, 6}},
+                 {"file_rows", fileRows}};
+  return parseManifest(j.dump(), "m.json");
+}
+
+TEST(Checkpoint, PaddedVocabularyRows) {
+  TempDir dir;
+  // 12 rows, 10 in the file: tp rank 1's rows 6..12 straddle the border.
+  Plan tp2(paddedManifest(2, 12, 10), 2, 5);
+  std::string path = dir.path("padded.safetensors");
+  writeCheckpoint(path, tp2.m, tp2.fetcher(), {});
+  SafetensorsFile file(path);
+  EXPECT_EQ(file.tensors().at("wte.weight").shape, (Shape{10, 6}));
+  EXPECT_EQ(file.tensors().at("wte.weight.vocab_padding").shape,
+            (Shape{2, 6}));
+  const ParamSpec &wte = *tp2.m.findParam("wte.weight");
+  std::vector<float> global(72);
+  initializeBox(wte, {{0, 0}, {12, 6}}, 5, global.data());
+  auto rowsOf = [&](const std::string &name) {
+    const SafetensorsFile::Tensor &t = file.tensors().at(name);
+    const float *f = reinterpret_cast<const float *>(file.data() + t.begin);
+    return std::vector<float>(f, f + (t.end - t.begin) / 4);
+  };
+  std::vector<float> main = rowsOf("wte.weight"),
+                     padding = rowsOf("wte.weight.vocab_padding");
+  EXPECT_EQ(main, std::vector<float>(global.begin(), global.begin() + 60));
+  EXPECT_EQ(padding, std::vector<float>(global.begin() + 60, global.end()));
+
+  // Into one rank holding all 12 rows.
+  Plan tp1(paddedManifest(1, 12, 10), 1, 0);
+  tp1.load(path);
+  EXPECT_EQ(std::memcmp(tp1.shards[0]["wte.weight"].data(), global.data(), 288),
+            0);
+
+  // A Hugging Face file (no padding rows): with a seed they start as a
+  // fresh run's, without one the file is refused.
+  Plan unpadded(paddedManifest(1, 10, 0), 1, 0);
+  unpadded.load(path);
+  std::string hf = dir.path("hf.safetensors");
+  writeCheckpoint(hf, unpadded.m, unpadded.fetcher(), {});
+  Plan fromHf(paddedManifest(2, 12, 10), 2, 0);
+  EXPECT_EQ(errorOf([&] { fromHf.load(hf); }),
+            "checkpoint " + hf + " has no tensor \"wte.weight.vocab_padding\" "
+            "(the padding rows of the vocabulary)");
+  fromHf.load(hf, 5);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(fromHf.shards[r]["wte.weight"], tp2.shards[r]["wte.weight"]);
 }
 
 TEST(Checkpoint, UnwritableDestination) {

@@ -264,4 +264,29 @@ TEST(Manifest, TilingChecksEveryElement) {
   EXPECT_THROW(checkTiling({{{0, 0}, {2, 3}}}, {4, 3}, "t"), Error);
 }
 
+TEST(Manifest, PaddedVocabularyRows) {
+  json j = fusedQkvManifest(1);
+  json &wte = j["params"][6];
+  wte["hf"] = {{"name", "wte.weight"}, {"shape", {10, 6}}, {"file_rows", 8}};
+  Manifest m = parseManifest(j.dump(), "m.json");
+  const HfTensor &t = *std::find_if(
+      m.hfTensors.begin(), m.hfTensors.end(),
+      [](const HfTensor &t) { return t.name == "wte.weight"; });
+  EXPECT_TRUE(t.padded());
+  EXPECT_EQ(t.fileShape(), (Shape{8, 6}));
+  EXPECT_EQ(t.paddingShape(), (Shape{2, 6}));
+  EXPECT_EQ(t.paddingName(), "wte.weight.vocab_padding");
+  EXPECT_FALSE(m.hfTensors[0].padded());
+
+  wte["hf"]["file_rows"] = 11;
+  EXPECT_EQ(errorOf(j), "m.json: params[6].hf.file_rows: must be between 1 "
+                        "and the HF tensor's 10 rows");
+  wte["hf"] = {{"name", "wte.weight"},
+               {"shape", {6, 10}},
+               {"transpose", true},
+               {"file_rows", 5}};
+  EXPECT_EQ(errorOf(j), "m.json: params[6].hf.file_rows: a padded HF tensor "
+                        "must hold the untransposed parameter's rows whole");
+}
+
 } // namespace
