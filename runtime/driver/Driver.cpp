@@ -87,6 +87,8 @@ std::string usage(const std::string &tool) {
          "  --load-sharded DIR     start from a per-rank checkpoint of this "
          "plan\n"
          "  --save-sharded DIR     write a per-rank checkpoint at the end\n"
+         "  --save-interval N      also write --save / --save-sharded every N "
+         "iterations\n"
          "  --threads N            kernel threads per rank\n"
          "  --check-weight-hash-interval N\n"
          "                         every N steps, check that all ranks holding "
@@ -162,7 +164,8 @@ Options parseOptions(const std::vector<std::string> &args) {
       "--lr-warmup-steps", "--lr-decay-steps", "--weight-decay",
       "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad",
       "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
-      "--hysteresis", "--dump-grads", "--check-weight-hash-interval"};
+      "--hysteresis", "--dump-grads", "--check-weight-hash-interval",
+      "--save-interval"};
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag == "--help" || flag == "-h") {
@@ -248,6 +251,8 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.dumpGrads = value;
     else if (flag == "--check-weight-hash-interval")
       o.checkWeightHashInterval = parseInteger(flag, value, 0);
+    else if (flag == "--save-interval")
+      o.saveInterval = parseInteger(flag, value, 1);
   }
   if (o.dataFormat && o.data.empty())
     throw Error("--data-format needs --data");
@@ -263,6 +268,8 @@ Options parseOptions(const std::vector<std::string> &args) {
     throw Error("--use-distributed-optimizer needs --train");
   if (!o.load.empty() && !o.loadSharded.empty())
     throw Error("--load and --load-sharded exclude each other");
+  if (o.saveInterval && o.save.empty() && o.saveSharded.empty())
+    throw Error("--save-interval needs --save or --save-sharded");
   return o;
 }
 
@@ -366,6 +373,11 @@ private:
   void loadOptimizerState();
   BoundEntry bind(const Entry &entry);
   void runSteps();
+  /// The logs_loss rank's line (and metrics record) for the step just run.
+  void logStep(const StepResult &result, float stepLoss, double seconds,
+               int64_t lastIteration);
+  /// --save and --save-sharded, whichever were given.
+  void saveCheckpoints();
   void trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                  StepResult &result);
   double globalGradNorm();
@@ -1081,6 +1093,70 @@ void Run::allGatherParams() {
     loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
 }
 
+void Run::logStep(const StepResult &result, float stepLoss, double seconds,
+                  int64_t lastIteration) {
+  int64_t tokensPerStep = samplesPerStep * m.seqLength;
+  double ms = seconds * 1e3;
+  double tps = seconds > 0 ? double(tokensPerStep) / seconds : 0.0;
+  // Megatron's training_log fields, in its order.
+  std::printf(" iteration %8" PRId64 "/%8" PRId64
+              " | consumed samples: %12" PRId64
+              " | elapsed time per iteration (ms): %.1f"
+              " | tokens per second: %.1f",
+              state.iteration, lastIteration, state.consumedSamples, ms, tps);
+  if (opts.train)
+    std::printf(" | learning rate: %E", result.lr);
+  std::printf(" | global batch size: %5" PRId64 " | lm loss: %E |",
+              samplesPerStep, double(stepLoss));
+  if (opts.train) {
+    if (dynamicScaling)
+      std::printf(" loss scale: %.1f |", state.scaler.scale);
+    if (result.gradNorm)
+      std::printf(" grad norm: %.3f |", *result.gradNorm);
+    std::printf(" number of skipped iterations: %3d |", int(result.skipped));
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  if (metrics) {
+    // %.9g round-trips an f32 exactly; JSON has no NaN/inf literals.
+    auto number = [](double v, const char *fmt) {
+      char text[40];
+      if (std::isfinite(v))
+        std::snprintf(text, sizeof(text), fmt, v);
+      else
+        std::snprintf(text, sizeof(text), "null");
+      return std::string(text);
+    };
+    std::fprintf(metrics,
+                 "{\"step\": %" PRId64 ", \"loss\": %s, \"step_time_ms\": "
+                 "%.3f, \"tokens_per_second\": %.1f, \"consumed_samples\": "
+                 "%" PRId64,
+                 state.iteration, number(stepLoss, "%.9g").c_str(), ms, tps,
+                 state.consumedSamples);
+    if (opts.train) {
+      // lr and grad norm in full double precision for reference checks.
+      std::fprintf(metrics, ", \"lr\": %s, \"grad_norm\": %s",
+                   number(result.lr, "%.17g").c_str(),
+                   result.gradNorm ? number(*result.gradNorm, "%.17g").c_str()
+                                   : "null");
+      if (dynamicScaling)
+        std::fprintf(metrics, ", \"loss_scale\": %s",
+                     number(state.scaler.scale, "%.17g").c_str());
+      std::fprintf(metrics, ", \"skipped_iterations\": %" PRId64,
+                   state.skippedIterations);
+    }
+    std::fprintf(metrics, "}\n");
+    std::fflush(metrics);
+  }
+}
+
+void Run::saveCheckpoints() {
+  if (!opts.save.empty())
+    save();
+  if (!opts.saveSharded.empty())
+    saveSharded();
+}
+
 void Run::runSteps() {
   BoundEntry entry;
   collectively([&] {
@@ -1105,7 +1181,6 @@ void Run::runSteps() {
     }
   });
 
-  int64_t tokensPerStep = samplesPerStep * m.seqLength;
   if (me->logsLoss) {
     // Megatron's order of the parallel sizes.
     std::string plan;
@@ -1163,60 +1238,13 @@ void Run::runSteps() {
     if (opts.checkWeightHashInterval > 0 &&
         state.iteration % opts.checkWeightHashInterval == 0)
       checkWeightHashes();
-    if (!me->logsLoss)
-      continue;
-    double ms = seconds * 1e3;
-    double tps = seconds > 0 ? double(tokensPerStep) / seconds : 0.0;
-    // Megatron's training_log fields, in its order.
-    std::printf(" iteration %8" PRId64 "/%8" PRId64
-                " | consumed samples: %12" PRId64
-                " | elapsed time per iteration (ms): %.1f"
-                " | tokens per second: %.1f",
-                state.iteration, lastIteration, state.consumedSamples, ms, tps);
-    if (opts.train)
-      std::printf(" | learning rate: %E", result.lr);
-    std::printf(" | global batch size: %5" PRId64 " | lm loss: %E |",
-                samplesPerStep, double(stepLoss));
-    if (opts.train) {
-      if (dynamicScaling)
-        std::printf(" loss scale: %.1f |", state.scaler.scale);
-      if (result.gradNorm)
-        std::printf(" grad norm: %.3f |", *result.gradNorm);
-      std::printf(" number of skipped iterations: %3d |", int(result.skipped));
-    }
-    std::printf("\n");
-    std::fflush(stdout);
-    if (metrics) {
-      // %.9g round-trips an f32 exactly; JSON has no NaN/inf literals.
-      auto number = [](double v, const char *fmt) {
-        char text[40];
-        if (std::isfinite(v))
-          std::snprintf(text, sizeof(text), fmt, v);
-        else
-          std::snprintf(text, sizeof(text), "null");
-        return std::string(text);
-      };
-      std::fprintf(metrics,
-                   "{\"step\": %" PRId64 ", \"loss\": %s, \"step_time_ms\": "
-                   "%.3f, \"tokens_per_second\": %.1f, \"consumed_samples\": "
-                   "%" PRId64,
-                   state.iteration, number(stepLoss, "%.9g").c_str(), ms, tps,
-                   state.consumedSamples);
-      if (opts.train) {
-        // lr and grad norm in full double precision for reference checks.
-        std::fprintf(metrics, ", \"lr\": %s, \"grad_norm\": %s",
-                     number(result.lr, "%.17g").c_str(),
-                     result.gradNorm ? number(*result.gradNorm, "%.17g").c_str()
-                                     : "null");
-        if (dynamicScaling)
-          std::fprintf(metrics, ", \"loss_scale\": %s",
-                       number(state.scaler.scale, "%.17g").c_str());
-        std::fprintf(metrics, ", \"skipped_iterations\": %" PRId64,
-                     state.skippedIterations);
-      }
-      std::fprintf(metrics, "}\n");
-      std::fflush(metrics);
-    }
+    if (me->logsLoss)
+      logStep(result, stepLoss, seconds, lastIteration);
+    // Megatron's --save-interval: the latest checkpoint, replaced
+    // atomically; the last step's is written after the loop.
+    if (opts.saveInterval > 0 && state.iteration % opts.saveInterval == 0 &&
+        step + 1 < opts.steps)
+      saveCheckpoints();
   }
   if (metrics) {
     std::fclose(metrics);
@@ -1309,9 +1337,11 @@ void Run::save() {
             },
             {{"format", "pt"}, {"loom.family", m.family}});
   if (rank == 0) {
-    std::printf("loom: saved checkpoint %s%s\n", opts.save.c_str(),
+    std::printf("loom: saved checkpoint %s%s at iteration %" PRId64 "\n",
+                opts.save.c_str(),
                 opts.train ? (" and " + optimizerStatePath(opts.save)).c_str()
-                           : "");
+                           : "",
+                state.iteration);
     std::fflush(stdout);
   }
 }
@@ -1377,8 +1407,9 @@ void Run::saveSharded() {
     std::string parent = fs::path(dir).parent_path().string();
     syncDirectory(parent.empty() ? "." : parent);
     fs::remove_all(old, ec);
-    std::printf("loom: saved sharded checkpoint %s (%d rank files)\n",
-                dir.c_str(), worldSize);
+    std::printf("loom: saved sharded checkpoint %s (%d rank files) at "
+                "iteration %" PRId64 "\n",
+                dir.c_str(), worldSize, state.iteration);
     std::fflush(stdout);
   });
 }
@@ -1515,10 +1546,7 @@ int Run::main() {
   if (opts.train)
     setUpTraining();
   runSteps();
-  if (!opts.save.empty())
-    save();
-  if (!opts.saveSharded.empty())
-    saveSharded();
+  saveCheckpoints();
   return 0;
 }
 

@@ -33,6 +33,9 @@ struct Options {
   std::string load, save;
   // One file per rank plus index.json, for the same plan only.
   std::string loadSharded, saveSharded;
+  // Megatron's --save-interval: --save / --save-sharded also every N
+  // iterations (0: only at the end), each replacing the last atomically.
+  int64_t saveInterval = 0;
   int32_t threads = 0; // 0: the runtime's default
   // Every N steps, check that all holders of a parameter box hold the same
   // bytes (Megatron's --check-weight-hash-across-dp-replicas-interval, over

@@ -75,6 +75,11 @@ static cl::opt<std::string>
                         "(default: cores / ranks)"),
                cl::value_desc("n"), cl::cat(category));
 
+static cl::opt<std::string>
+    optSaveInterval("save-interval",
+                    cl::desc("Also write --save / --save-sharded every n "
+                             "iterations"),
+                    cl::value_desc("n"), cl::cat(category));
 static cl::opt<std::string> optCheckWeightHash(
     "check-weight-hash-interval",
     cl::desc("Every n steps, check that all ranks holding the same part of a "
@@ -265,6 +270,7 @@ int main(int argc, char **argv) {
   forward("--save-sharded", optSaveSharded);
   forward("--threads", optThreads);
   forward("--check-weight-hash-interval", optCheckWeightHash);
+  forward("--save-interval", optSaveInterval);
   if (optTrain)
     rankArgs.push_back("--train");
   forward("--lr", optLr);

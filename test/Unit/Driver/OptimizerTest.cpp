@@ -257,7 +257,8 @@ TEST(Options, TrainingFlags) {
        "0.8", "--adam-beta2", "0.95", "--adam-eps", "1e-6", "--clip-grad", "0",
        "--initial-loss-scale", "65536", "--min-loss-scale", "2",
        "--loss-scale-window", "50", "--hysteresis", "3", "--dump-grads",
-       "g.safetensors", "--check-weight-hash-interval", "5"});
+       "g.safetensors", "--check-weight-hash-interval", "5", "--save",
+       "c.safetensors", "--save-interval", "100"});
   EXPECT_TRUE(o.train);
   EXPECT_EQ(*o.lr, 3e-4);
   EXPECT_EQ(*o.minLr, 3e-5);
@@ -274,6 +275,7 @@ TEST(Options, TrainingFlags) {
   EXPECT_EQ(o.hysteresis, 3);
   EXPECT_EQ(o.dumpGrads, "g.safetensors");
   EXPECT_EQ(o.checkWeightHashInterval, 5);
+  EXPECT_EQ(o.saveInterval, 100);
   // Unset settings are left to the checkpoint or Megatron's defaults.
   Options d = parseOptions({});
   EXPECT_FALSE(d.train);
