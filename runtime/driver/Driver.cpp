@@ -115,6 +115,10 @@ std::string usage(const std::string &tool) {
          "  --use-distributed-optimizer\n"
          "                         shard the optimizer state over data-parallel "
          "ranks\n"
+         "  --valid-data FILE      validation tokens (same forms as --data)\n"
+         "  --eval-interval N      validate every N iterations and after the "
+         "last (1000)\n"
+         "  --eval-iters N         global batches per validation (100)\n"
          "  --help                 this text\n";
 }
 
@@ -165,7 +169,7 @@ Options parseOptions(const std::vector<std::string> &args) {
       "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad",
       "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
       "--hysteresis", "--dump-grads", "--check-weight-hash-interval",
-      "--save-interval"};
+      "--save-interval", "--valid-data", "--eval-interval", "--eval-iters"};
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag == "--help" || flag == "-h") {
@@ -253,6 +257,12 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.checkWeightHashInterval = parseInteger(flag, value, 0);
     else if (flag == "--save-interval")
       o.saveInterval = parseInteger(flag, value, 1);
+    else if (flag == "--valid-data")
+      o.validData = value;
+    else if (flag == "--eval-interval")
+      o.evalInterval = parseInteger(flag, value, 1);
+    else if (flag == "--eval-iters")
+      o.evalIters = parseInteger(flag, value, 1);
   }
   if (o.dataFormat && o.data.empty())
     throw Error("--data-format needs --data");
@@ -270,6 +280,13 @@ Options parseOptions(const std::vector<std::string> &args) {
     throw Error("--load and --load-sharded exclude each other");
   if (o.saveInterval && o.save.empty() && o.saveSharded.empty())
     throw Error("--save-interval needs --save or --save-sharded");
+  bool evalFlags = std::find_if(args.begin(), args.end(), [](auto &a) {
+                     return a.rfind("--eval-", 0) == 0;
+                   }) != args.end();
+  if (evalFlags && o.validData.empty())
+    throw Error("--eval-interval and --eval-iters need --valid-data");
+  if (!o.validData.empty() && !o.train)
+    throw Error("--valid-data needs --train");
   return o;
 }
 
@@ -375,7 +392,18 @@ private:
   void runSteps();
   /// The logs_loss rank's line (and metrics record) for the step just run.
   void logStep(const StepResult &result, float stepLoss, double seconds,
-               int64_t lastIteration);
+               int64_t lastIteration, std::optional<float> validLoss);
+  /// Reads micro-batch `micro` of step `step` into `batch`; a bad token
+  /// aborts the job (only this rank sees the samples).
+  void readBatch(const BatchReader &from, int64_t step, int64_t micro);
+  /// Runs `entry` on every micro-batch of step `step` of `from`; returns the
+  /// sum of their losses.
+  double forwardStep(BoundEntry &entry, const BatchReader &from,
+                     int64_t step);
+  /// The mean validation loss of the next --eval-iters global batches,
+  /// averaged over data-parallel ranks (meaningful on the ranks that
+  /// compute the loss).
+  float evaluate();
   /// --save and --save-sharded, whichever were given.
   void saveCheckpoints();
   void trainStep(BoundEntry &entry, int64_t dataStep, bool first,
@@ -418,8 +446,9 @@ private:
   const RankInfo *me = nullptr;
   std::map<std::string, loomrt_comm> comms; // by group kind; null if absent
   std::map<std::string, void *> buffers;    // this rank's shards
-  std::unique_ptr<TokenStream> stream;
-  std::unique_ptr<BatchReader> reader;
+  std::unique_ptr<TokenStream> stream, validStream;
+  std::unique_ptr<BatchReader> reader, validReader;
+  BoundEntry evalEntry; // forward, on the validation batches
   MicroBatch batch;
   float loss = 0.0f;
   FILE *metrics = nullptr;
@@ -903,13 +932,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   gradScale = float(lossScale / double(m.numMicrobatches));
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
-    try {
-      reader->read(dataStep, micro, dpRank, dpSize, batch);
-    } catch (const Error &e) {
-      // Only this rank sees these samples: abort the job with the reason.
-      std::string msg = tool + ": error: " + e.what();
-      loomrt_abort(msg.c_str());
-    }
+    readBatch(*reader, dataStep, micro);
     entry.fn(entry.args.data());
     result.lossSum += loss;
     // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
@@ -1093,8 +1116,46 @@ void Run::allGatherParams() {
     loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
 }
 
+void Run::readBatch(const BatchReader &from, int64_t step, int64_t micro) {
+  try {
+    from.read(step, micro, dpRank, dpSize, batch);
+  } catch (const Error &e) {
+    std::string msg = tool + ": error: " + e.what();
+    loomrt_abort(msg.c_str());
+  }
+}
+
+double Run::forwardStep(BoundEntry &entry, const BatchReader &from,
+                        int64_t step) {
+  double sum = 0.0;
+  for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
+    readBatch(from, step, micro);
+    entry.fn(entry.args.data());
+    sum += loss;
+  }
+  return sum;
+}
+
+float Run::evaluate() {
+  // Megatron's evaluate(): the mean of the micro-batch losses; each
+  // evaluation continues where the last one stopped (consumed valid
+  // samples are checkpointed).
+  int64_t first = state.consumedValidSamples / samplesPerStep;
+  double sum = 0.0;
+  for (int64_t k = 0; k < opts.evalIters; ++k)
+    sum += forwardStep(evalEntry, *validReader, first + k);
+  state.consumedValidSamples += opts.evalIters * samplesPerStep;
+  float mean = float(sum / double(opts.evalIters * m.numMicrobatches));
+  if (evalEntry.producesLoss && dpSize > 1) {
+    loomrt_all_reduce(comms.at("dp"), LOOMRT_F32, LOOMRT_SUM, &mean, &mean,
+                      1);
+    mean /= float(dpSize);
+  }
+  return mean;
+}
+
 void Run::logStep(const StepResult &result, float stepLoss, double seconds,
-                  int64_t lastIteration) {
+                  int64_t lastIteration, std::optional<float> validLoss) {
   int64_t tokensPerStep = samplesPerStep * m.seqLength;
   double ms = seconds * 1e3;
   double tps = seconds > 0 ? double(tokensPerStep) / seconds : 0.0;
@@ -1116,6 +1177,17 @@ void Run::logStep(const StepResult &result, float stepLoss, double seconds,
     std::printf(" number of skipped iterations: %3d |", int(result.skipped));
   }
   std::printf("\n");
+  if (validLoss) {
+    // Megatron's evaluate_and_print_results block.
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  " validation loss at iteration %" PRId64
+                  " | lm loss value: %E | lm loss PPL: %E | ",
+                  state.iteration, double(*validLoss),
+                  std::exp(std::min(20.0, double(*validLoss))));
+    std::string rule(std::strlen(line) + 1, '-');
+    std::printf("%s\n%s\n%s\n", rule.c_str(), line, rule.c_str());
+  }
   std::fflush(stdout);
   if (metrics) {
     // %.9g round-trips an f32 exactly; JSON has no NaN/inf literals.
@@ -1145,6 +1217,9 @@ void Run::logStep(const StepResult &result, float stepLoss, double seconds,
       std::fprintf(metrics, ", \"skipped_iterations\": %" PRId64,
                    state.skippedIterations);
     }
+    if (validLoss)
+      std::fprintf(metrics, ", \"valid_loss\": %s",
+                   number(*validLoss, "%.9g").c_str());
     std::fprintf(metrics, "}\n");
     std::fflush(metrics);
   }
@@ -1173,6 +1248,13 @@ void Run::runSteps() {
     batch.labels.resize(n);
     batch.lossMask.resize(n);
     entry = bind(me->entries.at(opts.train ? "train_step" : "forward"));
+    if (!opts.validData.empty()) {
+      validStream = openTokenStream(opts.validData, opts.dataFormat);
+      validReader = std::make_unique<BatchReader>(
+          *validStream, m.microBatchSize, m.seqLength, m.numMicrobatches,
+          m.vocabSize, m.eodTokenId, me->sequenceRanges);
+      evalEntry = bind(me->entries.at("forward"));
+    }
     if (me->logsLoss && !opts.metricsJsonl.empty()) {
       metrics = std::fopen(opts.metricsJsonl.c_str(), "w");
       if (!metrics)
@@ -1191,6 +1273,9 @@ void Run::runSteps() {
     std::string data = stream->describe();
     if (stream->size() != INT64_MAX)
       data += ", " + std::to_string(reader->numSamples()) + " samples";
+    if (validReader)
+      data += "; validation: " + validStream->describe() + ", " +
+              std::to_string(validReader->numSamples()) + " samples";
     std::printf("loom: %s, %d rank%s (%s), micro-batch %" PRId64
                 " x seq %" PRId64 ", %" PRId64 " micro-batch%s x dp %" PRId64
                 ", data: %s\n",
@@ -1213,17 +1298,7 @@ void Run::runSteps() {
     if (opts.train) {
       trainStep(entry, firstDataStep + step, step == 0, result);
     } else {
-      for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
-        try {
-          reader->read(firstDataStep + step, micro, dpRank, dpSize, batch);
-        } catch (const Error &e) {
-          // Only this rank sees these samples: abort the job with the reason.
-          std::string msg = tool + ": error: " + e.what();
-          loomrt_abort(msg.c_str());
-        }
-        entry.fn(entry.args.data());
-        result.lossSum += loss;
-      }
+      result.lossSum = forwardStep(entry, *reader, firstDataStep + step);
     }
     state.iteration += 1;
     state.consumedSamples += samplesPerStep;
@@ -1234,12 +1309,17 @@ void Run::runSteps() {
       stepLoss /= float(dpSize);
     }
     double seconds = loomrt_wtime() - start;
+    // Validation after the step, untimed; the last step's too.
+    std::optional<float> validLoss;
+    if (validReader && (state.iteration % opts.evalInterval == 0 ||
+                        step + 1 == opts.steps))
+      validLoss = evaluate();
     // Not timed, as Megatron's check is not.
     if (opts.checkWeightHashInterval > 0 &&
         state.iteration % opts.checkWeightHashInterval == 0)
       checkWeightHashes();
     if (me->logsLoss)
-      logStep(result, stepLoss, seconds, lastIteration);
+      logStep(result, stepLoss, seconds, lastIteration, validLoss);
     // Megatron's --save-interval: the latest checkpoint, replaced
     // atomically; the last step's is written after the loop.
     if (opts.saveInterval > 0 && state.iteration % opts.saveInterval == 0 &&

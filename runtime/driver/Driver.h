@@ -57,6 +57,12 @@ struct Options {
   int64_t lossScaleWindow = 1000;
   int64_t hysteresis = 2;
   std::string dumpGrads; // gradients of the first step, safetensors
+  // Validation (Megatron's --valid-data-path, --eval-interval,
+  // --eval-iters): the forward loss of evalIters global batches of validData
+  // every evalInterval iterations and after the last; each evaluation reads
+  // the next batches.
+  std::string validData;
+  int64_t evalInterval = 1000, evalIters = 100;
   // Megatron-Core's DistributedOptimizer: reduce-scatter the main grads over
   // dp, AdamW on this rank's 1/dp slice, all-gather the parameters.
   bool useDistributedOptimizer = false;

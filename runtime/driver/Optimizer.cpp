@@ -64,6 +64,7 @@ void DynamicLossScaler::update(bool foundNonfinite) {
 std::string TrainState::toJson() const {
   json j = {{"iteration", iteration},
             {"consumed_samples", consumedSamples},
+            {"consumed_valid_samples", consumedValidSamples},
             {"optimizer_steps", optimizerSteps},
             {"skipped_iterations", skippedIterations},
             {"lr_schedule",
@@ -119,6 +120,9 @@ TrainState TrainState::fromJson(const std::string &text,
   TrainState s;
   get(j, "iteration", "", s.iteration);
   get(j, "consumed_samples", "", s.consumedSamples);
+  // Absent in states saved before validation existed.
+  if (j.contains("consumed_valid_samples"))
+    get(j, "consumed_valid_samples", "", s.consumedValidSamples);
   get(j, "optimizer_steps", "", s.optimizerSteps);
   get(j, "skipped_iterations", "", s.skippedIterations);
   if (!j.contains("lr_schedule"))

@@ -83,6 +83,7 @@ struct AdamWConfig {
 struct TrainState {
   int64_t iteration = 0;        // steps run (skipped ones included)
   int64_t consumedSamples = 0;  // samples read, over all data-parallel ranks
+  int64_t consumedValidSamples = 0; // validation samples evaluated so far
   int64_t optimizerSteps = 0;   // successful updates: AdamW's step, lr position
   int64_t skippedIterations = 0;
   LrSchedule schedule;

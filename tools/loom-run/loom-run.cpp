@@ -76,6 +76,19 @@ static cl::opt<std::string>
                cl::value_desc("n"), cl::cat(category));
 
 static cl::opt<std::string>
+    optValidData("valid-data",
+                 cl::desc("Validation tokens (the forms of --data)"),
+                 cl::value_desc("file"), cl::cat(category));
+static cl::opt<std::string>
+    optEvalInterval("eval-interval",
+                    cl::desc("Validate every n iterations and after the last "
+                             "(default 1000)"),
+                    cl::value_desc("n"), cl::cat(category));
+static cl::opt<std::string>
+    optEvalIters("eval-iters",
+                 cl::desc("Global batches per validation (default 100)"),
+                 cl::value_desc("n"), cl::cat(category));
+static cl::opt<std::string>
     optSaveInterval("save-interval",
                     cl::desc("Also write --save / --save-sharded every n "
                              "iterations"),
@@ -271,6 +284,9 @@ int main(int argc, char **argv) {
   forward("--threads", optThreads);
   forward("--check-weight-hash-interval", optCheckWeightHash);
   forward("--save-interval", optSaveInterval);
+  forward("--valid-data", optValidData);
+  forward("--eval-interval", optEvalInterval);
+  forward("--eval-iters", optEvalIters);
   if (optTrain)
     rankArgs.push_back("--train");
   forward("--lr", optLr);

@@ -258,7 +258,8 @@ TEST(Options, TrainingFlags) {
        "--initial-loss-scale", "65536", "--min-loss-scale", "2",
        "--loss-scale-window", "50", "--hysteresis", "3", "--dump-grads",
        "g.safetensors", "--check-weight-hash-interval", "5", "--save",
-       "c.safetensors", "--save-interval", "100"});
+       "c.safetensors", "--save-interval", "100", "--valid-data", "v.bin",
+       "--eval-interval", "20", "--eval-iters", "3"});
   EXPECT_TRUE(o.train);
   EXPECT_EQ(*o.lr, 3e-4);
   EXPECT_EQ(*o.minLr, 3e-5);
@@ -276,6 +277,9 @@ TEST(Options, TrainingFlags) {
   EXPECT_EQ(o.dumpGrads, "g.safetensors");
   EXPECT_EQ(o.checkWeightHashInterval, 5);
   EXPECT_EQ(o.saveInterval, 100);
+  EXPECT_EQ(o.validData, "v.bin");
+  EXPECT_EQ(o.evalInterval, 20);
+  EXPECT_EQ(o.evalIters, 3);
   // Unset settings are left to the checkpoint or Megatron's defaults.
   Options d = parseOptions({});
   EXPECT_FALSE(d.train);
@@ -292,6 +296,8 @@ TEST(Options, TrainingFlags) {
   EXPECT_EQ(d.lossScaleWindow, 1000);
   EXPECT_EQ(d.hysteresis, 2);
   EXPECT_EQ(d.checkWeightHashInterval, 0);
+  EXPECT_EQ(d.evalInterval, 1000);
+  EXPECT_EQ(d.evalIters, 100);
 }
 
 TEST(Options, TrainingFlagErrors) {
