@@ -1020,7 +1020,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
 }
 
 void Run::checkWeightHashes() {
-  // 64-bit FNV-1a of each shard's bytes, as four exact 16-bit floats, for
+  // A 64-bit FNV-1a hash of each shard's bytes, as four exact 16-bit floats, for
   // the params in manifest order (zeros where not held), gathered from all.
   const int64_t n = int64_t(m.params.size()) * 4;
   std::vector<float> mine(size_t(n), 0.0f), all(size_t(n * worldSize));
@@ -1032,9 +1032,17 @@ void Run::checkWeightHashes() {
       continue;
     bytes.resize(size_t(numElements(s->box.shape) * dtypeBytes(p.dtype)));
     loomrt_copy(bytes.data(), buffers.at(p.name), int64_t(bytes.size()));
+    // FNV-1a over 8-byte words (then the tail bytes): 8x fewer steps than
+    // bytewise, and only ever compared with itself.
     uint64_t h = 14695981039346656037ull;
-    for (char c : bytes)
-      h = (h ^ uint8_t(c)) * 1099511628211ull;
+    size_t words = bytes.size() / 8;
+    for (size_t w = 0; w < words; ++w) {
+      uint64_t v;
+      std::memcpy(&v, bytes.data() + w * 8, 8);
+      h = (h ^ v) * 1099511628211ull;
+    }
+    for (size_t b = words * 8; b < bytes.size(); ++b)
+      h = (h ^ uint8_t(bytes[b])) * 1099511628211ull;
     for (int k = 0; k < 4; ++k)
       mine[i * 4 + k] = float((h >> (16 * k)) & 0xffff);
   }
