@@ -92,6 +92,12 @@ Shape HfTensor::paddingShape() const {
 }
 
 const Shard *ParamSpec::shardOf(int32_t rank) const {
+  if (shardsByRank) {
+    auto it = std::lower_bound(
+        shards.begin(), shards.end(), rank,
+        [](const Shard &s, int32_t r) { return s.rank < r; });
+    return it != shards.end() && it->rank == rank ? &*it : nullptr;
+  }
   for (const Shard &s : shards)
     if (s.rank == rank)
       return &s;
@@ -436,6 +442,9 @@ void parseParams(const Reader &r, const json &root, Manifest &m) {
     }
     if (p.shards.empty())
       r.fail(path, "parameter \"" + p.name + "\" has no shards");
+    p.shardsByRank = std::is_sorted(
+        p.shards.begin(), p.shards.end(),
+        [](const Shard &a, const Shard &b) { return a.rank < b.rank; });
     std::vector<Box> boxes;
     for (const Shard *s : p.distinctShards())
       boxes.push_back(s->box);

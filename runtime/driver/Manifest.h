@@ -73,6 +73,10 @@ struct ParamSpec {
   double std = 0.0;
   HfPlacement hf;
   std::vector<Shard> shards;
+  /// The shards are listed in ascending rank order (as loom-compile writes
+  /// them), so shardOf can search instead of scanning: the driver asks it
+  /// for every rank of large worlds.
+  bool shardsByRank = false;
 
   /// The shard of `rank`, or null if it holds no part of this parameter.
   const Shard *shardOf(int32_t rank) const;
