@@ -55,6 +55,7 @@ Manifest stateLayout(const Manifest &m, const std::vector<std::string> &prefixes
       out.hfTensors.push_back(std::move(u));
     }
   }
+  out.indexParams();
   std::sort(out.hfTensors.begin(), out.hfTensors.end(),
             [](const HfTensor &a, const HfTensor &b) { return a.name < b.name; });
   // Entries name parameters of `m`; nothing runs them on this layout.

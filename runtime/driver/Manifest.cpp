@@ -135,7 +135,18 @@ int64_t RankInfo::localSeqLength() const {
   return n;
 }
 
+void Manifest::indexParams() {
+  paramIndex.clear();
+  for (size_t i = 0; i < params.size(); ++i)
+    paramIndex.emplace(params[i].name, i);
+}
+
 const ParamSpec *Manifest::findParam(const std::string &name) const {
+  // The index is current when it covers every param (names are unique).
+  if (paramIndex.size() == params.size() && !params.empty()) {
+    auto it = paramIndex.find(name);
+    return it == paramIndex.end() ? nullptr : &params[it->second];
+  }
   for (const ParamSpec &p : params)
     if (p.name == name)
       return &p;
@@ -336,6 +347,48 @@ std::map<std::string, Entry> parseEntries(const Reader &r, const json &v,
   return entries;
 }
 
+// "placement": {"group": KIND, "split_dim": D}: every rank of every group
+// of KIND holds the parameter, split on D by its position in the group (or
+// whole without split_dim). The compact form of a shard list, which for a
+// large world would list every rank of every parameter.
+void placeShards(const Reader &r, const json &v, const std::string &path,
+                 const Manifest &m, ParamSpec &p) {
+  if (!v.is_object())
+    r.fail(path, "expected an object");
+  std::string kind = r.string(r.member(v, path, "group"), at(path, "group"));
+  auto groups = m.groups.find(kind);
+  if (groups == m.groups.end())
+    r.fail(at(path, "group"), "\"groups\" has no kind \"" + kind + "\"");
+  std::optional<size_t> dim;
+  if (const json *d = r.optMember(v, "split_dim")) {
+    int64_t k = r.integer(*d, at(path, "split_dim"));
+    if (k < 0 || k >= int64_t(p.shape.size()))
+      r.fail(at(path, "split_dim"), "dim " + std::to_string(k) +
+                                        " is outside the parameter's " +
+                                        shapeString(p.shape));
+    dim = size_t(k);
+  }
+  for (const std::vector<int32_t> &members : groups->second) {
+    int64_t n = int64_t(members.size());
+    if (dim && p.shape[*dim] % n != 0)
+      r.fail(path, "dim " + std::to_string(*dim) + " of " +
+                       shapeString(p.shape) + " does not split over " +
+                       std::to_string(n) + " ranks");
+    for (int64_t c = 0; c < n; ++c) {
+      Shard sh;
+      sh.rank = members[size_t(c)];
+      sh.box = {Shape(p.shape.size(), 0), p.shape};
+      if (dim) {
+        sh.box.shape[*dim] /= n;
+        sh.box.offset[*dim] = c * sh.box.shape[*dim];
+      }
+      p.shards.push_back(std::move(sh));
+    }
+  }
+  std::sort(p.shards.begin(), p.shards.end(),
+            [](const Shard &a, const Shard &b) { return a.rank < b.rank; });
+}
+
 void parseParams(const Reader &r, const json &root, Manifest &m) {
   const json &params = r.array(r.member(root, "", "params"), "params");
   std::set<std::string> names;
@@ -417,7 +470,15 @@ void parseParams(const Reader &r, const json &root, Manifest &m) {
       }
     }
 
-    const json &shards = r.array(r.member(v, path, "shards"), at(path, "shards"));
+    const json *placement = r.optMember(v, "placement");
+    if (placement && r.optMember(v, "shards"))
+      r.fail(path, "give \"shards\" or \"placement\", not both");
+    if (placement)
+      placeShards(r, *placement, at(path, "placement"), m, p);
+    const json empty = json::array();
+    const json &shards =
+        placement ? empty
+                  : r.array(r.member(v, path, "shards"), at(path, "shards"));
     std::set<int32_t> holders;
     for (size_t s = 0; s < shards.size(); ++s) {
       std::string sp = at(at(path, "shards"), s);
@@ -664,6 +725,7 @@ Manifest parseManifest(const std::string &text, const std::string &what) {
 
   parseGroups(r, root, m);
   parseParams(r, root, m);
+  m.indexParams();
   buildHfTensors(r, m);
   parseRanks(r, root, m);
 

@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace loom::driver {
@@ -166,8 +167,13 @@ struct Manifest {
   std::vector<RankInfo> ranks; // indexed by rank
   std::vector<ParamSpec> params;
   std::vector<HfTensor> hfTensors; // sorted by name
+  /// params by name, for findParam; indexParams() fills it.
+  std::unordered_map<std::string, size_t> paramIndex;
 
   const ParamSpec *findParam(const std::string &name) const;
+  /// Indexes params by name for findParam (parseManifest does it; code that
+  /// rebuilds params calls it again). Without an index findParam scans.
+  void indexParams();
   /// The group of `kind` that holds `rank` and the rank's position in it;
   /// nullopt when the kind is absent or no group of it holds the rank.
   std::optional<std::pair<const std::vector<int32_t> *, int32_t>>

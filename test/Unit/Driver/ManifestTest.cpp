@@ -289,4 +289,44 @@ TEST(Manifest, PaddedVocabularyRows) {
                         "must hold the untransposed parameter's rows whole");
 }
 
+TEST(Manifest, PlacementOverAGroupKind) {
+  // Two tp ranks: q.weight split on dim 0 by tp position, ln_f replicated.
+  json j = fusedQkvManifest(2);
+  j["groups"]["tp"] = {{1, 0}}; // group position 0 is rank 1
+  for (json &p : j["params"]) {
+    bool split = p["name"].get<std::string>().rfind("attn.", 0) == 0;
+    p.erase("shards");
+    p["placement"] = {{"group", "tp"}};
+    if (split)
+      p["placement"]["split_dim"] = 0;
+  }
+  Manifest m = parseManifest(j.dump(), "m.json");
+  const ParamSpec &q = *m.findParam("attn.q.weight");
+  ASSERT_EQ(q.shards.size(), 2u);
+  EXPECT_EQ(q.shards[0].rank, 0); // sorted by rank
+  EXPECT_EQ(q.shardOf(1)->box.offset, (Shape{0, 0}));
+  EXPECT_EQ(q.shardOf(0)->box.offset, (Shape{2, 0}));
+  EXPECT_EQ(q.shardOf(0)->box.shape, (Shape{2, 6}));
+  EXPECT_EQ(m.findParam("ln_f.weight")->shardOf(0)->box.shape, (Shape{6}));
+
+  json bad = j;
+  bad["params"][0]["placement"]["group"] = "cp";
+  EXPECT_EQ(errorOf(bad), "m.json: params[0].placement.group: \"groups\" has "
+                          "no kind \"cp\"");
+  bad = j;
+  bad["params"][0]["placement"]["split_dim"] = 2;
+  EXPECT_EQ(errorOf(bad), "m.json: params[0].placement.split_dim: dim 2 is "
+                          "outside the parameter's [4, 6]");
+  bad = j;
+  bad["params"][0]["placement"]["split_dim"] = 1;
+  bad["params"][0]["shape"] = {4, 5};
+  bad["params"][0]["hf"]["offset"] = {0, 0};
+  EXPECT_EQ(errorOf(bad), "m.json: params[0].placement: dim 1 of [4, 5] does "
+                          "not split over 2 ranks");
+  bad = j;
+  bad["params"][0]["shards"] = json::array();
+  EXPECT_EQ(errorOf(bad),
+            "m.json: params[0]: give \"shards\" or \"placement\", not both");
+}
+
 } // namespace
