@@ -626,8 +626,7 @@ void Run::setUpTraining() {
           const Shard *a = p.shardOf(rank), *b = p.shardOf(peer);
           if (!a && !b)
             continue;
-          if (!a || !b || a->box.offset != b->box.offset ||
-              a->box.shape != b->box.shape)
+          if (!a || !b || a->box != b->box)
             throw Error("--use-distributed-optimizer needs the ranks of a "
                         "data-parallel group to hold the same shards, but "
                         "ranks " + std::to_string(rank) + " and " +

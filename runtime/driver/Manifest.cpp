@@ -106,7 +106,7 @@ const Shard *ParamSpec::shardOf(int32_t rank) const {
 
 int32_t ParamSpec::firstHolder(const Shard &s) const {
   for (const Shard &h : shards)
-    if (h.box.offset == s.box.offset && h.box.shape == s.box.shape)
+    if (h.box == s.box)
       return h.rank;
   return s.rank;
 }
@@ -115,7 +115,7 @@ std::vector<const Shard *> ParamSpec::distinctShards() const {
   std::vector<const Shard *> out;
   for (const Shard &s : shards) {
     bool seen = std::any_of(out.begin(), out.end(), [&](const Shard *o) {
-      return o->box.offset == s.box.offset && o->box.shape == s.box.shape;
+      return o->box == s.box;
     });
     if (!seen)
       out.push_back(&s);

@@ -47,6 +47,11 @@ enum class InitKind { Normal, Zeros, Ones };
 /// offset[d] + shape[d].
 struct Box {
   Shape offset, shape;
+
+  bool operator==(const Box &o) const {
+    return offset == o.offset && shape == o.shape;
+  }
+  bool operator!=(const Box &o) const { return !(*this == o); }
 };
 
 /// The part of a parameter held by one rank.

@@ -19,10 +19,6 @@ std::string rankList(const std::vector<int32_t> &ranks) {
   return s + "]";
 }
 
-bool sameBox(const Shard &a, const Shard &b) {
-  return a.box.offset == b.box.offset && a.box.shape == b.box.shape;
-}
-
 } // namespace
 
 bool StageSharing::shares(size_t param) const {
@@ -58,7 +54,7 @@ StageSharing findStageSharing(const Manifest &m, int32_t rank) {
       const Shard *theirs = p.shardOf(peer);
       if (!theirs)
         continue;
-      if (!sameBox(*mine, *theirs))
+      if (mine->box != theirs->box)
         throw Error("parameter \"" + p.name + "\": ranks " +
                     std::to_string(rank) + " and " + std::to_string(peer) +
                     " of pipeline group " + rankList(*pp->first) +
