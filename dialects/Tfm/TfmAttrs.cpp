@@ -5,11 +5,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Tfm/TfmAttrs.h"
+#include "dialects/Tfm/ChunkOrder.h"
 #include "dialects/Tfm/TfmDialect.h"
 #include "loom/RankGen/ParallelLayout.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -106,4 +108,297 @@ StringRef PlanAttr::getCpCommTypeOfLayer(int64_t layer) const {
   if (types.size() == 1)
     return llvm::cast<StringAttr>(types[0]).getValue();
   return llvm::cast<StringAttr>(types[layer]).getValue();
+}
+
+//===----------------------------------------------------------------------===//
+// DistAttr
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The storage parameters of a distribution, in canonical form: chunk
+/// orders coarsest, trailing whole dims in natural order left out, partial
+/// axes sorted, sum when nothing is partial.
+struct DistParams {
+  ArrayAttr split, chunks, partial;
+  mesh::ReductionKind reduction;
+};
+} // namespace
+
+static DistParams canonicalParams(MLIRContext *ctx, ArrayRef<DimDist> dims,
+                                  ArrayRef<StringRef> partialAxes,
+                                  mesh::ReductionKind reduction) {
+  SmallVector<DimDist> canonical(dims);
+  for (DimDist &d : canonical)
+    d.chunks = isPermutation(d.chunks) ? canonicalChunkOrder(d.chunks)
+                                       : d.chunks; // the verifier says why
+  while (!canonical.empty() && canonical.back().isWhole() &&
+         canonical.back().isNatural())
+    canonical.pop_back();
+  Builder b(ctx);
+  SmallVector<Attribute> split, chunks;
+  for (const DimDist &d : canonical) {
+    split.push_back(b.getStrArrayAttr(d.axes));
+    chunks.push_back(b.getDenseI64ArrayAttr(d.chunks));
+  }
+  SmallVector<StringRef> partial(partialAxes);
+  llvm::sort(partial);
+  if (partial.empty())
+    reduction = mesh::ReductionKind::Sum;
+  return {b.getArrayAttr(split), b.getArrayAttr(chunks),
+          b.getStrArrayAttr(partial), reduction};
+}
+
+DistAttr DistAttr::get(MLIRContext *ctx, FlatSymbolRefAttr mesh,
+                       ArrayRef<DimDist> dims, ArrayRef<StringRef> partialAxes,
+                       mesh::ReductionKind reduction) {
+  DistParams p = canonicalParams(ctx, dims, partialAxes, reduction);
+  return Base::get(ctx, mesh, p.split, p.chunks, p.partial, p.reduction);
+}
+
+DistAttr DistAttr::replicated(FlatSymbolRefAttr mesh) {
+  return get(mesh.getContext(), mesh, {}, {}, mesh::ReductionKind::Sum);
+}
+
+SmallVector<StringRef> DistAttr::getAxes(int64_t d) const {
+  SmallVector<StringRef> axes;
+  if (d < getNumDims())
+    for (Attribute a : llvm::cast<ArrayAttr>(getSplit()[d]))
+      axes.push_back(llvm::cast<StringAttr>(a).getValue());
+  return axes;
+}
+
+ArrayRef<int64_t> DistAttr::getChunkOrder(int64_t d) const {
+  if (d >= getNumDims())
+    return {};
+  return llvm::cast<DenseI64ArrayAttr>(getChunks()[d]).asArrayRef();
+}
+
+DimDist DistAttr::getDim(int64_t d) const {
+  return DimDist{getAxes(d), SmallVector<int64_t>(getChunkOrder(d))};
+}
+
+SmallVector<DimDist> DistAttr::getDims(int64_t rank) const {
+  SmallVector<DimDist> dims;
+  for (int64_t d = 0; d < std::max(rank, getNumDims()); ++d)
+    dims.push_back(getDim(d));
+  return dims;
+}
+
+SmallVector<StringRef> DistAttr::getPartialAxes() const {
+  SmallVector<StringRef> axes;
+  for (Attribute a : getPartial())
+    axes.push_back(llvm::cast<StringAttr>(a).getValue());
+  return axes;
+}
+
+SmallVector<StringRef> DistAttr::getUsedAxes() const {
+  SmallVector<StringRef> axes;
+  for (int64_t d = 0; d < getNumDims(); ++d)
+    llvm::append_range(axes, getAxes(d));
+  llvm::append_range(axes, getPartialAxes());
+  return axes;
+}
+
+std::optional<int64_t> DistAttr::getDimOfAxis(StringRef axis) const {
+  for (int64_t d = 0; d < getNumDims(); ++d)
+    if (llvm::is_contained(getAxes(d), axis))
+      return d;
+  return std::nullopt;
+}
+
+DistAttr DistAttr::withDim(int64_t d, const DimDist &dim) const {
+  SmallVector<DimDist> dims = getDims(d + 1);
+  dims[d] = dim;
+  return get(getContext(), getMesh(), dims, getPartialAxes(), getReduction());
+}
+
+DistAttr DistAttr::withAxes(int64_t d, ArrayRef<StringRef> axes) const {
+  DimDist dim = getDim(d);
+  dim.axes.assign(axes.begin(), axes.end());
+  return withDim(d, dim);
+}
+
+DistAttr DistAttr::withPartial(ArrayRef<StringRef> axes,
+                               mesh::ReductionKind reduction) const {
+  return get(getContext(), getMesh(), getDims(getNumDims()), axes, reduction);
+}
+
+LogicalResult DistAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               FlatSymbolRefAttr mesh, ArrayAttr split,
+                               ArrayAttr chunks, ArrayAttr partial,
+                               mesh::ReductionKind reduction) {
+  if (!mesh)
+    return emitError() << "a distribution needs a mesh";
+  if (split.size() != chunks.size())
+    return emitError() << "a distribution needs one chunk order per dim";
+  llvm::StringSet<> used;
+  auto use = [&](Attribute a) -> LogicalResult {
+    auto name = llvm::dyn_cast<StringAttr>(a);
+    if (!name || name.getValue().empty())
+      return emitError() << "mesh axis " << a << " is not a name";
+    if (!used.insert(name.getValue()).second)
+      return emitError() << "mesh axis " << name.getValue()
+                         << " is used twice";
+    return success();
+  };
+  for (auto [d, pair] : llvm::enumerate(llvm::zip(split, chunks))) {
+    auto axes = llvm::dyn_cast<ArrayAttr>(std::get<0>(pair));
+    auto order = llvm::dyn_cast<DenseI64ArrayAttr>(std::get<1>(pair));
+    if (!axes || !order)
+      return emitError() << "dim " << d << " of a distribution is malformed";
+    for (Attribute a : axes)
+      if (failed(use(a)))
+        return failure();
+    if (!isPermutation(order.asArrayRef()))
+      return emitError() << "chunk order of dim " << d
+                         << " is not a permutation";
+    if (ArrayRef<int64_t>(canonicalChunkOrder(order.asArrayRef())) !=
+        order.asArrayRef())
+      return emitError() << "chunk order of dim " << d
+                         << " is not in its coarsest form";
+    if (d + 1 == split.size() && axes.empty() && order.empty())
+      return emitError() << "a distribution lists trailing whole dims";
+  }
+  for (Attribute a : partial)
+    if (failed(use(a)))
+      return failure();
+  if (!partial.empty() && reduction != mesh::ReductionKind::Sum &&
+      reduction != mesh::ReductionKind::Max)
+    return emitError() << "partial values are sums or maxima, not "
+                       << mesh::stringifyReductionKind(reduction);
+  return success();
+}
+
+LogicalResult
+DistAttr::verifyEncoding(ArrayRef<int64_t> shape, Type,
+                         function_ref<InFlightDiagnostic()> emitError) const {
+  if (getNumDims() > int64_t(shape.size()))
+    return emitError() << "distribution of " << getNumDims()
+                       << " dims on a tensor of rank " << shape.size();
+  return success();
+}
+
+/// `[a, b]` or `[]`, then ` zigzag(n)` or ` chunks(i, j, ...)`.
+static ParseResult parseDimDist(AsmParser &p, DimDist &dim) {
+  if (p.parseLSquare())
+    return failure();
+  if (failed(p.parseOptionalRSquare())) {
+    do {
+      StringRef axis;
+      if (p.parseKeyword(&axis))
+        return failure();
+      dim.axes.push_back(axis);
+    } while (succeeded(p.parseOptionalComma()));
+    if (p.parseRSquare())
+      return failure();
+  }
+  if (succeeded(p.parseOptionalKeyword("zigzag"))) {
+    int64_t n = 0;
+    SMLoc loc = p.getCurrentLocation();
+    if (p.parseLParen() || p.parseInteger(n) || p.parseRParen())
+      return failure();
+    if (n < 1)
+      return p.emitError(loc) << "zigzag needs at least one pair of chunks";
+    dim.chunks = zigzagOrder(n);
+  } else if (succeeded(p.parseOptionalKeyword("chunks"))) {
+    if (p.parseLParen())
+      return failure();
+    do {
+      int64_t i = 0;
+      if (p.parseInteger(i))
+        return failure();
+      dim.chunks.push_back(i);
+    } while (succeeded(p.parseOptionalComma()));
+    if (p.parseRParen())
+      return failure();
+  }
+  return success();
+}
+
+Attribute DistAttr::parse(AsmParser &p, Type) {
+  FlatSymbolRefAttr mesh;
+  SmallVector<DimDist> dims;
+  SmallVector<StringRef> partial;
+  mesh::ReductionKind reduction = mesh::ReductionKind::Sum;
+  SMLoc loc = p.getCurrentLocation();
+  if (p.parseLess() || p.parseAttribute(mesh))
+    return {};
+  bool sawDims = false;
+  while (succeeded(p.parseOptionalComma())) {
+    if (succeeded(p.parseOptionalKeyword("partial"))) {
+      StringRef kind;
+      SMLoc loc = p.getCurrentLocation();
+      if (p.parseEqual() || p.parseKeyword(&kind))
+        return {};
+      std::optional<mesh::ReductionKind> k = mesh::symbolizeReductionKind(kind);
+      if (!k) {
+        p.emitError(loc) << "unknown reduction '" << kind << "'";
+        return {};
+      }
+      reduction = *k;
+      if (p.parseLSquare())
+        return {};
+      do {
+        StringRef axis;
+        if (p.parseKeyword(&axis))
+          return {};
+        partial.push_back(axis);
+      } while (succeeded(p.parseOptionalComma()));
+      if (p.parseRSquare())
+        return {};
+      break;
+    }
+    if (sawDims) {
+      p.emitError(p.getCurrentLocation(), "expected 'partial'");
+      return {};
+    }
+    sawDims = true;
+    if (p.parseLSquare())
+      return {};
+    if (failed(p.parseOptionalRSquare())) {
+      do {
+        DimDist dim;
+        if (parseDimDist(p, dim))
+          return {};
+        dims.push_back(std::move(dim));
+      } while (succeeded(p.parseOptionalComma()));
+      if (p.parseRSquare())
+        return {};
+    }
+  }
+  if (p.parseGreater())
+    return {};
+  DistParams params = canonicalParams(p.getContext(), dims, partial, reduction);
+  return Base::getChecked([&] { return p.emitError(loc); }, p.getContext(),
+                          mesh, params.split, params.chunks, params.partial,
+                          params.reduction);
+}
+
+void DistAttr::print(AsmPrinter &p) const {
+  p << "<" << getMesh();
+  if (getNumDims()) {
+    p << ", [";
+    for (int64_t d = 0; d < getNumDims(); ++d) {
+      if (d)
+        p << ", ";
+      p << "[";
+      llvm::interleaveComma(getAxes(d), p);
+      p << "]";
+      ArrayRef<int64_t> order = getChunkOrder(d);
+      if (std::optional<int64_t> n = zigzagPairs(order))
+        p << " zigzag(" << *n << ")";
+      else if (!order.empty()) {
+        p << " chunks(";
+        llvm::interleaveComma(order, p);
+        p << ")";
+      }
+    }
+    p << "]";
+  }
+  if (isPartial()) {
+    p << ", partial = " << mesh::stringifyReductionKind(getReduction()) << "[";
+    llvm::interleaveComma(getPartialAxes(), p);
+    p << "]";
+  }
+  p << ">";
 }

@@ -10,6 +10,7 @@
 include "dialects/Tfm/TfmDialect.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/TensorEncoding.td"
 
 class Tfm_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Tfm_Dialect, name, traits> {
@@ -68,6 +69,97 @@ def Tfm_PlanAttr : Tfm_Attr<"Plan", "plan"> {
     /// The plan as the rank generator's configuration (world size and
     /// defaults resolved by ParallelLayout::create).
     ::loom::rankgen::ParallelConfig toParallelConfig() const;
+  }];
+}
+
+def Tfm_DistAttr : Tfm_Attr<"Dist", "dist", [
+    DeclareAttrInterfaceMethods<VerifiableTensorEncoding>]> {
+  let summary = "how a tensor value is distributed over a device mesh";
+  let description = [{
+    The encoding of every tensor type in sharded IR: the mesh, for each
+    tensor dim the mesh axes it is split over (major first), the order of a
+    dim's chunks before it is split, and the axes over which the value is a
+    partial sum (or maximum).
+
+    ```mlir
+    #tfm.dist<@dense>                               // replicated
+    #tfm.dist<@dense, [[], [], [tp]]>               // last dim split over tp
+    #tfm.dist<@dense, partial = sum[tp]>            // whole shape, partial over tp
+    #tfm.dist<@dense, [[], [cp, tp] zigzag(2)]>     // CP load balancing with SP
+    #tfm.dist<@dense, [[], [] chunks(0, 2, 1, 3)]>  // whole, chunks reordered
+    ```
+
+    Meaning, for a dim split over axes `[a1, ..., ak]`: the dim is cut into
+    `|a1| * ... * |ak|` equal pieces and the process with coordinates
+    `(c1, ..., ck)` on those axes holds piece `c1 * |a2|...|ak| + ... + ck`
+    (`a1` varies slowest). `zigzag(n)` (Megatron's load-balanced order for
+    context parallelism) first reorders the dim's `2n` equal chunks as
+    `0, 2n-1, 1, 2n-2, ..., n-1, n`, so that with `n = |a1|` rank `r` of
+    `a1` holds chunks `r` and `2n-1-r`; `chunks(...)` is any other order
+    (stored chunk `j` is global chunk `order[j]`). `partial = sum[axes]`: the
+    global tensor is the sum over those axes' process groups of the local
+    tensors (`max` likewise). Axes named nowhere are replicated. An axis is
+    used once at most, and the axes of one dim follow the mesh's order.
+
+    Upstream `#mesh.shard` says the same of splits and partial axes, with
+    axis indices. It cannot say the chunk order that load-balanced context
+    parallelism needs (and its intermediate, gathered-but-reordered values),
+    so Loom has its own attribute; axes go by the names of the mesh's
+    `tfm.mesh_axes`, which is also what makes the IR readable.
+
+    Trailing whole dims in natural order are left out, so one distribution
+    has one spelling; `#tfm.dist<@dense>` is replicated on any rank. The
+    shape of a tensor of this type is global before `tfm-localize` and this
+    rank's piece after it (the module says which: `tfm.local_shapes`).
+  }];
+  let parameters = (ins
+    "::mlir::FlatSymbolRefAttr":$mesh,
+    "::mlir::ArrayAttr":$split,
+    "::mlir::ArrayAttr":$chunks,
+    "::mlir::ArrayAttr":$partial,
+    "::mlir::mesh::ReductionKind":$reduction
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    AttrBuilder<(ins "::mlir::FlatSymbolRefAttr":$mesh,
+                     "::llvm::ArrayRef<::loom::tfm::DimDist>":$dims,
+                     "::llvm::ArrayRef<::llvm::StringRef>":$partialAxes,
+                     "::mlir::mesh::ReductionKind":$reduction)>
+  ];
+  let extraClassDeclaration = [{
+    /// Replicated over every axis of `mesh`.
+    static DistAttr replicated(::mlir::FlatSymbolRefAttr mesh);
+
+    /// The distribution of dim `d` (whole and in order past the stored dims).
+    ::loom::tfm::DimDist getDim(int64_t d) const;
+    /// The axes dim `d` is split over, major first.
+    ::llvm::SmallVector<::llvm::StringRef> getAxes(int64_t d) const;
+    /// The chunk order of dim `d` (empty: natural order).
+    ::llvm::ArrayRef<int64_t> getChunkOrder(int64_t d) const;
+    /// Dims with an entry: the dims past it are whole and in order.
+    int64_t getNumDims() const { return getSplit().size(); }
+    ::llvm::SmallVector<::llvm::StringRef> getPartialAxes() const;
+    bool isPartial() const { return !getPartial().empty(); }
+    /// Nothing split, reordered or partial.
+    bool isReplicated() const { return !isPartial() && getSplit().empty(); }
+    /// Every axis the value is split or partial over.
+    ::llvm::SmallVector<::llvm::StringRef> getUsedAxes() const;
+    /// The dim split over `axis`, if any.
+    std::optional<int64_t> getDimOfAxis(::llvm::StringRef axis) const;
+
+    /// This distribution with dim `d` changed.
+    DistAttr withDim(int64_t d, const ::loom::tfm::DimDist &dim) const;
+    DistAttr withAxes(int64_t d, ::llvm::ArrayRef<::llvm::StringRef> axes) const;
+    DistAttr withPartial(::llvm::ArrayRef<::llvm::StringRef> axes,
+                         ::mlir::mesh::ReductionKind reduction =
+                             ::mlir::mesh::ReductionKind::Sum) const;
+    DistAttr withoutPartial() const {
+      return withPartial({}, ::mlir::mesh::ReductionKind::Sum);
+    }
+    /// The dims of this distribution, `rank` of them.
+    ::llvm::SmallVector<::loom::tfm::DimDist> getDims(int64_t rank) const;
   }];
 }
 

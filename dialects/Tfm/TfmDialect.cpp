@@ -8,6 +8,11 @@
 #include "dialects/Tfm/TfmAttrs.h"
 #include "dialects/Tfm/TfmOps.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringSet.h"
+
 using namespace mlir;
 using namespace loom::tfm;
 
@@ -19,4 +24,96 @@ void TfmDialect::initialize() {
 #include "dialects/Tfm/TfmOps.cpp.inc"
       >();
   registerAttributes();
+}
+
+/// A non-empty string attribute, or an error naming `attr`.
+static LogicalResult expectName(Operation *op, NamedAttribute attr) {
+  auto s = dyn_cast<StringAttr>(attr.getValue());
+  if (!s || s.getValue().empty())
+    return op->emitError() << attr.getName() << " must be a non-empty string";
+  return success();
+}
+
+LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  auto onModule = [&](auto check) -> LogicalResult {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << name << " belongs on the module";
+    return check();
+  };
+  if (name == kPlanAttrName)
+    return onModule([&]() -> LogicalResult {
+      if (!isa<PlanAttr>(attr.getValue()))
+        return op->emitError() << name << " must be a #tfm.plan";
+      return success();
+    });
+  if (name == kModelAttrName)
+    return onModule([&]() -> LogicalResult {
+      if (!isa<DictionaryAttr>(attr.getValue()))
+        return op->emitError() << name << " must be a dictionary";
+      return success();
+    });
+  if (name == kLocalShapesAttrName)
+    return onModule([&]() -> LogicalResult {
+      if (!isa<UnitAttr>(attr.getValue()))
+        return op->emitError() << name << " is a unit attribute";
+      return success();
+    });
+  if (name == kEntryAttrName) {
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << name << " belongs on a function";
+    return expectName(op, attr);
+  }
+  if (name == kMeshAxesAttrName) {
+    auto mesh = dyn_cast<mesh::MeshOp>(op);
+    if (!mesh)
+      return op->emitError() << name << " belongs on a mesh.mesh";
+    auto names = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!names || int64_t(names.size()) != mesh.getRank())
+      return op->emitError() << name << " must name each of the "
+                             << mesh.getRank() << " axes of the mesh";
+    llvm::StringSet<> seen;
+    for (Attribute a : names) {
+      auto s = dyn_cast<StringAttr>(a);
+      if (!s || s.getValue().empty())
+        return op->emitError() << name << " holds " << a
+                               << ", which is not an axis name";
+      if (!seen.insert(s.getValue()).second)
+        return op->emitError() << name << " names axis " << s.getValue()
+                               << " twice";
+    }
+    return success();
+  }
+  return op->emitError() << "unknown attribute " << name
+                         << " of the tfm dialect";
+}
+
+LogicalResult TfmDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                   unsigned argIndex,
+                                                   NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  // tfm.grad: a gradient's out-param (bufferization moves results there).
+  if (name == kParamArgAttrName || name == kCommArgAttrName ||
+      name == kGradResultAttrName)
+    return expectName(op, attr);
+  if (name == kInputArgAttrName) {
+    auto kind = dyn_cast<StringAttr>(attr.getValue());
+    if (!kind || !llvm::is_contained(kInputKinds, kind.getValue()))
+      return op->emitError() << "argument " << argIndex << ": " << name
+                             << " must be one of tokens, labels, loss_mask, "
+                                "grad_scale";
+    return success();
+  }
+  return op->emitError() << "unknown argument attribute " << name
+                         << " of the tfm dialect";
+}
+
+LogicalResult TfmDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                      unsigned,
+                                                      NamedAttribute attr) {
+  if (attr.getName().getValue() == kGradResultAttrName)
+    return expectName(op, attr);
+  return op->emitError() << "unknown result attribute " << attr.getName()
+                         << " of the tfm dialect";
 }

@@ -31,6 +31,11 @@ def Tfm_Dialect : Dialect {
     same dialect, before any sharding.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // The discardable attributes Loom writes (tfm.plan, tfm.mesh_axes,
+  // tfm.entry, tfm.input, ...) are declared and verified here.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

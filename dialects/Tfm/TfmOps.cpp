@@ -12,10 +12,14 @@
 
 #include "dialects/Tfm/TfmOps.h"
 
+#include "dialects/Tfm/ChunkOrder.h"
+#include "dialects/Tfm/Distribution.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -27,6 +31,7 @@ using namespace mlir;
 using namespace loom::tfm;
 
 #include "dialects/Tfm/TfmEnums.cpp.inc"
+#include "dialects/Tfm/TfmInterfaces.cpp.inc"
 
 //===----------------------------------------------------------------------===//
 // Helpers
@@ -127,37 +132,32 @@ GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!param)
     return emitOpError() << "'" << getName()
                          << "' does not name a tfm.param";
-  std::optional<int64_t> split = getTpSplit();
-  if (!split) {
-    if (param.getType() != getType())
-      return emitOpError() << "result type " << getType()
-                           << " does not match the type " << param.getType()
-                           << " of param @" << getName();
-    return success();
-  }
-  // A shard: one dim divided by the plan's tensor-parallel size.
   RankedTensorType global = param.getTensorType();
-  auto local = cast<RankedTensorType>(getType());
-  if (*split < 0 || *split >= global.getRank())
-    return emitOpError() << "tp_split " << *split << " is out of bounds for @"
-                         << getName() << " of rank " << global.getRank();
+  auto result = cast<RankedTensorType>(getType());
+  DistAttr dist = getDist(result);
   auto module = (*this)->getParentOfType<ModuleOp>();
-  auto plan = module ? module->getAttrOfType<PlanAttr>(kPlanAttrName)
-                     : PlanAttr();
-  if (!plan)
-    return emitOpError() << "tp_split needs the module's tfm.plan";
-  int64_t tp = plan.getTp();
+  // The parameter's type, or with a distribution, its global shape (before
+  // tfm-localize) or this rank's piece of it (after).
   SmallVector<int64_t> want(global.getShape());
-  if (want[*split] % tp != 0)
-    return emitOpError() << "dim " << *split << " of @" << getName()
-                         << " has size " << want[*split]
-                         << ", not divisible by tp " << tp;
-  want[*split] /= tp;
-  if (local.getShape() != ArrayRef<int64_t>(want) ||
-      local.getElementType() != global.getElementType())
+  if (dist && hasLocalShapes(module)) {
+    FailureOr<MeshAxesInfo> mesh = MeshAxesInfo::lookup(*this, dist.getMesh());
+    if (failed(mesh) || failed(mesh->verify(dist, *this)))
+      return failure();
+    FailureOr<SmallVector<int64_t>> local =
+        localShape(global.getShape(), dist, *mesh, *this,
+                   ("@" + getName()).str());
+    if (failed(local))
+      return failure();
+    want = *local;
+  }
+  if (result.getShape() != ArrayRef<int64_t>(want) ||
+      result.getElementType() != global.getElementType())
     return emitOpError() << "result type " << getType()
-                         << " is not the tp " << tp << " shard of "
-                         << param.getType() << " split on dim " << *split;
+                         << " does not match the type " << param.getType()
+                         << " of param @" << getName()
+                         << (dist && hasLocalShapes(module)
+                                 ? " (distributed, per-rank shape)"
+                                 : "");
   return success();
 }
 
@@ -516,17 +516,6 @@ LogicalResult DropoutOp::verify() {
   if (!(p >= 0.0 && p < 1.0))
     return emitOpError() << "dropout probability " << fmt(p)
                          << " is not in [0, 1)";
-  if (bool(getSplitDimAttr()) != bool(getSplitAxisAttr()))
-    return emitOpError() << "split_dim and split_axis go together";
-  if (!getSplitDimAttr())
-    return success();
-  int64_t rank = cast<ShapedType>(getInput().getType()).getRank();
-  int64_t dim = getSplitDimAttr().getInt(), axis = getSplitAxisAttr().getInt();
-  if (dim < 0 || dim >= rank)
-    return emitOpError() << "split_dim " << dim << " is not a dim of a rank-"
-                         << rank << " tensor";
-  if (axis < 0)
-    return emitOpError() << "split_axis " << axis << " is not a mesh axis";
   return success();
 }
 
@@ -546,23 +535,174 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 // Loss
 //===----------------------------------------------------------------------===//
 
-template <typename OpT>
-static LogicalResult verifyCrossEntropy(OpT op) {
-  Operation *o = op.getOperation();
-  if (failed(checkRank(o, "logits", op.getLogits(), 3, "[batch, seq, vocab]")))
+/// Logits [B, S, V] and their [B, S] per-row operands.
+static LogicalResult verifyLogits(Operation *op, Value logits,
+                                  ArrayRef<std::pair<StringRef, Value>> rows) {
+  if (failed(checkRank(op, "logits", logits, 3, "[batch, seq, vocab]")))
     return failure();
-  SmallVector<int64_t> bs = batchSeq(op.getLogits());
-  if (failed(checkShape(o, "labels", op.getLabels(), bs,
-                        "logits batch and sequence")) ||
-      failed(checkShape(o, "loss_mask", op.getLossMask(), bs,
-                        "logits batch and sequence")))
-    return failure();
+  SmallVector<int64_t> bs = batchSeq(logits);
+  for (auto [what, v] : rows)
+    if (failed(checkShape(op, what, v, bs, "logits batch and sequence")))
+      return failure();
   return success();
 }
 
-LogicalResult CrossEntropyOp::verify() { return verifyCrossEntropy(*this); }
+LogicalResult CrossEntropyOp::verify() {
+  return verifyLogits(*this, getLogits(),
+                      {{"labels", getLabels()}, {"loss_mask", getLossMask()}});
+}
 LogicalResult CrossEntropyGradOp::verify() {
-  return verifyCrossEntropy(*this);
+  return verifyLogits(*this, getLogits(),
+                      {{"labels", getLabels()}, {"loss_mask", getLossMask()}});
+}
+LogicalResult CeRowMaxOp::verify() {
+  return verifyLogits(*this, getLogits(), {{"result", getResult()}});
+}
+LogicalResult CeSumExpOp::verify() {
+  return verifyLogits(*this, getLogits(),
+                      {{"row_max", getRowMax()}, {"result", getResult()}});
+}
+LogicalResult CeTargetLogitOp::verify() {
+  return verifyLogits(*this, getLogits(),
+                      {{"labels", getLabels()}, {"result", getResult()}});
+}
+LogicalResult CeLossOp::verify() {
+  return checkRank(*this, "row_max", getRowMax(), 2, "[batch, seq]");
+}
+
+//===----------------------------------------------------------------------===//
+// Distribution ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshardOp::verifySymbolUses(SymbolTableCollection &) {
+  DistAttr from = getDist(getInput()), to = getDist(getResult());
+  if (!from || !to)
+    return emitOpError() << "needs distributed input and result types";
+  if (from.getMesh() != to.getMesh())
+    return emitOpError() << "reshards from mesh " << from.getMesh()
+                         << " to mesh " << to.getMesh();
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (in.getElementType() != out.getElementType() ||
+      in.getRank() != out.getRank())
+    return emitOpError() << "changes the element type or rank: " << in
+                         << " -> " << out;
+  ArrayRef<int64_t> a = in.getShape(), b = out.getShape();
+  SmallVector<int64_t> ga(a), gb(b);
+  if (hasLocalShapes((*this)->getParentOfType<ModuleOp>())) {
+    FailureOr<MeshAxesInfo> mesh = MeshAxesInfo::lookup(*this, from.getMesh());
+    if (failed(mesh) || failed(mesh->verify(from, *this)) ||
+        failed(mesh->verify(to, *this)))
+      return failure();
+    ga = globalShape(a, from, *mesh);
+    gb = globalShape(b, to, *mesh);
+  }
+  if (ga != gb)
+    return emitOpError() << "input of global shape " << fmt(ga)
+                         << " and result of global shape " << fmt(gb)
+                         << " are not one tensor";
+  return success();
+}
+
+LogicalResult PermuteChunksOp::verify() {
+  int64_t rank = tensorOf(getInput()).getRank();
+  int64_t d = getDim();
+  if (d < 0 || d >= rank)
+    return emitOpError() << "dim " << d << " is out of bounds for rank "
+                         << rank;
+  ArrayRef<int64_t> order = getOrder();
+  if (order.size() < 2 || !isPermutation(order))
+    return emitOpError() << "order must be a permutation of two or more "
+                            "chunks";
+  int64_t size = tensorOf(getInput()).getDimSize(d);
+  if (size % int64_t(order.size()) != 0)
+    return emitOpError() << "dim " << d << " of size " << size
+                         << " does not cut into " << order.size()
+                         << " chunks";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Custom assembly
+//===----------------------------------------------------------------------===//
+
+// The gradient ops print their gradients' types only when some differ from
+// the forward values' types (in sharded IR, a partial input gradient):
+//   : tensor<A>, tensor<W>, tensor<G>
+//   : tensor<A>, tensor<W>, tensor<G> grads(tensor<A'>, tensor<W'>)
+
+static ParseResult parseGradTypes(OpAsmParser &p,
+                                  ArrayRef<Type> defaults,
+                                  ArrayRef<Type *> results) {
+  if (failed(p.parseOptionalKeyword("grads"))) {
+    for (auto [t, r] : llvm::zip(defaults, results))
+      *r = t;
+    return success();
+  }
+  if (p.parseLParen())
+    return failure();
+  for (auto [i, r] : llvm::enumerate(results))
+    if ((i && p.parseComma()) || p.parseType(*r))
+      return failure();
+  return p.parseRParen();
+}
+
+static void printGradTypes(OpAsmPrinter &p, ArrayRef<Type> defaults,
+                           ArrayRef<Type> results) {
+  if (defaults == results)
+    return;
+  p << " grads(";
+  llvm::interleaveComma(results, p);
+  p << ")";
+}
+
+// layer_norm_grad: the weight and bias gradients default to the weight's type.
+static ParseResult parseGradTypes(OpAsmParser &p, Type weight, Type &dw,
+                                  Type &db) {
+  return parseGradTypes(p, {weight, weight}, {&dw, &db});
+}
+static void printGradTypes(OpAsmPrinter &p, Operation *, Type weight, Type dw,
+                           Type db) {
+  printGradTypes(p, {weight, weight}, {dw, db});
+}
+// rms_norm_grad.
+static ParseResult parseGradTypes(OpAsmParser &p, Type weight, Type &dw) {
+  return parseGradTypes(p, {weight}, {&dw});
+}
+static void printGradTypes(OpAsmPrinter &p, Operation *, Type weight,
+                           Type dw) {
+  printGradTypes(p, {weight}, {dw});
+}
+// linear_grad: the input and weight gradients.
+static ParseResult parseGradTypes(OpAsmParser &p, Type input, Type weight,
+                                  Type &dx, Type &dw) {
+  return parseGradTypes(p, {input, weight}, {&dx, &dw});
+}
+static void printGradTypes(OpAsmPrinter &p, Operation *, Type input,
+                           Type weight, Type dx, Type dw) {
+  printGradTypes(p, {input, weight}, {dx, dw});
+}
+
+// Binary elementwise ops print one type when the operands and the result
+// share it, else all three: `tensor<A>, tensor<B> -> tensor<R>`.
+static ParseResult parseElementwiseTypes(OpAsmParser &p, Type &lhs, Type &rhs,
+                                         Type &result) {
+  if (p.parseType(lhs))
+    return failure();
+  if (failed(p.parseOptionalComma())) {
+    rhs = result = lhs;
+    return success();
+  }
+  return failure(p.parseType(rhs) || p.parseArrow() || p.parseType(result));
+}
+
+static void printElementwiseTypes(OpAsmPrinter &p, Operation *, Type lhs,
+                                  Type rhs, Type result) {
+  if (lhs == rhs && rhs == result) {
+    p << lhs;
+    return;
+  }
+  p << lhs << ", " << rhs << " -> " << result;
 }
 
 #define GET_OP_CLASSES

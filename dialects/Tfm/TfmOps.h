@@ -19,7 +19,25 @@
 
 #include "dialects/Tfm/TfmEnums.h.inc"
 
+namespace loom::tfm {
+/// DistributedOpInterface's check: the results' distributions are the ones
+/// inferResultDistributions gives.
+llvm::LogicalResult verifyInferredDistributions(mlir::Operation *op);
+} // namespace loom::tfm
+
+#include "dialects/Tfm/TfmInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/Tfm/TfmOps.h.inc"
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace loom::tfm {
+/// Attaches the distribution rules of upstream mesh collectives
+/// (DistributedOpInterface external models, TfmDistributionRules.cpp).
+void registerDistributionExternalModels(mlir::DialectRegistry &registry);
+} // namespace loom::tfm
 
 #endif // LOOM_DIALECTS_TFM_TFMOPS_H

@@ -9,6 +9,11 @@
 // row-major [B, S, features]; heads live in the last dim as N contiguous
 // groups of D, so a tensor-parallel split of the last dim splits whole heads.
 //
+// In sharded IR every tensor type carries a #tfm.dist encoding, and every op
+// that computes has a distribution rule (DistributedOpInterface,
+// TfmDistributionRules.cpp). Op verifiers check shapes and element types;
+// tfm-verify-distribution checks the distributions.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_DIALECTS_TFM_TFMOPS_TD
@@ -16,6 +21,7 @@
 
 include "dialects/Tfm/TfmDialect.td"
 include "dialects/Tfm/TfmEnums.td"
+include "dialects/Tfm/TfmInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
@@ -36,9 +42,23 @@ def Tfm_AnyStaticTensor : StaticShapeTensorOf<[F32, BF16, F16, I32]>;
 class Tfm_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tfm_Dialect, mnemonic, traits>;
 
-// Elementwise ops whose operands and results all have one type.
+// An op with a distribution rule (DistributedOpInterface).
+def Tfm_Distributed : DeclareOpInterfaceMethods<Tfm_DistributedOpInterface>;
+
+// Elementwise ops of one operand whose result has the operand's type
+// (distribution included: the rule of every such op keeps it).
 class Tfm_ElementwiseOp<string mnemonic, list<Trait> traits = []>
-    : Tfm_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])>;
+    : Tfm_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+                                            Tfm_Distributed])>;
+
+// Elementwise ops of two operands: shapes and element types match; the
+// distributions are checked by the op's rule, which names a mismatch (a
+// partial sum added to a replicated value). The types print once when they
+// are all equal.
+class Tfm_BinaryElementwiseOp<string mnemonic, list<Trait> traits = []>
+    : Tfm_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultShape,
+                                            SameOperandsAndResultElementType,
+                                            Tfm_Distributed])>;
 
 //===----------------------------------------------------------------------===//
 // Parameters
@@ -79,24 +99,24 @@ def Tfm_ParamOp : Tfm_Op<"param", [Symbol]> {
 }
 
 def Tfm_GetParamOp : Tfm_Op<"get_param",
-    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>, Tfm_Distributed]> {
   let summary = "reads a parameter declared by tfm.param";
   let description = [{
-    Yields the value of the parameter `name`. The result type is the
-    parameter's type or, with `tp_split <d>`, this rank's shard of it: dim
-    `d` divided by the plan's tensor-parallel size, the rank holding slice
-    `tp_rank` of that dim (the tensor-parallel pass writes this).
+    Yields the value of the parameter `name`: the parameter's type or, in
+    sharded IR, that type with its distribution (every read of a parameter
+    has the same one, never partial) and, after tfm-localize, this rank's
+    piece of it.
 
     ```mlir
     %w = tfm.get_param @transformer.wte.weight : tensor<50257x768xf32>
-    %q = tfm.get_param @model.layers.0.self_attn.q_proj.weight tp_split 0
-        : tensor<2048x4096xbf16>
+    %q = tfm.get_param @model.layers.0.self_attn.q_proj.weight
+        : tensor<2048x4096xbf16, #tfm.dist<@dense, [[tp]]>>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$name, OptionalAttr<I64Attr>:$tp_split);
+  let arguments = (ins FlatSymbolRefAttr:$name);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $name (`tp_split` $tp_split^)? attr-dict `:` type($result)
+    $name attr-dict `:` type($result)
   }];
 }
 
@@ -158,38 +178,33 @@ def Tfm_YieldOp : Tfm_Op<"yield", [Pure, Terminator, ReturnLike,
 // Embeddings and positions
 //===----------------------------------------------------------------------===//
 
-def Tfm_EmbeddingOp : Tfm_Op<"embedding", [Pure]> {
+def Tfm_EmbeddingOp : Tfm_Op<"embedding", [Pure, Tfm_Distributed]> {
   let summary = "table lookup: token or learned position embedding";
   let description = [{
     `result[b, s, :] = table[ids[b, s], :]` for ids `[B, S]` and a table
     `[V, H]`. Used for the token embedding (ids are tokens) and the learned
     position embedding of GPT-2 (ids are position ids).
 
-    With `vocab_parallel_axis <a>` (written by the tensor-parallel pass) the
-    table is this rank's slice of the vocabulary along axis `a` of mesh
-    @dense: rows `[r * V, (r + 1) * V)` for the rank's index `r` on that axis,
-    with `V` the local table's rows. Ids outside the slice give zero rows, so
-    the result is a partial sum over the axis (Megatron's
-    VocabParallelEmbedding).
+    When the table's vocabulary dim is split (Megatron's
+    VocabParallelEmbedding), each rank looks up the ids of its slice of the
+    vocabulary, ids outside it give zero rows, and the result is a partial
+    sum over the split's axes.
 
     ```mlir
     %e = tfm.embedding %tokens, %wte
         : tensor<2x8xi32>, tensor<512x64xf32> -> tensor<2x8x64xf32>
-    %p = tfm.embedding %tokens, %wte_shard vocab_parallel_axis 3
-        : tensor<2x8xi32>, tensor<256x64xf32> -> tensor<2x8x64xf32>
     ```
   }];
-  let arguments = (ins Tfm_IdTensor:$ids, Tfm_FloatTensor:$table,
-                       OptionalAttr<I64Attr>:$vocab_parallel_axis);
+  let arguments = (ins Tfm_IdTensor:$ids, Tfm_FloatTensor:$table);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $table (`vocab_parallel_axis` $vocab_parallel_axis^)? attr-dict
-    `:` type($ids) `,` type($table) `->` type($result)
+    $ids `,` $table attr-dict `:` type($ids) `,` type($table) `->` type($result)
   }];
   let hasVerifier = 1;
 }
 
-def Tfm_PositionIdsOp : Tfm_Op<"position_ids", [Pure, SameOperandsAndResultType]> {
+def Tfm_PositionIdsOp : Tfm_Op<"position_ids", [Pure, SameOperandsAndResultType,
+    Tfm_Distributed]> {
   let summary = "position ids of a token batch";
   let description = [{
     Without `reset_at_eod`, `result[b, s] = s`. With `reset_at_eod <id>`
@@ -209,24 +224,22 @@ def Tfm_PositionIdsOp : Tfm_Op<"position_ids", [Pure, SameOperandsAndResultType]
   let hasVerifier = 1;
 }
 
-def Tfm_EmbeddingGradOp : Tfm_Op<"embedding_grad", [Pure]> {
+def Tfm_EmbeddingGradOp : Tfm_Op<"embedding_grad", [Pure, Tfm_Distributed]> {
   let summary = "gradient of tfm.embedding with respect to the table";
   let description = [{
     Scatter-adds `grad[b, s, :]` into row `ids[b, s]` of a zero table of
-    type `result`. With `vocab_parallel_axis`, the result is this rank's
-    slice of the table gradient (see tfm.embedding).
+    type `result`. When the result's vocabulary dim is split, each rank
+    writes the rows of its slice only (see tfm.embedding).
 
     ```mlir
     %dt = tfm.embedding_grad %tokens, %dy
         : tensor<2x8xi32>, tensor<2x8x64xf32> -> tensor<512x64xf32>
     ```
   }];
-  let arguments = (ins Tfm_IdTensor:$ids, Tfm_FloatTensor:$grad,
-                       OptionalAttr<I64Attr>:$vocab_parallel_axis);
+  let arguments = (ins Tfm_IdTensor:$ids, Tfm_FloatTensor:$grad);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $grad (`vocab_parallel_axis` $vocab_parallel_axis^)? attr-dict
-    `:` type($ids) `,` type($grad) `->` type($result)
+    $ids `,` $grad attr-dict `:` type($ids) `,` type($grad) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -235,7 +248,8 @@ def Tfm_EmbeddingGradOp : Tfm_Op<"embedding_grad", [Pure]> {
 // Norms
 //===----------------------------------------------------------------------===//
 
-def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure, AllTypesMatch<["input", "result"]>,
+    Tfm_Distributed]> {
   let summary = "layer normalization over the last dim";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` over the last dim, with
@@ -258,13 +272,19 @@ def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure, AllTypesMatch<["input", "resul
 
 def Tfm_LayerNormGradOp : Tfm_Op<"layer_norm_grad", [Pure,
     AllTypesMatch<["input", "grad", "input_grad"]>,
-    AllTypesMatch<["weight", "weight_grad", "bias_grad"]>]> {
+    AllShapesMatch<["weight", "weight_grad", "bias_grad"]>,
+    AllElementTypesMatch<["weight", "weight_grad", "bias_grad"]>,
+    Tfm_Distributed]> {
   let summary = "gradient of tfm.layer_norm";
   let description = [{
     Given the forward input, the weight and the gradient of the output,
     returns the gradients of the input, the weight and the bias (the bias
     gradient is the sum of `grad` over all rows whether or not the forward op
     had a bias; an unused result is dropped by later passes).
+
+    The weight and bias gradients have the weight's type unless listed:
+    with sequence parallelism they are partial sums over the ranks that
+    split the tokens.
 
     ```mlir
     %dx, %dw, %db = tfm.layer_norm_grad %x, %w, %dy eps 1.000000e-05
@@ -278,11 +298,13 @@ def Tfm_LayerNormGradOp : Tfm_Op<"layer_norm_grad", [Pure,
   let assemblyFormat = [{
     $input `,` $weight `,` $grad `eps` $epsilon attr-dict `:` type($input) `,`
     type($weight)
+    custom<GradTypes>(ref(type($weight)), type($weight_grad), type($bias_grad))
   }];
   let hasVerifier = 1;
 }
 
-def Tfm_RmsNormOp : Tfm_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Tfm_RmsNormOp : Tfm_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>,
+    Tfm_Distributed]> {
   let summary = "RMS normalization over the last dim";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * weight` over the last dim (Llama), with
@@ -304,7 +326,8 @@ def Tfm_RmsNormOp : Tfm_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>
 
 def Tfm_RmsNormGradOp : Tfm_Op<"rms_norm_grad", [Pure,
     AllTypesMatch<["input", "grad", "input_grad"]>,
-    AllTypesMatch<["weight", "weight_grad"]>]> {
+    AllShapesMatch<["weight", "weight_grad"]>,
+    AllElementTypesMatch<["weight", "weight_grad"]>, Tfm_Distributed]> {
   let summary = "gradient of tfm.rms_norm";
   let description = [{
     ```mlir
@@ -317,7 +340,7 @@ def Tfm_RmsNormGradOp : Tfm_Op<"rms_norm_grad", [Pure,
   let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$weight_grad);
   let assemblyFormat = [{
     $input `,` $weight `,` $grad `eps` $epsilon attr-dict `:` type($input) `,`
-    type($weight)
+    type($weight) custom<GradTypes>(ref(type($weight)), type($weight_grad))
   }];
   let hasVerifier = 1;
 }
@@ -326,7 +349,7 @@ def Tfm_RmsNormGradOp : Tfm_Op<"rms_norm_grad", [Pure,
 // Linear
 //===----------------------------------------------------------------------===//
 
-def Tfm_LinearOp : Tfm_Op<"linear", [Pure]> {
+def Tfm_LinearOp : Tfm_Op<"linear", [Pure, Tfm_Distributed]> {
   let summary = "affine map of the last dim: x W^T + b";
   let description = [{
     `result[..., o] = sum_i input[..., i] * weight[o, i] + bias[o]`. The
@@ -349,12 +372,19 @@ def Tfm_LinearOp : Tfm_Op<"linear", [Pure]> {
 }
 
 def Tfm_LinearGradOp : Tfm_Op<"linear_grad", [Pure,
-    AllTypesMatch<["input", "input_grad"]>, AllTypesMatch<["weight", "weight_grad"]>]> {
+    AllShapesMatch<["input", "input_grad"]>,
+    AllElementTypesMatch<["input", "input_grad"]>,
+    AllShapesMatch<["weight", "weight_grad"]>,
+    AllElementTypesMatch<["weight", "weight_grad"]>, Tfm_Distributed]> {
   let summary = "gradient of tfm.linear";
   let description = [{
     Given the forward input `x`, the weight `W` and the output gradient `dy`:
     `input_grad = dy W`, `weight_grad = dy^T x` summed over all leading dims,
     and, when `bias` is present, `bias_grad = sum(dy)` over all leading dims.
+
+    The input and weight gradients have the input's and the weight's types
+    unless `grads(...)` lists them: in sharded IR the input gradient of a
+    column-parallel linear is a partial sum (Megatron's f in backward).
 
     ```mlir
     %dx, %dw, %db = tfm.linear_grad %x, %w, %dy
@@ -369,7 +399,10 @@ def Tfm_LinearGradOp : Tfm_Op<"linear_grad", [Pure,
                       Optional<Tfm_FloatTensor>:$bias_grad);
   let assemblyFormat = [{
     $input `,` $weight `,` $grad attr-dict `:` type($input) `,` type($weight)
-    `,` type($grad) (`->` type($bias_grad)^)?
+    `,` type($grad)
+    custom<GradTypes>(ref(type($input)), ref(type($weight)), type($input_grad),
+                      type($weight_grad))
+    (`->` type($bias_grad)^)?
   }];
   let hasVerifier = 1;
 }
@@ -379,7 +412,7 @@ def Tfm_LinearGradOp : Tfm_Op<"linear_grad", [Pure,
 //===----------------------------------------------------------------------===//
 
 class Tfm_RopeBase<string mnemonic> : Tfm_Op<mnemonic, [Pure,
-    AllTypesMatch<["input", "result"]>]> {
+    AllTypesMatch<["input", "result"]>, Tfm_Distributed]> {
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_IdTensor:$positions,
                        I64Attr:$head_dim, F64Attr:$theta);
   let results = (outs Tfm_FloatTensor:$result);
@@ -422,7 +455,8 @@ def Tfm_RopeGradOp : Tfm_RopeBase<"rope_grad"> {
 // Attention
 //===----------------------------------------------------------------------===//
 
-def Tfm_AttentionOp : Tfm_Op<"attention", [Pure]> {
+def Tfm_AttentionOp : Tfm_Op<"attention", [Pure,
+    DeclareOpInterfaceMethods<Tfm_DistributedOpInterface, ["adaptToLocalShapes"]>]> {
   let summary = "scaled dot-product attention with causal or document masks";
   let description = [{
     Multi-head attention over `q [B, S, N*D]`, `k` and `v [B, S, Nkv*D]`.
@@ -462,7 +496,8 @@ def Tfm_AttentionOp : Tfm_Op<"attention", [Pure]> {
 
 def Tfm_AttentionGradOp : Tfm_Op<"attention_grad", [Pure,
     AllTypesMatch<["query", "out", "out_grad", "query_grad"]>,
-    AllTypesMatch<["key", "key_grad"]>, AllTypesMatch<["value", "value_grad"]>]> {
+    AllTypesMatch<["key", "key_grad"]>, AllTypesMatch<["value", "value_grad"]>,
+    DeclareOpInterfaceMethods<Tfm_DistributedOpInterface, ["adaptToLocalShapes"]>]> {
   let summary = "gradient of tfm.attention";
   let description = [{
     Given the forward operands, its output and log-sum-exp and the output
@@ -515,7 +550,7 @@ def Tfm_GeluOp : Tfm_ElementwiseOp<"gelu"> {
   let assemblyFormat = "$input $approximate attr-dict `:` type($input)";
 }
 
-def Tfm_GeluGradOp : Tfm_ElementwiseOp<"gelu_grad"> {
+def Tfm_GeluGradOp : Tfm_BinaryElementwiseOp<"gelu_grad"> {
   let summary = "gradient of tfm.gelu";
   let description = [{
     `result = grad * gelu'(input)`.
@@ -527,7 +562,10 @@ def Tfm_GeluGradOp : Tfm_ElementwiseOp<"gelu_grad"> {
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$grad,
                        Tfm_GeluApprox:$approximate);
   let results = (outs Tfm_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $grad $approximate attr-dict `:` type($input)";
+  let assemblyFormat = [{
+    $input `,` $grad $approximate attr-dict `:`
+    custom<ElementwiseTypes>(type($input), type($grad), type($result))
+  }];
 }
 
 def Tfm_SiluOp : Tfm_ElementwiseOp<"silu"> {
@@ -542,7 +580,7 @@ def Tfm_SiluOp : Tfm_ElementwiseOp<"silu"> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Tfm_SiluGradOp : Tfm_ElementwiseOp<"silu_grad"> {
+def Tfm_SiluGradOp : Tfm_BinaryElementwiseOp<"silu_grad"> {
   let summary = "gradient of tfm.silu";
   let description = [{
     `result = grad * (s + x s (1 - s))` with `s = sigmoid(x)`.
@@ -553,10 +591,13 @@ def Tfm_SiluGradOp : Tfm_ElementwiseOp<"silu_grad"> {
   }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$grad);
   let results = (outs Tfm_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
+  let assemblyFormat = [{
+    $input `,` $grad attr-dict `:`
+    custom<ElementwiseTypes>(type($input), type($grad), type($result))
+  }];
 }
 
-def Tfm_SwigluOp : Tfm_ElementwiseOp<"swiglu"> {
+def Tfm_SwigluOp : Tfm_BinaryElementwiseOp<"swiglu"> {
   let summary = "gated SiLU of the Llama MLP: silu(gate) * up";
   let description = [{
     Gate and up projections are separate operands (separate column-parallel
@@ -568,11 +609,15 @@ def Tfm_SwigluOp : Tfm_ElementwiseOp<"swiglu"> {
   }];
   let arguments = (ins Tfm_FloatTensor:$gate, Tfm_FloatTensor:$up);
   let results = (outs Tfm_FloatTensor:$result);
-  let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate)";
+  let assemblyFormat = [{
+    $gate `,` $up attr-dict `:`
+    custom<ElementwiseTypes>(type($gate), type($up), type($result))
+  }];
 }
 
 def Tfm_SwigluGradOp : Tfm_Op<"swiglu_grad", [Pure,
-    AllTypesMatch<["gate", "up", "grad", "gate_grad", "up_grad"]>]> {
+    AllTypesMatch<["gate", "up", "grad", "gate_grad", "up_grad"]>,
+    Tfm_Distributed]> {
   let summary = "gradient of tfm.swiglu";
   let description = [{
     `gate_grad = grad * up * silu'(gate)`, `up_grad = grad * silu(gate)`.
@@ -587,12 +632,13 @@ def Tfm_SwigluGradOp : Tfm_Op<"swiglu_grad", [Pure,
   let assemblyFormat = "$gate `,` $up `,` $grad attr-dict `:` type($gate)";
 }
 
-def Tfm_BiasAddOp : Tfm_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Tfm_BiasAddOp : Tfm_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>,
+    Tfm_Distributed]> {
   let summary = "adds a bias vector to every row: the bias of a row-parallel linear";
   let description = [{
-    `result[..., j] = input[..., j] + bias[j]`. The tensor-parallel pass
-    writes it after the all-reduce of a row-parallel linear, so the bias is
-    added once and not once per rank. It appears after differentiation only
+    `result[..., j] = input[..., j] + bias[j]`. Sharding writes it after the
+    all-reduce of a row-parallel linear, so the bias is added once and not
+    once per rank. It appears after differentiation only
     (the gradient of a linear's bias is part of `tfm.linear_grad`), so it has
     no gradient rule of its own.
 
@@ -608,14 +654,14 @@ def Tfm_BiasAddOp : Tfm_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>
   let hasVerifier = 1;
 }
 
-def Tfm_RepeatKvOp : Tfm_Op<"repeat_kv", [Pure]> {
+def Tfm_RepeatKvOp : Tfm_Op<"repeat_kv", [Pure, Tfm_Distributed]> {
   let summary = "repeats every key/value head `factor` times";
   let description = [{
     Views `input [..., N*D]` as N heads of `head_dim` D and writes each head
     `factor` times in a row: `[..., N*factor*D]`, head n becoming heads
-    `[n*factor, (n+1)*factor)`. The tensor-parallel pass uses it when there
-    are fewer kv heads than tp ranks: each rank then takes the one kv head its
-    query heads read (Megatron replicates kv heads the same way).
+    `[n*factor, (n+1)*factor)`. Sharding uses it when there are fewer kv
+    heads than tp ranks: the heads are repeated until every rank has one,
+    then each rank takes the one its query heads read.
 
     ```mlir
     %k4 = tfm.repeat_kv %k factor 2 head_dim 16
@@ -632,7 +678,7 @@ def Tfm_RepeatKvOp : Tfm_Op<"repeat_kv", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tfm_RepeatKvGradOp : Tfm_Op<"repeat_kv_grad", [Pure]> {
+def Tfm_RepeatKvGradOp : Tfm_Op<"repeat_kv_grad", [Pure, Tfm_Distributed]> {
   let summary = "gradient of tfm.repeat_kv: sums every head's copies";
   let description = [{
     `result[..., n-th head] = sum over j < factor of grad[..., (n*factor+j)-th head]`.
@@ -652,7 +698,7 @@ def Tfm_RepeatKvGradOp : Tfm_Op<"repeat_kv_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tfm_AddOp : Tfm_ElementwiseOp<"add", [Commutative]> {
+def Tfm_AddOp : Tfm_BinaryElementwiseOp<"add", [Commutative]> {
   let summary = "elementwise sum: residual connections, gradient accumulation";
   let description = [{
     ```mlir
@@ -661,7 +707,10 @@ def Tfm_AddOp : Tfm_ElementwiseOp<"add", [Commutative]> {
   }];
   let arguments = (ins Tfm_FloatTensor:$lhs, Tfm_FloatTensor:$rhs);
   let results = (outs Tfm_FloatTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:`
+    custom<ElementwiseTypes>(type($lhs), type($rhs), type($result))
+  }];
 }
 
 def Tfm_DropoutOp : Tfm_ElementwiseOp<"dropout"> {
@@ -673,30 +722,26 @@ def Tfm_DropoutOp : Tfm_ElementwiseOp<"dropout"> {
     gradient is the same op applied to the output gradient (same seed, same
     mask). `p = 0` is the identity. Both attributes default to 0.
 
-    After tensor parallelism the input may be this rank's slice of the
-    global tensor: `split_dim` is the dim it is split on and `split_axis`
-    the axis of mesh @dense it is split over (the rank's index in that
-    group gives the slice), so the rank keys its elements by their global
-    index and drops exactly the elements the unsharded program drops
+    In sharded IR the input may be this rank's piece of the global tensor
+    (its distribution says which): the rank keys its elements by their
+    global index and drops exactly the elements the unsharded program drops
     (sequence-parallel hidden dropout, for one).
 
     ```mlir
     %y = tfm.dropout %x p 1.000000e-01 seed 1234 : tensor<2x8x64xf32>
-    %z = tfm.dropout %x p 1.000000e-01 seed 1234 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x8x64xf32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input,
                        DefaultValuedAttr<F64Attr, "0.0">:$p,
-                       DefaultValuedAttr<I64Attr, "0">:$seed,
-                       OptionalAttr<I64Attr>:$split_dim,
-                       OptionalAttr<I64Attr>:$split_axis);
+                       DefaultValuedAttr<I64Attr, "0">:$seed);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = "$input `p` $p `seed` $seed attr-dict `:` type($input)";
   let hasVerifier = 1;
   let hasFolder = 1;
 }
 
-def Tfm_CastOp : Tfm_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Tfm_CastOp : Tfm_Op<"cast", [Pure, SameOperandsAndResultShape,
+    Tfm_Distributed]> {
   let summary = "element type conversion between f32, bf16 and f16";
   let description = [{
     Rounds to nearest even when narrowing.
@@ -715,56 +760,204 @@ def Tfm_CastOp : Tfm_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Tfm_CrossEntropyOp : Tfm_Op<"cross_entropy", [Pure]> {
+// The row statistics of a [B, S, V] logits tensor: f32 with the labels'
+// shape and distribution.
+class Tfm_RowStatsOf<string stats> : TypesMatchWith<
+    "row statistics are f32 tensors of the labels' shape", "labels", stats,
+    "::llvm::cast<::mlir::RankedTensorType>($_self).clone("
+    "::mlir::Float32Type::get($_self.getContext()))">;
+
+def Tfm_CrossEntropyOp : Tfm_Op<"cross_entropy", [Pure, Tfm_Distributed,
+    Tfm_RowStatsOf<"row_max">, Tfm_RowStatsOf<"sum_exp">]> {
   let summary = "masked mean cross-entropy of next-token logits";
   let description = [{
     `loss = sum(mask * (logsumexp(logits) - logits[label])) / sum(mask)` over
     all `[B, S]` positions, computed in f32: the mean over the tokens whose
-    loss mask is non-zero (Megatron's `loss_func`).
+    loss mask is non-zero (Megatron's `loss_func`). The other results are
+    the softmax statistics of every row, its maximum logit and
+    `sum(exp(logits - max))`, which the gradient reads instead of computing
+    them again.
 
-    With `vocab_parallel_axis <a>`, `logits` hold this rank's slice of the
-    vocabulary along axis `a` of mesh @dense and the loss is computed without
-    gathering them (Megatron's vocab-parallel cross-entropy: all-reduces of
-    the row maxima, of the sums of exponentials and of the target logits).
+    With the vocabulary split over ranks, sharding rewrites it into
+    `tfm.ce_row_max`, `tfm.ce_sum_exp`, `tfm.ce_target_logit` and
+    `tfm.ce_loss` with an all-reduce after each of the first three
+    (Megatron's vocab-parallel cross-entropy: the logits are never
+    gathered).
 
     ```mlir
-    %loss = tfm.cross_entropy %logits, %labels, %mask
+    %loss, %max, %sum_exp = tfm.cross_entropy %logits, %labels, %mask
         : tensor<2x8x512xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IdTensor:$labels,
-                       Tfm_MaskTensor:$loss_mask,
-                       OptionalAttr<I64Attr>:$vocab_parallel_axis);
-  let results = (outs Tfm_Loss:$loss);
+                       Tfm_MaskTensor:$loss_mask);
+  let results = (outs Tfm_Loss:$loss, Tfm_StatTensor:$row_max,
+                      Tfm_StatTensor:$sum_exp);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $loss_mask
-    (`vocab_parallel_axis` $vocab_parallel_axis^)? attr-dict `:`
+    $logits `,` $labels `,` $loss_mask attr-dict `:`
     type($logits) `,` type($labels) `,` type($loss_mask) `->` type($loss)
   }];
   let hasVerifier = 1;
 }
 
 def Tfm_CrossEntropyGradOp : Tfm_Op<"cross_entropy_grad", [Pure,
-    AllTypesMatch<["logits", "result"]>]> {
+    AllTypesMatch<["logits", "result"]>, Tfm_RowStatsOf<"row_max">,
+    Tfm_RowStatsOf<"sum_exp">, Tfm_Distributed]> {
   let summary = "gradient of tfm.cross_entropy with respect to the logits";
   let description = [{
-    `result = (softmax(logits) - onehot(labels)) * mask / sum(mask) * grad`.
-    With `vocab_parallel_axis`, on this rank's slice of the vocabulary (the
-    softmax statistics are all-reduced over the axis).
+    `result = (softmax(logits) - onehot(labels)) * mask / sum(mask) * grad`,
+    the softmax from the forward op's row statistics. With the vocabulary
+    split, each rank computes its slice with no communication (the
+    statistics are whole on every rank).
 
     ```mlir
-    %dlogits = tfm.cross_entropy_grad %logits, %labels, %mask, %dloss
+    %dlogits = tfm.cross_entropy_grad %logits, %labels, %mask, %max, %sum_exp, %dloss
         : tensor<2x8x512xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IdTensor:$labels,
-                       Tfm_MaskTensor:$loss_mask, Tfm_Loss:$grad,
-                       OptionalAttr<I64Attr>:$vocab_parallel_axis);
+                       Tfm_MaskTensor:$loss_mask, Tfm_StatTensor:$row_max,
+                       Tfm_StatTensor:$sum_exp, Tfm_Loss:$grad);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $loss_mask `,` $grad
-    (`vocab_parallel_axis` $vocab_parallel_axis^)? attr-dict `:`
-    type($logits) `,` type($labels) `,` type($loss_mask) `,` type($grad)
+    $logits `,` $labels `,` $loss_mask `,` $row_max `,` $sum_exp `,` $grad
+    attr-dict `:` type($logits) `,` type($labels) `,` type($loss_mask) `,`
+    type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+// The pieces of a vocab-parallel cross-entropy. Sharding writes them (each
+// rank holds a slice of the vocabulary); they have no gradient rules.
+
+def Tfm_CeRowMaxOp : Tfm_Op<"ce_row_max", [Pure, Tfm_Distributed]> {
+  let summary = "largest logit of every row of a vocabulary slice";
+  let description = [{
+    `result[b, s] = max_v logits[b, s, v]` in f32. On a split vocabulary the
+    result is a partial maximum over the split's axes.
+
+    ```mlir
+    %m = tfm.ce_row_max %logits : tensor<2x8x256xf32> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$logits);
+  let results = (outs Tfm_StatTensor:$result);
+  let assemblyFormat = [{
+    $logits attr-dict `:` type($logits) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_CeSumExpOp : Tfm_Op<"ce_sum_exp", [Pure, Tfm_Distributed]> {
+  let summary = "sum of exponentials of every row of a vocabulary slice";
+  let description = [{
+    `result[b, s] = sum_v exp(logits[b, s, v] - row_max[b, s])` in f32, with
+    the maximum over the whole vocabulary. On a split vocabulary the result
+    is a partial sum over the split's axes.
+
+    ```mlir
+    %e = tfm.ce_sum_exp %logits, %m : tensor<2x8x256xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$logits, Tfm_StatTensor:$row_max);
+  let results = (outs Tfm_StatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $row_max attr-dict `:` type($logits) `,` type($row_max) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_CeTargetLogitOp : Tfm_Op<"ce_target_logit", [Pure, Tfm_Distributed]> {
+  let summary = "the logit of every row's label";
+  let description = [{
+    `result[b, s] = logits[b, s, labels[b, s]]` in f32. On a split
+    vocabulary a rank gives the label's logit if the label is in its slice
+    and 0 otherwise, so the result is a partial sum over the split's axes.
+
+    ```mlir
+    %t = tfm.ce_target_logit %logits, %labels : tensor<2x8x256xf32>, tensor<2x8xi32> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IdTensor:$labels);
+  let results = (outs Tfm_StatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_CeLossOp : Tfm_Op<"ce_loss", [Pure, Tfm_Distributed,
+    AllTypesMatch<["row_max", "sum_exp", "target", "loss_mask"]>]> {
+  let summary = "the masked mean cross-entropy from whole row statistics";
+  let description = [{
+    `loss = sum(mask * (row_max + log(sum_exp) - target)) / sum(mask)` (0
+    when the mask is all zero).
+
+    ```mlir
+    %loss = tfm.ce_loss %m, %e, %t, %mask : tensor<2x8xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tfm_StatTensor:$row_max, Tfm_StatTensor:$sum_exp,
+                       Tfm_StatTensor:$target, Tfm_MaskTensor:$loss_mask);
+  let results = (outs Tfm_Loss:$loss);
+  let assemblyFormat = [{
+    $row_max `,` $sum_exp `,` $target `,` $loss_mask attr-dict `:`
+    type($row_max) `->` type($loss)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Distribution
+//===----------------------------------------------------------------------===//
+
+def Tfm_ReshardOp : Tfm_Op<"reshard", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, Tfm_Distributed]> {
+  let summary = "the same tensor in another distribution";
+  let description = [{
+    The value of `input`, distributed as `result`'s type says: a partial sum
+    made whole, a split dim gathered or sliced, chunks reordered. Propagation
+    (tfm-propagate-distribution) writes it where an op needs an operand
+    distributed otherwise than it arrives; tfm-reshard-to-collectives turns
+    each into the mesh collectives (and local copies) that do it. Both types
+    are distributed over one mesh and have one global shape.
+
+    ```mlir
+    %r = tfm.reshard %p : tensor<2x8x64xf32, #tfm.dist<@dense, partial = sum[tp]>>
+        -> tensor<2x8x64xf32, #tfm.dist<@dense>>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyStaticTensor:$input);
+  let results = (outs Tfm_AnyStaticTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Tfm_PermuteChunksOp : Tfm_Op<"permute_chunks", [Pure,
+    SameOperandsAndResultShape, SameOperandsAndResultElementType,
+    Tfm_Distributed]> {
+  let summary = "reorders the equal chunks of one dim";
+  let description = [{
+    Cuts dim `dim` into `order.size()` equal chunks; chunk `j` of the result
+    is chunk `order[j]` of the input. Resharding uses it around the
+    collectives of a dim in Megatron's load-balanced (zigzag) order: an
+    all-gather of the chunks of every rank gives them in rank order, one
+    permutation makes that the natural order.
+
+    ```mlir
+    %y = tfm.permute_chunks %x dim 1 order [0, 2, 3, 1]
+        : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyStaticTensor:$input, I64Attr:$dim,
+                       DenseI64ArrayAttr:$order);
+  let results = (outs Tfm_AnyStaticTensor:$result);
+  let assemblyFormat = [{
+    $input `dim` $dim `order` $order attr-dict `:` type($input) `->`
+    type($result)
   }];
   let hasVerifier = 1;
 }

@@ -19,13 +19,16 @@
 
 #include "loom/Driver/Compiler.h"
 
+#include "Collectives.h"
 #include "HfNames.h"
 #include "Linker.h"
 #include "ObjectEmitter.h"
 
+#include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 #include "loom/Pipelines.h"
 #include "loom/RankGen/ParallelLayout.h"
+#include "loom/RankGen/RankGenerator.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Plan/Passes.h"
@@ -50,6 +53,7 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::driver;
 using llvm::Error;
+using llvm::Expected;
 using llvm::Twine;
 
 namespace {
@@ -66,6 +70,46 @@ struct ParamInfo {
   tfm::InitKind init;
   double std = 0.0;
 };
+
+/// How the manifest places a parameter: the process group whose position
+/// gives a rank its slice, the split dim (none: whole on every rank) and the
+/// number of slices.
+struct Placement {
+  std::string group;
+  std::optional<int64_t> splitDim;
+  int64_t parts = 1;
+};
+
+Expected<Placement> placementOf(StringRef name, tfm::DistAttr dist,
+                                ModuleOp module) {
+  // A whole parameter names the tensor-parallel group (any group would do).
+  Placement p{rankgen::dimName(rankgen::Dim::TP)};
+  if (!dist || dist.isReplicated())
+    return p;
+  auto unplaceable = [&](StringRef why) {
+    return fail("@" + name + " is " + tfm::describe(dist) +
+                ", which the manifest cannot place: " + why);
+  };
+  if (dist.isPartial())
+    return unplaceable("parameters are whole values");
+  FailureOr<tfm::MeshAxesInfo> mesh =
+      tfm::MeshAxesInfo::lookup(module, dist.getMesh());
+  if (failed(mesh))
+    return fail("@" + name + ": no mesh " + dist.getMesh().getValue());
+  for (int64_t d = 0; d < dist.getNumDims(); ++d) {
+    tfm::DimDist dim = dist.getDim(d);
+    if (!dim.isNatural())
+      return unplaceable("its chunks are reordered");
+    if (dim.isWhole())
+      continue;
+    if (p.splitDim)
+      return unplaceable("it is split on two dims");
+    p.splitDim = d;
+    p.parts = mesh->product(dim.axes);
+    p.group = mesh->groupKind(dim.axes);
+  }
+  return p;
+}
 
 StringRef dtypeName(Type t) {
   if (t.isF32())
@@ -104,64 +148,6 @@ Error runPasses(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build
   if (failed(pm.run(module)))
     return fail("the " + stage + " stage failed (see the diagnostics above)");
   return Error::success();
-}
-
-/// What the collectives of one function move per call.
-struct CollectiveVolume {
-  int64_t allReduces = 0, allReduceBytes = 0;
-  int64_t allGathers = 0, allGatherBytes = 0;
-  int64_t reduceScatters = 0, reduceScatterBytes = 0;
-};
-
-/// Bytes of a tensor type.
-int64_t bytesOf(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
-}
-
-CollectiveVolume collectiveVolume(func::FuncOp f) {
-  CollectiveVolume v;
-  f.walk([&](mesh::AllReduceOp op) {
-    auto t = cast<RankedTensorType>(op.getResult().getType());
-    ++v.allReduces;
-    v.allReduceBytes +=
-        t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
-  });
-  // Gathers and reduce-scatters are counted by their whole tensor (the
-  // gathered result, the scattered input), Megatron's b*s*h.
-  f.walk([&](mesh::AllGatherOp op) {
-    ++v.allGathers;
-    v.allGatherBytes += bytesOf(op.getResult().getType());
-  });
-  f.walk([&](mesh::ReduceScatterOp op) {
-    ++v.reduceScatters;
-    v.reduceScatterBytes += bytesOf(op.getInput().getType());
-  });
-  // Vocab-parallel cross-entropy reduces f32 statistics per token row:
-  // maxima, sums of exponentials and target logits forward; the first two
-  // again (recomputed) in backward.
-  auto rowsOf = [](Value logits) {
-    auto t = cast<RankedTensorType>(logits.getType());
-    return t.getNumElements() / t.getShape().back();
-  };
-  f.walk([&](Operation *op) {
-    int64_t count = 0;
-    Value logits;
-    if (auto ce = dyn_cast<tfm::CrossEntropyOp>(op);
-        ce && ce.getVocabParallelAxis()) {
-      count = 3;
-      logits = ce.getLogits();
-    } else if (auto g = dyn_cast<tfm::CrossEntropyGradOp>(op);
-               g && g.getVocabParallelAxis()) {
-      count = 2;
-      logits = g.getLogits();
-    }
-    if (!count)
-      return;
-    v.allReduces += count;
-    v.allReduceBytes += count * rowsOf(logits) * 4;
-  });
-  return v;
 }
 
 /// Peak bytes of simultaneously live buffers in a lowered function: its
@@ -216,31 +202,26 @@ Error writeFileAtomically(StringRef path, StringRef contents,
 }
 
 /// The manifest's description of one entry point (docs/MANIFEST.md): its
-/// data inputs by position, then parameters, then the results that became
-/// out-params (the loss, then one gradient per parameter).
+/// arguments (batch inputs by their tfm.input, parameters, communicators),
+/// then the results that became out-params (the loss, then one gradient per
+/// parameter).
 FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
-  SmallVector<StringRef> inputs = {"tokens", "labels", "loss_mask"};
-  if (f.getName() == "train_step")
-    inputs.push_back("grad_scale");
-  else if (f.getName() != "forward")
-    return f.emitError() << "unknown entry point @" << f.getName();
   llvm::json::Array args;
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-    if (i < inputs.size()) {
-      args.push_back(llvm::json::Object{{"kind", inputs[i]}});
+    if (auto input = f.getArgAttrOfType<StringAttr>(i, tfm::kInputArgAttrName)) {
+      args.push_back(llvm::json::Object{{"kind", input.getValue()}});
       continue;
     }
-    if (auto group =
-            f.getArgAttrOfType<StringAttr>(i, lowering::kCommArgAttrName)) {
+    if (auto group = f.getArgAttrOfType<StringAttr>(i, tfm::kCommArgAttrName)) {
       args.push_back(
           llvm::json::Object{{"kind", "comm"}, {"group", group.getValue()}});
       continue;
     }
-    auto name = f.getArgAttrOfType<StringAttr>(i, lowering::kParamArgAttrName);
+    auto name = f.getArgAttrOfType<StringAttr>(i, tfm::kParamArgAttrName);
     if (!name)
       return f.emitError() << "argument " << i << " of @" << f.getName()
-                           << " is neither an input, a parameter nor a "
-                              "communicator";
+                           << " is neither a batch input (tfm.input), a "
+                              "parameter nor a communicator";
     args.push_back(
         llvm::json::Object{{"kind", "param"}, {"name", name.getValue()}});
   }
@@ -249,18 +230,66 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
       args.push_back(llvm::json::Object{{"kind", "loss"}});
       continue;
     }
-    auto name =
-        f.getResultAttrOfType<StringAttr>(i, autodiff::kGradResultAttrName);
+    auto name = f.getResultAttrOfType<StringAttr>(i, tfm::kGradResultAttrName);
     if (!name)
       return f.emitError() << "result " << i << " of @" << f.getName()
                            << " is not a parameter gradient";
     args.push_back(
         llvm::json::Object{{"kind", "grad"}, {"name", name.getValue()}});
   }
-  auto symbol = f->getAttrOfType<StringAttr>(lowering::kEntryAttrName);
+  auto symbol = f->getAttrOfType<StringAttr>(tfm::kEntryAttrName);
   return llvm::json::Object{{"symbol", symbol.getValue()},
                             {"args", std::move(args)}};
 }
+
+/// The entry points of a module (functions with tfm.entry), in module order.
+SmallVector<func::FuncOp> entryPoints(ModuleOp module) {
+  SmallVector<func::FuncOp> entries;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr(tfm::kEntryAttrName))
+      entries.push_back(f);
+  return entries;
+}
+
+/// The argument of `f` that carries batch input `kind` ("tokens"), if any.
+std::optional<unsigned> inputArgument(func::FuncOp f, StringRef kind) {
+  for (unsigned i = 0; i < f.getNumArguments(); ++i)
+    if (auto a = f.getArgAttrOfType<StringAttr>(i, tfm::kInputArgAttrName);
+        a && a.getValue() == kind)
+      return i;
+  return std::nullopt;
+}
+
+/// The model's forward entry: tokens, labels and loss mask in, the loss
+/// out. Errors name what is missing.
+Expected<func::FuncOp> forwardEntry(ModuleOp module) {
+  for (func::FuncOp f : entryPoints(module)) {
+    if (inputArgument(f, "grad_scale"))
+      continue;
+    for (StringRef kind : {"tokens", "labels", "loss_mask"})
+      if (!inputArgument(f, kind))
+        return fail("entry @" + f.getName() + " has no argument marked " +
+                    tfm::kInputArgAttrName + " = \"" + kind +
+                    "\" (import the model with loom-import)");
+    if (f.getNumArguments() != 3 || f.getNumResults() != 1)
+      return fail("entry @" + f.getName() +
+                  " must take (tokens, labels, loss_mask) and return the "
+                  "loss");
+    auto tokens = dyn_cast<RankedTensorType>(
+        f.getArgumentTypes()[*inputArgument(f, "tokens")]);
+    if (!tokens || tokens.getRank() != 2)
+      return fail("the tokens of @" + f.getName() +
+                  " must be a [batch, seq] tensor");
+    return f;
+  }
+  return fail("the module has no forward entry point (a function with " +
+              Twine(tfm::kEntryAttrName) +
+              "; import a model with loom-import)");
+}
+
+/// The compile stages whose result is IR, which --print-ir-after names.
+constexpr StringLiteral kIrStages[] = {"plan", "differentiate", "shard",
+                                       "prepare", "lower"};
 
 /// Runs the rank's program under mpirun or Slurm: picks the binary of the
 /// rank from the launcher's environment (docs/MANIFEST.md).
@@ -292,23 +321,27 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                              seconds)
                    .str());
   };
+  // --print-ir-after: the module after the named stage.
+  if (!o.printIrAfter.empty() &&
+      !llvm::is_contained(kIrStages, StringRef(o.printIrAfter)))
+    return fail("--print-ir-after " + o.printIrAfter +
+                ": not a stage with IR (plan, differentiate, shard, prepare, "
+                "lower)");
+  auto printAfter = [&](StringRef name) {
+    if (o.printIrAfter == name && o.irOutput)
+      *o.irOutput << module << "\n";
+  };
 
   if (Error e = checkSupported(o))
     return e;
 
-  // The program: @forward(tokens, labels, loss_mask) -> loss.
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  // The program: the forward entry, tokens, labels and loss mask -> loss.
+  Expected<func::FuncOp> forward = forwardEntry(module);
   if (!forward)
-    return fail("the module has no @forward function (import a model with "
-                "loom-import)");
-  FunctionType fwdType = forward.getFunctionType();
-  if (fwdType.getNumInputs() != 3 || fwdType.getNumResults() != 1)
-    return fail("@forward must take (tokens, labels, loss_mask) and return "
-                "the loss");
-  auto tokensType = dyn_cast<RankedTensorType>(fwdType.getInput(0));
-  if (!tokensType || tokensType.getRank() != 2)
-    return fail("@forward's tokens must be a [batch, seq] tensor");
-  auto model = module->getAttrOfType<DictionaryAttr>("tfm.model");
+    return forward.takeError();
+  auto tokensType = cast<RankedTensorType>(
+      forward->getArgumentTypes()[*inputArgument(*forward, "tokens")]);
+  auto model = module->getAttrOfType<DictionaryAttr>(tfm::kModelAttrName);
   StringRef family = "gpt2";
   int64_t hidden = 0, vocab = 0, unpaddedVocab = 0;
   if (model) {
@@ -324,7 +357,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
 
   // 1. Plan.
   stage("plan: process groups and meshes");
-  plan::TfmSetPlanOptions planOptions;
+  TfmPlanPipelineOptions planOptions;
   planOptions.tp = o.tp;
   planOptions.cp = o.cp;
   planOptions.dp = o.dp;
@@ -336,12 +369,10 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   planOptions.order = o.order;
   if (Error e = runPasses(
           module,
-          [&](OpPassManager &pm) {
-            pm.addPass(plan::createTfmSetPlan(planOptions));
-            pm.addPass(plan::createTfmMaterializeMesh());
-          },
+          [&](OpPassManager &pm) { buildTfmPlanPipeline(pm, planOptions); },
           "plan"))
     return e;
+  printAfter("plan");
   auto planAttr = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
   auto layout = rankgen::ParallelLayout::create(planAttr.toParallelConfig());
   if (!layout)
@@ -356,12 +387,13 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                       p.getTensorType().getElementType(), p.getInit(),
                       p.getStd() ? p.getStd()->convertToDouble() : 0.0});
 
-  // 2. Differentiate: @train_step (forward + backward) next to @forward.
+  // 2. Differentiate: the train step (forward + backward) next to forward.
   stage(o.train ? "differentiate: backward of every block"
                 : "differentiate: skipped (forward only; --train adds it)");
   if (o.train) {
     autodiff::TfmDifferentiateOptions diffOptions;
     diffOptions.recompute = o.recompute;
+    diffOptions.function = forward->getName().str();
     if (Error e = runPasses(
             module,
             [&](OpPassManager &pm) {
@@ -370,42 +402,46 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
             "differentiate"))
       return e;
   }
+  printAfter("differentiate");
 
-  // 3. Shard: tensor parallelism over the layers (forward and backward).
+  // 3. Shard: every value distributed, per-rank shapes, the collectives.
   stage(config.tp > 1 ? "shard: tensor parallel layers"
                       : "shard: nothing to split (tp 1)");
-  if (Error e = runPasses(
-          module,
-          [&](OpPassManager &pm) {
-            pm.addPass(sharding::createTfmTensorParallel());
-          },
-          "shard"))
+  if (Error e = runPasses(module, buildTfmShardPipeline, "shard"))
     return e;
-  // How each parameter is split (dim over tp, -1: replicated), and the
-  // collectives each entry runs per micro-batch, before lowering hides them.
-  llvm::StringMap<int64_t> paramSplit;
+  printAfter("shard");
+  // How each parameter is distributed, and the collectives each entry runs
+  // per micro-batch, read off the sharded IR before lowering hides them.
+  llvm::StringMap<tfm::DistAttr> paramDist;
   module.walk([&](tfm::GetParamOp get) {
-    if (std::optional<int64_t> d = get.getTpSplit())
-      paramSplit[get.getName()] = *d;
+    paramDist[get.getName()] = tfm::getDist(get.getResult());
   });
-
-  SmallVector<func::FuncOp> entryFuncs;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (f->hasAttr(lowering::kEntryAttrName))
-      entryFuncs.push_back(f);
-  SmallVector<std::pair<std::string, CollectiveVolume>> volumes;
-  for (func::FuncOp f : entryFuncs)
+  llvm::StringMap<Placement> placements;
+  for (const ParamInfo &p : params) {
+    Expected<Placement> placement =
+        placementOf(p.name, paramDist.lookup(p.name), module);
+    if (!placement)
+      return placement.takeError();
+    placements[p.name] = *placement;
+  }
+  SmallVector<func::FuncOp> entryFuncs = entryPoints(module);
+  SmallVector<std::pair<std::string, EntryVolume>> volumes;
+  int64_t repeatedKv = 0;
+  for (func::FuncOp f : entryFuncs) {
     volumes.push_back({f.getName().str(), collectiveVolume(f)});
+    f.walk([&](tfm::RepeatKvOp) { ++repeatedKv; });
+  }
 
   // 4. Prepare: the argument lists of the entry points are fixed here.
   stage("prepare: inline blocks, parameters become arguments");
   if (Error e = runPasses(module, buildTfmPrepareLoweringPipeline, "prepare"))
     return e;
+  printAfter("prepare");
   llvm::json::Object entries;
   SmallVector<std::string> commKinds;
   for (func::FuncOp f : entryFuncs)
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
-      if (auto g = f.getArgAttrOfType<StringAttr>(i, lowering::kCommArgAttrName))
+      if (auto g = f.getArgAttrOfType<StringAttr>(i, tfm::kCommArgAttrName))
         if (!llvm::is_contained(commKinds, g.getValue().str()))
           commKinds.push_back(g.getValue().str());
   for (func::FuncOp f : entryFuncs) {
@@ -428,6 +464,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   entryFuncs.clear();
   if (Error e = runPasses(module, buildTfmBuffersToLLVMPipeline, "lower"))
     return e;
+  printAfter("lower");
 
   // 6. Codegen. Every rank of a data-parallel plan runs the same code.
   stage("codegen: LLVM IR -> object file");
@@ -502,18 +539,17 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     if (p.init == tfm::InitKind::normal)
       init["std"] = p.std;
     HfPlacement hf = hfPlacement(family, p.name, p.shape, hidden, unpaddedVocab);
-    // Every rank holds it: replicated, or split on one dim with tp rank c
-    // (its position in its "tp" group) holding slice c. The compact
+    // Every rank holds it: whole, or split on one dim over some mesh axes,
+    // the rank's position in their group giving its slice. The compact
     // "placement" form: a shard list would name every rank for every
     // parameter (240 MB for gpt3-175b on 1024 ranks).
-    int64_t splitDim = paramSplit.lookup(p.name);
-    bool isSplit = paramSplit.count(p.name);
+    const Placement *placement = &placements[p.name];
     SmallVector<int64_t> local(p.shape);
-    if (isSplit)
-      local[splitDim] /= config.tp;
-    llvm::json::Object placement{{"group", "tp"}};
-    if (isSplit)
-      placement["split_dim"] = splitDim;
+    llvm::json::Object placementJson{{"group", placement->group}};
+    if (placement->splitDim) {
+      placementJson["split_dim"] = *placement->splitDim;
+      local[*placement->splitDim] /= placement->parts;
+    }
     int64_t elements = 1;
     for (int64_t d : local)
       elements *= d;
@@ -530,7 +566,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
         {"dtype", dtypeName(p.elementType)},
         {"init", std::move(init)},
         {"hf", std::move(hfJson)},
-        {"placement", std::move(placement)}});
+        {"placement", std::move(placementJson)}});
   }
 
   llvm::json::Object manifest{
@@ -585,16 +621,18 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
         *report << llvm::formatv(", @{0} peak buffers {1} bytes", name, bytes);
       *report << "\n";
       for (auto &[name, v] : volumes) {
-        *report << llvm::formatv("  @{0} per micro-batch: {1} all-reduce(s) "
-                                 "of {2} bytes in all",
-                                 name, v.allReduces, v.allReduceBytes);
-        if (v.allGathers || v.reduceScatters)
-          *report << llvm::formatv(", {0} all-gather(s) of {1} bytes, {2} "
-                                   "reduce-scatter(s) of {3} bytes",
-                                   v.allGathers, v.allGatherBytes,
-                                   v.reduceScatters, v.reduceScatterBytes);
-        *report << "\n";
+        *report << llvm::formatv("  @{0} per micro-batch: {1}\n", name,
+                                 v.total().str());
+        if (!v.backward.empty())
+          *report << "    forward: " << v.forward.str() << "\n"
+                  << "    backward: " << v.backward.str() << "\n";
       }
+      if (repeatedKv)
+        *report << llvm::formatv(
+            "  kv heads repeated to one per tp rank in {0} attention op(s): "
+            "k and v all-gathered before, their gradients after "
+            "(docs/ARCHITECTURE.md)\n",
+            repeatedKv);
     }
   }
   return Error::success();

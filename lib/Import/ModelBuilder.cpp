@@ -85,8 +85,7 @@ private:
       return x;
     return b.create<DropoutOp>(loc, x.getType(), x,
                                b.getF64FloatAttr(o.hiddenDropout),
-                               b.getI64IntegerAttr(o.seed + dropoutSites++),
-                               /*split_dim=*/nullptr, /*split_axis=*/nullptr);
+                               b.getI64IntegerAttr(o.seed + dropoutSites++));
   }
   Value norm(StringRef prefix, Value x);
   Value linear(StringRef prefix, Value x, int64_t out, bool bias, double std);
@@ -125,7 +124,7 @@ Value ModelBuilder::param(StringRef name, ArrayRef<int64_t> shape,
     paramBuilder.create<ParamOp>(loc, name, type, init, stdAttr);
   }
   assert(it->second == type && "one parameter name, two shapes");
-  return b.create<GetParamOp>(loc, type, name, /*tp_split=*/IntegerAttr());
+  return b.create<GetParamOp>(loc, type, name);
 }
 
 template <typename BodyFn>
@@ -233,15 +232,19 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
   model.append("micro_batch_size", b.getI64IntegerAttr(batch));
   model.append("seq_length", b.getI64IntegerAttr(seq));
   model.append("tie_word_embeddings", b.getBoolAttr(c.tieWordEmbeddings));
-  (*module)->setAttr("tfm.model", model.getDictionary(&ctx));
+  (*module)->setAttr(kModelAttrName, model.getDictionary(&ctx));
 
   b.setInsertionPointToEnd(module->getBody());
   auto lossType = RankedTensorType::get({}, b.getF32Type());
   auto maskType = RankedTensorType::get({batch, seq}, b.getF32Type());
   auto func = b.create<func::FuncOp>(
       loc, "forward", b.getFunctionType({ids(), ids(), maskType}, {lossType}));
-  // The compiled program exports @forward as this C symbol.
-  func->setAttr("tfm.entry", b.getStringAttr("loom_forward"));
+  // The compiled program exports @forward as this C symbol; its arguments
+  // say which batch input they carry.
+  func->setAttr(kEntryAttrName, b.getStringAttr("loom_forward"));
+  static constexpr StringLiteral kinds[] = {"tokens", "labels", "loss_mask"};
+  for (auto [i, kind] : llvm::enumerate(kinds))
+    func.setArgAttr(i, kInputArgAttrName, b.getStringAttr(kind));
   paramBuilder.setInsertionPoint(func);
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
@@ -262,14 +265,12 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
         StringRef wteName =
             isGpt2() ? "transformer.wte.weight" : "model.embed_tokens.weight";
         Value x = b.create<EmbeddingOp>(
-            loc, act(h), t, normalParam(wteName, {vocab, h}, c.initStd),
-            /*vocab_parallel_axis=*/IntegerAttr());
+            loc, act(h), t, normalParam(wteName, {vocab, h}, c.initStd));
         if (isGpt2()) {
           Value wpe = normalParam("transformer.wpe.weight",
                                   {c.maxPositions, h}, c.initStd);
           x = b.create<AddOp>(loc, x.getType(), x,
-                              b.create<EmbeddingOp>(loc, act(h), pos, wpe,
-                                                    IntegerAttr()));
+                              b.create<EmbeddingOp>(loc, act(h), pos, wpe));
         }
         return {dropout(x), pos};
       });
@@ -316,8 +317,11 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
                 : "lm_head.weight";
         Value w = normalParam(outName, {vocab, h}, c.initStd);
         Value logits = b.create<LinearOp>(loc, act(vocab), x, w, Value());
-        return {b.create<CrossEntropyOp>(loc, lossType, logits, args[1],
-                                         args[2], IntegerAttr())};
+        // The softmax statistics are for the gradient (tfm-differentiate).
+        auto stats = RankedTensorType::get({batch, seq}, b.getF32Type());
+        return {b.create<CrossEntropyOp>(loc, lossType, stats, stats, logits,
+                                         args[1], args[2])
+                    .getLoss()};
       })[0];
   b.create<func::ReturnOp>(loc, loss);
   return module;

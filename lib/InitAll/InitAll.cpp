@@ -8,10 +8,12 @@
 #include "loom/Pipelines.h"
 
 #include "dialects/Tfm/TfmDialect.h"
+#include "dialects/Tfm/TfmOps.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Plan/Passes.h"
 #include "passes/Sharding/Passes.h"
+#include "passes/Sharding/Propagation.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -31,6 +33,10 @@ void loom::registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::linalg::LinalgDialect, mlir::memref::MemRefDialect,
                   mlir::mesh::MeshDialect, mlir::scf::SCFDialect,
                   mlir::tensor::TensorDialect>();
+  // Distribution rules of the mesh collectives, and how sharding distributes
+  // each tfm op.
+  loom::tfm::registerDistributionExternalModels(registry);
+  loom::sharding::registerPropagationRules(registry);
 }
 
 void loom::registerAllPasses() {

@@ -7,6 +7,8 @@
 #include "loom/Pipelines.h"
 
 #include "passes/Lowering/Passes.h"
+#include "passes/Plan/Passes.h"
+#include "passes/Sharding/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
@@ -18,6 +20,33 @@
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
+
+void loom::buildTfmPlanPipeline(OpPassManager &pm,
+                                const TfmPlanPipelineOptions &o) {
+  plan::TfmSetPlanOptions plan;
+  plan.tp = o.tp;
+  plan.cp = o.cp;
+  plan.dp = o.dp;
+  plan.pp = o.pp;
+  plan.vpp = o.vpp;
+  plan.ep = o.ep;
+  plan.etp = o.etp;
+  plan.sequenceParallel = o.sequenceParallel;
+  plan.order = o.order;
+  pm.addPass(plan::createTfmSetPlan(plan));
+  pm.addPass(plan::createTfmMaterializeMesh());
+}
+
+void loom::buildTfmShardPipeline(OpPassManager &pm) {
+  // The verifier after every pass: a pass that leaves an inconsistent
+  // distribution fails there, naming the op.
+  pm.addPass(sharding::createTfmPropagateDistribution());
+  pm.addPass(sharding::createTfmVerifyDistribution());
+  pm.addPass(sharding::createTfmLocalize());
+  pm.addPass(sharding::createTfmVerifyDistribution());
+  pm.addPass(sharding::createTfmReshardToCollectives());
+  pm.addPass(sharding::createTfmVerifyDistribution());
+}
 
 void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(lowering::createTfmInlineBlocks());
@@ -64,6 +93,16 @@ void loom::buildTfmLowerToLLVMPipeline(OpPassManager &pm) {
 }
 
 void loom::registerAllPipelines() {
+  PassPipelineRegistration<TfmPlanPipelineOptions>(
+      "tfm-plan",
+      "Attach the parallel plan and create its meshes (loom-compile's plan "
+      "stage)",
+      buildTfmPlanPipeline);
+  PassPipelineRegistration<>(
+      "tfm-shard",
+      "Distribute every value, localize shapes and insert the collectives, "
+      "verifying after each (loom-compile's shard stage)",
+      buildTfmShardPipeline);
   PassPipelineRegistration<>(
       "tfm-prepare-lowering",
       "Inline tfm.block regions and turn parameters into arguments",

@@ -108,7 +108,7 @@ Value BlockDifferentiator::forward(Value v) {
     OpBuilder::InsertionGuard guard(bb);
     bb.setInsertionPointToStart(bwd.get());
     result = bb.create<GetParamOp>(get.getLoc(), get.getType(),
-                                   get.getNameAttr(), get.getTpSplitAttr());
+                                   get.getNameAttr());
   } else {
     saved.push_back(v);
     result = newArgument(Value(), v.getType());
@@ -255,7 +255,7 @@ struct DifferentiatePass
     b.setInsertionPointAfter(fwd);
     auto step = cast<func::FuncOp>(b.clone(*fwd));
     step.setName(stepName);
-    step->setAttr("tfm.entry", b.getStringAttr(entry));
+    step->setAttr(kEntryAttrName, b.getStringAttr(entry));
     Block &entryBlock = step.getBody().front();
     Value gradScale = entryBlock.addArgument(lossType, step.getLoc());
     auto ret = cast<func::ReturnOp>(entryBlock.getTerminator());
@@ -291,8 +291,10 @@ struct DifferentiatePass
       resultTypes.push_back(r.getType());
     step.setType(FunctionType::get(ctx, entryBlock.getArgumentTypes(),
                                    resultTypes));
+    step.setArgAttr(gradScale.cast<BlockArgument>().getArgNumber(),
+                    kInputArgAttrName, b.getStringAttr("grad_scale"));
     for (auto [i, name] : llvm::enumerate(gradNames))
-      step.setResultAttr(i + 1, autodiff::kGradResultAttrName,
+      step.setResultAttr(i + 1, tfm::kGradResultAttrName,
                          b.getStringAttr(name));
   }
 };

@@ -49,8 +49,9 @@ LogicalResult linear(LinearOp op, GradientContext &c) {
 LogicalResult layerNorm(LayerNormOp op, GradientContext &c) {
   Value dy = c.gradient(op.getResult());
   Value x = c.forward(op.getInput()), w = c.forward(op.getWeight());
-  auto g = c.builder.create<LayerNormGradOp>(op.getLoc(), x, w, dy,
-                                             op.getEpsilonAttr());
+  auto g = c.builder.create<LayerNormGradOp>(
+      op.getLoc(), x.getType(), w.getType(), w.getType(), x, w, dy,
+      op.getEpsilonAttr());
   c.accumulate(op.getInput(), g.getInputGrad());
   c.accumulate(op.getWeight(), g.getWeightGrad());
   if (op.getBias())
@@ -61,8 +62,8 @@ LogicalResult layerNorm(LayerNormOp op, GradientContext &c) {
 LogicalResult rmsNorm(RmsNormOp op, GradientContext &c) {
   Value dy = c.gradient(op.getResult());
   Value x = c.forward(op.getInput()), w = c.forward(op.getWeight());
-  auto g = c.builder.create<RmsNormGradOp>(op.getLoc(), x, w, dy,
-                                           op.getEpsilonAttr());
+  auto g = c.builder.create<RmsNormGradOp>(
+      op.getLoc(), x.getType(), w.getType(), x, w, dy, op.getEpsilonAttr());
   c.accumulate(op.getInput(), g.getInputGrad());
   c.accumulate(op.getWeight(), g.getWeightGrad());
   return success();
@@ -72,8 +73,7 @@ LogicalResult embedding(EmbeddingOp op, GradientContext &c) {
   Value dy = c.gradient(op.getResult());
   Value ids = c.forward(op.getIds());
   Value dt = c.builder.create<EmbeddingGradOp>(
-      op.getLoc(), op.getTable().getType(), ids, dy,
-      op.getVocabParallelAxisAttr());
+      op.getLoc(), op.getTable().getType(), ids, dy);
   c.accumulate(op.getTable(), dt);
   return success();
 }
@@ -107,15 +107,17 @@ LogicalResult attention(AttentionOp op, GradientContext &c) {
 }
 
 LogicalResult gelu(GeluOp op, GradientContext &c) {
-  Value dx = c.builder.create<GeluGradOp>(
-      op.getLoc(), c.forward(op.getInput()), c.gradient(op.getResult()),
-      op.getApproximateAttr());
+  Value x = c.forward(op.getInput());
+  Value dx = c.builder.create<GeluGradOp>(op.getLoc(), x.getType(), x,
+                                          c.gradient(op.getResult()),
+                                          op.getApproximateAttr());
   c.accumulate(op.getInput(), dx);
   return success();
 }
 
 LogicalResult silu(SiluOp op, GradientContext &c) {
-  Value dx = c.builder.create<SiluGradOp>(op.getLoc(), c.forward(op.getInput()),
+  Value x = c.forward(op.getInput());
+  Value dx = c.builder.create<SiluGradOp>(op.getLoc(), x.getType(), x,
                                           c.gradient(op.getResult()));
   c.accumulate(op.getInput(), dx);
   return success();
@@ -142,9 +144,7 @@ LogicalResult dropout(DropoutOp op, GradientContext &c) {
   // same dropout to the gradient multiplies by the same mask / (1 - p).
   Value dy = c.gradient(op.getResult());
   Value dx = c.builder.create<DropoutOp>(op.getLoc(), dy.getType(), dy,
-                                         op.getPAttr(), op.getSeedAttr(),
-                                         op.getSplitDimAttr(),
-                                         op.getSplitAxisAttr());
+                                         op.getPAttr(), op.getSeedAttr());
   c.accumulate(op.getInput(), dx);
   return success();
 }
@@ -158,10 +158,12 @@ LogicalResult cast(CastOp op, GradientContext &c) {
 
 LogicalResult crossEntropy(CrossEntropyOp op, GradientContext &c) {
   Value dloss = c.gradient(op.getLoss());
+  // The softmax comes from the forward's row statistics (saved, or
+  // recomputed with the block), not from the logits again.
   Value dlogits = c.builder.create<CrossEntropyGradOp>(
       op.getLoc(), op.getLogits().getType(), c.forward(op.getLogits()),
-      c.forward(op.getLabels()), c.forward(op.getLossMask()), dloss,
-      op.getVocabParallelAxisAttr());
+      c.forward(op.getLabels()), c.forward(op.getLossMask()),
+      c.forward(op.getRowMax()), c.forward(op.getSumExp()), dloss);
   c.accumulate(op.getLogits(), dlogits);
   return success();
 }

@@ -7,6 +7,7 @@
 #ifndef LOOM_PASSES_AUTODIFF_PASSES_H
 #define LOOM_PASSES_AUTODIFF_PASSES_H
 
+#include "dialects/Tfm/TfmAttrs.h"
 #include "dialects/Tfm/TfmDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -14,9 +15,6 @@
 #include "mlir/Pass/Pass.h"
 
 namespace loom::autodiff {
-
-/// The result attribute naming the parameter a gradient belongs to.
-inline constexpr llvm::StringLiteral kGradResultAttrName = "tfm.grad";
 
 #define GEN_PASS_DECL
 #include "passes/Autodiff/Passes.h.inc"

@@ -6,6 +6,9 @@
 
 #include "passes/Lowering/Passes.h"
 
+#include "passes/Lowering/SlicePositions.h"
+
+#include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 
@@ -19,33 +22,32 @@ using namespace loom;
 
 /// The group kind of a collective: its mesh axes' names in the plan's order,
 /// fastest first. Mesh axes are the order reversed, so that is descending
-/// axis index: axes [1, 2] of ["pp", "dp", "cp", "tp"] are "cp-dp".
+/// axis index: axes [1, 2] of ["pp", "dp", "cp", "tp"] are "cp-dp". The
+/// runtime's group ranks its members in mesh order (the last axis fastest),
+/// which is the order of the collective's pieces only when its axes are in
+/// mesh order.
 FailureOr<std::string> lowering::groupKindOf(Operation *collective,
                                              StringRef meshName,
                                              ArrayRef<int16_t> axes) {
-  auto module = collective->getParentOfType<ModuleOp>();
-  auto mesh = module.lookupSymbol<mesh::MeshOp>(meshName);
-  auto names = mesh ? mesh->getAttrOfType<ArrayAttr>("tfm.mesh_axes") : nullptr;
-  if (!names) {
-    collective->emitError() << "mesh @" << meshName
-                            << " has no tfm.mesh_axes; create it with "
-                               "tfm-materialize-mesh";
+  FailureOr<tfm::MeshAxesInfo> mesh = tfm::MeshAxesInfo::lookup(
+      collective, FlatSymbolRefAttr::get(collective->getContext(), meshName));
+  if (failed(mesh))
+    return failure();
+  if (!llvm::is_sorted(axes)) {
+    collective->emitError()
+        << "runs over mesh axes out of the mesh's order; the runtime's "
+           "groups order their ranks by the mesh";
     return failure();
   }
-  SmallVector<int16_t> sorted(axes);
-  llvm::sort(sorted, std::greater<int16_t>());
-  std::string key;
-  // The mesh ops' verifiers keep the axes within the mesh.
-  for (int16_t axis : sorted) {
-    if (!key.empty())
-      key += "-";
-    key += cast<StringAttr>(names[axis]).getValue().str();
-  }
-  if (key.empty()) {
+  if (axes.empty()) {
     collective->emitError() << "a collective over no mesh axes";
     return failure();
   }
-  return key;
+  // The mesh ops' verifiers keep the axes within the mesh.
+  SmallVector<StringRef> names;
+  for (int16_t axis : axes)
+    names.push_back(mesh->name(axis));
+  return mesh->groupKind(names);
 }
 
 namespace {
@@ -72,18 +74,17 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
           key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
         else if (auto c = dyn_cast<mesh::AllSliceOp>(op))
           key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
-        else if (auto axis =
-                     op->getAttrOfType<IntegerAttr>("vocab_parallel_axis"))
-          // Vocab-parallel tfm ops reduce over (and find their vocabulary
-          // slice in) the group of that axis of @dense.
-          key = lowering::groupKindOf(op, "dense",
-                                      {int16_t(axis.getInt())});
-        else if (auto d = dyn_cast<tfm::DropoutOp>(op); d && d.getSplitAxis())
-          // A split dropout finds its slice in the group of its axis.
-          key = lowering::groupKindOf(op, "dense",
-                                      {int16_t(*d.getSplitAxis())});
-        else
-          return WalkResult::advance();
+        else {
+          // Ops whose kernels read where this rank's slice lies (a
+          // vocab-parallel table's rows, dropout's global indices) find it
+          // in the group that splits it.
+          auto positioned = lowering::positionedDim(op);
+          if (failed(positioned))
+            return WalkResult::interrupt();
+          if (!*positioned || (*positioned)->group.empty())
+            return WalkResult::advance();
+          key = (*positioned)->group;
+        }
         if (failed(key))
           return WalkResult::interrupt();
         if (!llvm::is_contained(kinds, *key)) {
@@ -96,7 +97,7 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
         return signalPassFailure();
       for (auto [kind, loc] : llvm::zip(kinds, locs)) {
         NamedAttrList attrs;
-        attrs.append(lowering::kCommArgAttrName,
+        attrs.append(tfm::kCommArgAttrName,
                      StringAttr::get(&getContext(), kind));
         func.insertArgument(func.getNumArguments(), ptrType,
                             attrs.getDictionary(&getContext()), loc);

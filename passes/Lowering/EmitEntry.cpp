@@ -27,11 +27,11 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
 
     SmallVector<LLVM::LLVMFuncOp> entries;
     for (auto func : module.getOps<LLVM::LLVMFuncOp>())
-      if (func->hasAttr(lowering::kEntryAttrName))
+      if (func->hasAttr(tfm::kEntryAttrName))
         entries.push_back(func);
 
     for (LLVM::LLVMFuncOp func : entries) {
-      auto symbol = func->getAttrOfType<StringAttr>(lowering::kEntryAttrName);
+      auto symbol = func->getAttrOfType<StringAttr>(tfm::kEntryAttrName);
       if (!symbol) {
         func.emitError() << "tfm.entry must be a string naming the C symbol";
         return signalPassFailure();
@@ -67,19 +67,18 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
       b.create<LLVM::CallOp>(loc, func, args);
       b.create<LLVM::ReturnOp>(loc, ValueRange());
 
-      func->removeAttr(lowering::kEntryAttrName);
+      func->removeAttr(tfm::kEntryAttrName);
     }
 
-    // The parameter names have served their purpose (the driver read them
-    // before lowering); LLVM IR has no place for them.
-    // The same holds for the gradient names out-params inherited from
-    // results.
+    // The names of parameters, inputs and communicators have served their
+    // purpose (the manifest was written from them before lowering); LLVM IR
+    // has no place for them. The same holds for the gradient names
+    // out-params inherited from results.
     for (auto func : module.getOps<LLVM::LLVMFuncOp>())
-      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-        func.removeArgAttr(i, lowering::kParamArgAttrName);
-        func.removeArgAttr(i, "tfm.grad");
-        func.removeArgAttr(i, lowering::kCommArgAttrName);
-      }
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        for (StringRef name : {tfm::kParamArgAttrName, tfm::kGradResultAttrName,
+                               tfm::kCommArgAttrName, tfm::kInputArgAttrName})
+          func.removeArgAttr(i, name);
   }
 };
 

@@ -15,6 +15,8 @@
 
 #include "passes/Lowering/Passes.h"
 
+#include "passes/Lowering/SlicePositions.h"
+
 #include "dialects/Tfm/TfmOps.h"
 
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
@@ -182,16 +184,27 @@ public:
                       : MemRefType::get({n}, b.getF32Type());
     return b.create<memref::AllocOp>(loc, type, b.getI64IntegerAttr(64));
   }
-  /// The communicator handle of the group over axis `axis` of @dense.
-  FailureOr<Value> axisHandle(Operation *op, int64_t axis) {
-    FailureOr<std::string> kind =
-        lowering::groupKindOf(op, "dense", {int16_t(axis)});
-    if (failed(kind))
-      return failure();
-    Value comm = communicator(op, *kind, b);
+  /// The communicator handle of the process group `kind` ("tp").
+  FailureOr<Value> groupHandle(Operation *op, StringRef kind) {
+    Value comm = communicator(op, kind, b);
     if (!comm)
-      return failure();
+      return op->emitOpError() << "has no communicator argument for group "
+                               << kind << " (run tfm-comms-to-args)";
     return handle(comm);
+  }
+  /// Where `op`'s positioned dim (SlicePositions.h), `localSize` long on
+  /// this rank, starts in the global tensor, and its group's handle (null
+  /// when the dim is whole).
+  FailureOr<std::pair<Value, Value>> sliceOf(Operation *op, int64_t localSize) {
+    auto positioned = lowering::positionedDim(op);
+    if (failed(positioned))
+      return failure();
+    if (!*positioned || (*positioned)->group.empty())
+      return std::make_pair(i64(0), Value());
+    FailureOr<Value> h = groupHandle(op, (*positioned)->group);
+    if (failed(h))
+      return failure();
+    return std::make_pair(sliceStart(*h, localSize), *h);
   }
   /// Where this rank's slice of a split starts (the first vocabulary id of
   /// a vocab-parallel table, say): its index in the group of `commHandle`
@@ -274,18 +287,14 @@ template <typename OpT>
 FailureOr<SmallVector<Value>> lower(OpT op, typename OpT::Adaptor a,
                                     Emitter &e);
 
-/// [start, end) of the vocabulary a (vocab-parallel) table holds.
-template <typename OpT>
-FailureOr<std::pair<Value, Value>> vocabRange(OpT op, int64_t rows,
+/// [start, end) of the vocabulary a (vocab-parallel) table of `rows` rows
+/// holds.
+FailureOr<std::pair<Value, Value>> vocabRange(Operation *op, int64_t rows,
                                               Emitter &e) {
-  if (!op.getVocabParallelAxis())
-    return std::make_pair(e.i64(0), e.i64(rows));
-  FailureOr<Value> h = e.axisHandle(op, *op.getVocabParallelAxis());
-  if (failed(h))
+  auto slice = e.sliceOf(op, rows);
+  if (failed(slice))
     return failure();
-  Value start = e.sliceStart(*h, rows);
-  Value end = e.addI64(start, rows);
-  return std::make_pair(start, end);
+  return std::make_pair(slice->first, e.addI64(slice->first, rows));
 }
 
 template <>
@@ -609,18 +618,22 @@ FailureOr<SmallVector<Value>> lower(DropoutOp op, DropoutOp::Adaptor a,
   // rank * L_k * inner within a global row of g * L_k * inner.
   Value rows = e.i64(1), cols = e.i64(n), offset = e.i64(0),
         rowStride = e.i64(n);
-  if (std::optional<int64_t> k = op.getSplitDim()) {
+  auto positioned = lowering::positionedDim(op);
+  if (failed(positioned))
+    return failure();
+  if (*positioned && !(*positioned)->group.empty()) {
+    int64_t k = (*positioned)->dim;
     ArrayRef<int64_t> shape = cast<ShapedType>(op.getType()).getShape();
     int64_t outer = 1, local = 1;
     for (int64_t i = 0; i < int64_t(shape.size()); ++i)
-      (i < *k ? outer : local) *= shape[i];
-    FailureOr<Value> h = e.axisHandle(op, *op.getSplitAxis());
-    if (failed(h))
+      (i < k ? outer : local) *= shape[i];
+    auto slice = e.sliceOf(op, local);
+    if (failed(slice))
       return failure();
     rows = e.i64(outer);
     cols = e.i64(local);
-    offset = e.sliceStart(*h, local);
-    rowStride = e.groupTimes(*h, local);
+    offset = slice->first;
+    rowStride = e.groupTimes(slice->second, local);
   }
   e.call("loomrt_dropout_forward",
          {e.dtype(out), rows, cols, e.ptr(a.getInput()), e.ptr(out),
@@ -637,54 +650,135 @@ FailureOr<SmallVector<Value>> lower(CastOp op, CastOp::Adaptor a, Emitter &e) {
   return SmallVector<Value>{out};
 }
 
-/// Row maxima and sums of exponentials of vocab-parallel logits, reduced over
-/// the group (Megatron's _VocabParallelCrossEntropy, first two all-reduces).
-std::pair<Value, Value> softmaxStatistics(Value logits, Value h, Emitter &e) {
-  int64_t n = rows(logits), vl = dim(logits, -1);
-  Value rowMax = e.allocF32(n), sumExp = e.allocF32(n);
-  e.call("loomrt_ce_local_max",
-         {e.dtype(logits), e.i64(n), e.i64(vl), e.ptr(logits), e.ptr(rowMax)});
-  e.call("loomrt_all_reduce", {h, e.i32(0), e.i32(/*max*/ 1), e.ptr(rowMax),
-                               e.ptr(rowMax), e.i64(n)});
-  e.call("loomrt_ce_local_sum_exp", {e.dtype(logits), e.i64(n), e.i64(vl),
-                                     e.ptr(logits), e.ptr(rowMax),
-                                     e.ptr(sumExp)});
-  e.call("loomrt_all_reduce", {h, e.i32(0), e.i32(/*sum*/ 0), e.ptr(sumExp),
-                               e.ptr(sumExp), e.i64(n)});
-  return {rowMax, sumExp};
+/// The masked sum of row losses and the mask's sum, from row statistics
+/// ([n] f32 buffers; `target` may stand in for anything when only the mask's
+/// sum is wanted).
+std::pair<Value, Value> lossParts(Value rowMax, Value sumExp, Value target,
+                                  Value mask, int64_t n, Emitter &e) {
+  Value maskedSum = e.allocF32(-1), maskSum = e.allocF32(-1);
+  e.call("loomrt_ce_loss_from_parts",
+         {e.i64(n), e.ptr(rowMax), e.ptr(sumExp), e.ptr(target), e.ptr(mask),
+          e.null(), e.ptr(maskedSum), e.ptr(maskSum)});
+  return {e.load(maskedSum), e.load(maskSum)};
 }
 
+/// The cross-entropy of whole logits: its row statistics (which the
+/// gradient reads) and the loss from them.
 template <>
 FailureOr<SmallVector<Value>> lower(CrossEntropyOp op,
                                     CrossEntropyOp::Adaptor a, Emitter &e) {
+  Value logits = a.getLogits();
+  int64_t n = rows(logits), v = dim(logits, -1);
+  Value loss = e.alloc(op.getLoss().getType());
+  Value rowMax = e.alloc(op.getRowMax().getType());
+  Value sumExp = e.alloc(op.getSumExp().getType());
+  Value target = e.alloc(op.getRowMax().getType());
+  e.call("loomrt_ce_local_max",
+         {e.dtype(logits), e.i64(n), e.i64(v), e.ptr(logits), e.ptr(rowMax)});
+  e.call("loomrt_ce_local_sum_exp", {e.dtype(logits), e.i64(n), e.i64(v),
+                                     e.ptr(logits), e.ptr(rowMax),
+                                     e.ptr(sumExp)});
+  e.call("loomrt_ce_local_target",
+         {e.dtype(logits), e.i64(n), e.i64(v), e.ptr(logits),
+          e.ptr(a.getLabels()), e.i64(0), e.ptr(target)});
+  auto [maskedSum, maskSum] =
+      lossParts(rowMax, sumExp, target, a.getLossMask(), n, e);
+  e.store(e.safeDivide(maskedSum, maskSum), loss);
+  return SmallVector<Value>{loss, rowMax, sumExp};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(CeRowMaxOp op, CeRowMaxOp::Adaptor a,
+                                    Emitter &e) {
+  Value logits = a.getLogits(), out = e.alloc(op.getType());
+  e.call("loomrt_ce_local_max", {e.dtype(logits), e.i64(rows(logits)),
+                                 e.i64(dim(logits, -1)), e.ptr(logits),
+                                 e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(CeSumExpOp op, CeSumExpOp::Adaptor a,
+                                    Emitter &e) {
+  Value logits = a.getLogits(), out = e.alloc(op.getType());
+  e.call("loomrt_ce_local_sum_exp",
+         {e.dtype(logits), e.i64(rows(logits)), e.i64(dim(logits, -1)),
+          e.ptr(logits), e.ptr(a.getRowMax()), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(CeTargetLogitOp op,
+                                    CeTargetLogitOp::Adaptor a, Emitter &e) {
+  Value logits = a.getLogits(), out = e.alloc(op.getType());
+  int64_t vl = dim(logits, -1);
+  auto slice = e.sliceOf(op, vl);
+  if (failed(slice))
+    return failure();
+  e.call("loomrt_ce_local_target",
+         {e.dtype(logits), e.i64(rows(logits)), e.i64(vl), e.ptr(logits),
+          e.ptr(a.getLabels()), slice->first, e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(CeLossOp op, CeLossOp::Adaptor a,
+                                    Emitter &e) {
   Value loss = e.alloc(op.getType());
-  if (std::optional<int64_t> axis = op.getVocabParallelAxis()) {
-    FailureOr<Value> h = e.axisHandle(op, *axis);
-    if (failed(h))
-      return failure();
-    Value logits = a.getLogits();
-    int64_t n = rows(logits), vl = dim(logits, -1);
-    auto [rowMax, sumExp] = softmaxStatistics(logits, *h, e);
-    Value target = e.allocF32(n);
-    e.call("loomrt_ce_local_target",
-           {e.dtype(logits), e.i64(n), e.i64(vl), e.ptr(logits),
-            e.ptr(a.getLabels()), e.sliceStart(*h, vl), e.ptr(target)});
-    e.call("loomrt_all_reduce", {*h, e.i32(0), e.i32(0), e.ptr(target),
-                                 e.ptr(target), e.i64(n)});
-    Value maskedSum = e.allocF32(-1), maskSum = e.allocF32(-1);
-    e.call("loomrt_ce_loss_from_parts",
-           {e.i64(n), e.ptr(rowMax), e.ptr(sumExp), e.ptr(target),
-            e.ptr(a.getLossMask()), e.null(), e.ptr(maskedSum),
-            e.ptr(maskSum)});
-    e.store(e.safeDivide(e.load(maskedSum), e.load(maskSum)), loss);
-    return SmallVector<Value>{loss};
-  }
-  e.call("loomrt_cross_entropy_forward",
-         {e.dtype(a.getLogits()), e.i64(rows(a.getLogits())),
-          e.i64(dim(a.getLogits(), -1)), e.ptr(a.getLogits()),
-          e.ptr(a.getLabels()), e.ptr(a.getLossMask()), e.ptr(loss),
-          e.null()});
+  auto [maskedSum, maskSum] =
+      lossParts(a.getRowMax(), a.getSumExp(), a.getTarget(), a.getLossMask(),
+                numElements(a.getRowMax()), e);
+  e.store(e.safeDivide(maskedSum, maskSum), loss);
   return SmallVector<Value>{loss};
+}
+
+/// The softmax from the forward's row statistics, on this rank's slice of
+/// the vocabulary (all of it when whole): no communication.
+template <>
+FailureOr<SmallVector<Value>> lower(CrossEntropyGradOp op,
+                                    CrossEntropyGradOp::Adaptor a, Emitter &e) {
+  Value logits = a.getLogits(), out = e.alloc(op.getType());
+  int64_t n = rows(logits), vl = dim(logits, -1);
+  auto slice = e.sliceOf(op, vl);
+  if (failed(slice))
+    return failure();
+  // The mask's sum (loss_from_parts's other results are not needed: the row
+  // maxima stand in for the targets).
+  Value maskSum =
+      lossParts(a.getRowMax(), a.getSumExp(), a.getRowMax(), a.getLossMask(),
+                n, e)
+          .second;
+  e.call("loomrt_ce_vocab_parallel_backward",
+         {e.dtype(out), e.i64(n), e.i64(vl), e.ptr(logits),
+          e.ptr(a.getLabels()), slice->first, e.ptr(a.getRowMax()),
+          e.ptr(a.getSumExp()), e.ptr(a.getLossMask()),
+          e.safeDivide(e.load(a.getGrad()), maskSum), e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
+/// Chunk j of the result is chunk order[j] of the input: one strided copy
+/// per chunk (rows of the dims before `dim`).
+template <>
+FailureOr<SmallVector<Value>> lower(PermuteChunksOp op,
+                                    PermuteChunksOp::Adaptor a, Emitter &e) {
+  Value out = e.alloc(op.getType());
+  auto type = cast<ShapedType>(op.getType());
+  int64_t d = op.getDim(), outer = 1, inner = 1;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    if (i < d)
+      outer *= type.getDimSize(i);
+    else if (i > d)
+      inner *= type.getDimSize(i);
+  int64_t esize = type.getElementTypeBitWidth() / 8;
+  ArrayRef<int64_t> order = op.getOrder();
+  int64_t chunkBytes = type.getDimSize(d) / int64_t(order.size()) * inner * esize;
+  int64_t rowBytes = type.getDimSize(d) * inner * esize;
+  Value src = e.ptr(a.getInput()), dst = e.ptr(out);
+  for (auto [j, from] : llvm::enumerate(order))
+    e.call("loomrt_copy_2d", {e.offsetPtr(dst, int64_t(j) * chunkBytes),
+                              e.i64(rowBytes), e.offsetPtr(src, from * chunkBytes),
+                              e.i64(rowBytes), e.i64(outer), e.i64(chunkBytes)});
+  return SmallVector<Value>{out};
 }
 
 /// Lowers through `lower<OpT>` and replaces the op with its buffers.
@@ -714,7 +808,7 @@ Value communicator(Operation *op, StringRef kind,
   auto func = op->getParentOfType<func::FuncOp>();
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto a = func.getArgAttrOfType<StringAttr>(
-            i, lowering::kCommArgAttrName);
+            i, tfm::kCommArgAttrName);
         a && a.getValue() == kind)
       return rewriter.getRemappedValue(func.getArgument(i));
   return Value();
@@ -806,50 +900,6 @@ struct CollectivePattern : OpConversionPattern<OpT> {
   }
 };
 
-/// cross_entropy_grad reads its upstream gradient as a scalar value.
-struct CrossEntropyGradPattern : OpConversionPattern<CrossEntropyGradOp> {
-  using OpConversionPattern::OpConversionPattern;
-
-  LogicalResult
-  matchAndRewrite(CrossEntropyGradOp op, OpAdaptor a,
-                  ConversionPatternRewriter &rewriter) const override {
-    Emitter e(rewriter, op.getLoc(), op->getParentOfType<ModuleOp>());
-    Value out = e.alloc(op.getType());
-    Value dloss =
-        rewriter.create<memref::LoadOp>(op.getLoc(), a.getGrad(), ValueRange());
-    if (std::optional<int64_t> axis = op.getVocabParallelAxis()) {
-      FailureOr<Value> h = e.axisHandle(op, *axis);
-      if (failed(h))
-        return rewriter.notifyMatchFailure(op, "no communicator argument");
-      Value logits = a.getLogits();
-      int64_t n = rows(logits), vl = dim(logits, -1);
-      // The statistics are recomputed rather than kept from the forward:
-      // two all-reduces of n floats instead of two live [n] buffers.
-      auto [rowMax, sumExp] = softmaxStatistics(logits, *h, e);
-      // The mask's sum comes with loss_from_parts (its other outputs are not
-      // needed here, so the row maxima stand in for the targets).
-      Value maskedSum = e.allocF32(-1), maskSum = e.allocF32(-1);
-      e.call("loomrt_ce_loss_from_parts",
-             {e.i64(n), e.ptr(rowMax), e.ptr(sumExp), e.ptr(rowMax),
-              e.ptr(a.getLossMask()), e.null(), e.ptr(maskedSum),
-              e.ptr(maskSum)});
-      e.call("loomrt_ce_vocab_parallel_backward",
-             {e.dtype(out), e.i64(n), e.i64(vl), e.ptr(logits),
-              e.ptr(a.getLabels()), e.sliceStart(*h, vl), e.ptr(rowMax),
-              e.ptr(sumExp), e.ptr(a.getLossMask()),
-              e.safeDivide(dloss, e.load(maskSum)), e.ptr(out)});
-      rewriter.replaceOp(op, out);
-      return success();
-    }
-    e.call("loomrt_cross_entropy_backward",
-           {e.dtype(out), e.i64(rows(out)), e.i64(dim(out, -1)),
-            e.ptr(a.getLogits()), e.ptr(a.getLabels()), e.ptr(a.getLossMask()),
-            dloss, e.ptr(out)});
-    rewriter.replaceOp(op, out);
-    return success();
-  }
-};
-
 struct LowerToRuntimePass
     : lowering::impl::TfmLowerToRuntimeBase<LowerToRuntimePass> {
   void runOnOperation() override {
@@ -883,7 +933,10 @@ struct LowerToRuntimePass
         RuntimeCallPattern<BiasAddOp>, RuntimeCallPattern<RepeatKvOp>,
         RuntimeCallPattern<RepeatKvGradOp>,
         RuntimeCallPattern<DropoutOp>, RuntimeCallPattern<CastOp>,
-        RuntimeCallPattern<CrossEntropyOp>, CrossEntropyGradPattern,
+        RuntimeCallPattern<CrossEntropyOp>, RuntimeCallPattern<CeRowMaxOp>,
+        RuntimeCallPattern<CeSumExpOp>, RuntimeCallPattern<CeTargetLogitOp>,
+        RuntimeCallPattern<CeLossOp>, RuntimeCallPattern<CrossEntropyGradOp>,
+        RuntimeCallPattern<PermuteChunksOp>,
         CollectivePattern<mesh::AllReduceOp>,
         CollectivePattern<mesh::AllGatherOp>,
         CollectivePattern<mesh::ReduceScatterOp>,
@@ -911,6 +964,13 @@ struct LowerToRuntimePass
     target.addDynamicallyLegalOp<func::CallOp, func::ReturnOp>(
         [&](Operation *op) { return converter.isLegal(op); });
 
+    WalkResult reshards = getOperation().walk([](ReshardOp op) {
+      op.emitError() << "a tfm.reshard is left; run "
+                        "tfm-reshard-to-collectives before lowering";
+      return WalkResult::interrupt();
+    });
+    if (reshards.wasInterrupted())
+      return signalPassFailure();
     // Parameters are the runtime's buffers, passed in as arguments; their
     // declarations have no code.
     for (ParamOp param :

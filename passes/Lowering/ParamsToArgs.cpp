@@ -52,7 +52,7 @@ struct ParamsToArgsPass
         tfm::GetParamOp first = gets.front();
         unsigned index = func.getNumArguments();
         NamedAttrList attrs;
-        attrs.append(lowering::kParamArgAttrName, first.getNameAttr().getAttr());
+        attrs.append(tfm::kParamArgAttrName, first.getNameAttr().getAttr());
         func.insertArgument(index, first.getType(),
                             attrs.getDictionary(&getContext()),
                             first.getLoc());

@@ -7,6 +7,7 @@
 #ifndef LOOM_PASSES_LOWERING_PASSES_H
 #define LOOM_PASSES_LOWERING_PASSES_H
 
+#include "dialects/Tfm/TfmAttrs.h"
 #include "dialects/Tfm/TfmDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -18,13 +19,6 @@
 
 namespace loom::lowering {
 
-/// The function attribute that names an entry point's C symbol.
-inline constexpr llvm::StringLiteral kEntryAttrName = "tfm.entry";
-/// The argument attribute that names the process group of a communicator
-/// argument.
-inline constexpr llvm::StringLiteral kCommArgAttrName = "tfm.comm";
-/// The argument attribute that names the parameter an argument carries.
-inline constexpr llvm::StringLiteral kParamArgAttrName = "tfm.param";
 
 /// The process-group kind a mesh collective runs over ("tp", "cp-dp"), from
 /// the axis names tfm-materialize-mesh recorded on the mesh.

@@ -34,7 +34,7 @@ struct MaterializeMeshPass
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
     auto mesh = b.create<mesh::MeshOp>(module.getLoc(), name, axes.shape);
     SmallVector<StringRef> names(axes.names.begin(), axes.names.end());
-    mesh->setAttr("tfm.mesh_axes", b.getStrArrayAttr(names));
+    mesh->setAttr(tfm::kMeshAxesAttrName, b.getStrArrayAttr(names));
   }
 
   void runOnOperation() override {

@@ -3,74 +3,148 @@
 // Part of the Loom project.
 //
 //===----------------------------------------------------------------------===//
+//
+// Sharding is three passes with one job each, in the shape of Shardy and
+// upstream spmdization, and a verifier run after each:
+//
+//   tfm-propagate-distribution   every value gets a #tfm.dist (global shapes);
+//                                tfm.reshard where an op needs an operand
+//                                distributed otherwise
+//   tfm-localize                 global shapes -> per-rank shapes
+//   tfm-reshard-to-collectives   every tfm.reshard -> mesh collectives
+//   tfm-verify-distribution      every op against its distribution rule
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef LOOM_PASSES_SHARDING_PASSES_TD
 #define LOOM_PASSES_SHARDING_PASSES_TD
 
 include "mlir/Pass/PassBase.td"
 
-def TfmTensorParallel : Pass<"tfm-tensor-parallel", "mlir::ModuleOp"> {
-  let summary = "split the model over the tp ranks (Megatron tensor parallelism)";
+def TfmPropagateDistribution
+    : Pass<"tfm-propagate-distribution", "mlir::ModuleOp"> {
+  let summary = "give every value a distribution, Megatron's way";
   let description = [{
     Input: global-shape tfm IR (forward, and the train step if it was
-    built) with a `tfm.plan` and its meshes. Output: every `layer` block (and
-    its backward, and the vocab-parallel embedding and head) at this rank's
-    local shapes, with `mesh.all_reduce` over the
-    tp axis where Megatron's f and g operators put communication.
+    built) with a `tfm.plan` and its meshes; functions of any name. Output:
+    the same program, still at global shapes, with a `#tfm.dist` on every
+    tensor type and a `tfm.reshard` wherever an op needs an operand
+    distributed otherwise than it arrives. No collective is chosen here
+    (tfm-reshard-to-collectives does that) and no shape changes
+    (tfm-localize).
 
-    Each value gets a distribution: replicated, split on one dim over tp, or
-    a partial sum. Rules decide it op by op, with no name matching:
-    `linear` of a replicated input is column-parallel (weight split on dim 0,
-    output split on its last dim); `linear` of a split input is row-parallel
-    (weight split on dim 1, output a partial sum, all-reduced where a
-    replicated value is needed). Attention keeps heads split (num_heads and
-    num_kv_heads divided by tp; fewer kv heads, see below); RoPE and
-    activations follow their input; norms and residual adds need replicated inputs. In backward the same
-    decisions apply per parameter: a column-parallel `linear_grad` gives a
-    partial input gradient (all-reduced: Megatron's f in backward), a
-    row-parallel one a split gradient (g is the identity in backward).
-    Parameters become `tfm.get_param ... tp_split <dim>` reads of this rank's
-    shard.
+    Ops are visited in program order, forward and backward alike, and each
+    decides through its propagation rule (PropagationRules.cpp, one per op:
+    PropagationOpInterface) which distributions it needs its operands in;
+    its results are typed by its distribution rule (DistributedOpInterface).
+    The rules are Megatron's tensor and sequence parallelism, found from the
+    data flow with no name matching:
 
-    The bias of a row-parallel linear is added once, after the all-reduce
-    (`tfm.bias_add`). The token embedding is vocab-parallel (table split on
-    the vocabulary, ids outside a rank's slice give zeros, one all-reduce);
-    the head's projection is then column-parallel and the cross-entropy
-    vocab-parallel, so the full logits are never gathered; tied embeddings
-    split the one table the same way in both places. Position embeddings stay
-    whole.
-
-    With the plan's `sequence_parallel`, the residual stream (embedding
-    output, norms, residual adds) is split on the sequence (dim 1): a
-    partial sum reaches it through `mesh.reduce_scatter` instead of an
-    all-reduce, a column-parallel linear `mesh.all_gather`s its input (again
-    in backward), a replicated value is sliced (`mesh.all_slice`), and the
-    norms' weight gradients, sums over this rank's tokens only, are
-    all-reduced.
-
-    When tp exceeds num_kv_heads (GQA), every rank needs whole kv heads:
-    the k/v projections stay replicated, `tfm.repeat_kv` expands them to
-    num_heads and `mesh.all_slice` takes this rank's heads; in backward the
-    kv gradients are all-gathered and summed back (`tfm.repeat_kv_grad`).
-
-    Dropout takes its input's split (hidden dropout with SP runs on this
-    rank's tokens, after the reduce-scatter) and records it (`split_dim`,
-    `split_axis`), so each rank drops exactly the elements of its slice that
-    the unsharded program drops. Gathering a feature-split value for an op
-    that needs it whole (Megatron's gather_output) is not built: no GPT-2
-    or Llama layer needs it, and such IR is reported as an error.
+    - `linear` of an input whole on its features is column-parallel (weight
+      split on dim 0 over tp, output features split); of an input whose
+      features are split, row-parallel (weight split on dim 1, output a
+      partial sum). A row-parallel bias becomes `tfm.bias_add` after the
+      reduction, so it is added once. `linear_grad` follows its weight:
+      column-parallel gives a partial input gradient (Megatron's f in
+      backward), row-parallel a split one.
+    - Attention keeps heads split over tp. With fewer kv heads than tp
+      ranks, k and v are gathered, `tfm.repeat_kv` repeats each head until
+      every rank has one, and each rank takes its own; the gradients are
+      gathered and summed back (`tfm.repeat_kv_grad`).
+    - Norms and residual adds take the residual stream: replicated, or with
+      the plan's `sequence_parallel` split on the sequence over tp. Partial
+      sums meeting it are reduced once, after they are summed.
+    - The token embedding is vocab-parallel (table split on the vocabulary,
+      a partial sum out); the head's projection is then column-parallel and
+      the cross-entropy becomes vocab-parallel pieces (`tfm.ce_row_max`,
+      `tfm.ce_sum_exp`, `tfm.ce_target_logit`, `tfm.ce_loss`) with their
+      statistics reduced: the logits are never gathered, and the gradient
+      reads the reduced statistics (no communication in backward).
+    - A parameter takes the distribution its first use needs; every other
+      read must agree (a tied embedding is split alike in the embedding and
+      the head). Parameter gradients leave a function distributed like
+      their parameters.
 
     ```mlir
-    %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
+    %y = tfm.linear %x, %w : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
+    // tp = 2 (column-parallel) becomes
+    %w = tfm.get_param @w : tensor<64x64xf32, #tfm.dist<@dense, [[tp]]>>
+    %y = tfm.linear %x, %w : tensor<2x8x64xf32, #tfm.dist<@dense>>,
+        tensor<64x64xf32, #tfm.dist<@dense, [[tp]]>>
+        -> tensor<2x8x64xf32, #tfm.dist<@dense, [[], [], [tp]]>>
+    ```
+
+    The mesh is the one of the plan's dense world (the `mesh.mesh` whose
+    `tfm.mesh_axes` are the plan's tp, cp, dp and pp axes).
+  }];
+  let statistics = [
+    Statistic<"numReshards", "reshards", "tfm.reshard ops inserted">,
+    Statistic<"numSplitParams", "split-params",
+              "Parameters split over the mesh">
+  ];
+  let dependentDialects = ["loom::tfm::TfmDialect", "mlir::mesh::MeshDialect"];
+}
+
+def TfmLocalize : Pass<"tfm-localize", "mlir::ModuleOp"> {
+  let summary = "global shapes become this rank's shapes";
+  let description = [{
+    Input: IR whose every tensor type carries a `#tfm.dist`, at global
+    shapes. Output: each type's shape divided by its distribution (a dim
+    split over tp 2 halves), function signatures likewise, attributes that
+    count global sizes adapted (attention's head counts), and the module
+    marked `tfm.local_shapes`. A split that does not divide is an error
+    naming the value's op and the dim.
+
+    ```mlir
+    %q = tfm.linear %x, %w : ... -> tensor<2x8x64xf32, #tfm.dist<@dense, [[], [], [tp]]>>
     // tp = 2 becomes
-    %wq = tfm.get_param @q.weight tp_split 0 : tensor<32x64xf32>
-    %q = tfm.linear %x, %wq : tensor<2x8x64xf32>, tensor<32x64xf32> -> tensor<2x8x32xf32>
+    %q = tfm.linear %x, %w : ... -> tensor<2x8x32xf32, #tfm.dist<@dense, [[], [], [tp]]>>
+    ```
+  }];
+  let dependentDialects = ["loom::tfm::TfmDialect"];
+}
+
+def TfmReshardToCollectives
+    : Pass<"tfm-reshard-to-collectives", "mlir::ModuleOp"> {
+  let summary = "every tfm.reshard becomes the mesh collectives that do it";
+  let description = [{
+    Input: per-rank IR (after tfm-localize). Output: no `tfm.reshard`; in
+    its place the collectives of Reshard.cpp's one `reshard(from, to)`
+    builder, which works for any pair of distributions on one mesh:
+    partial axes become `mesh.reduce_scatter` where the target splits a dim
+    over them, else `mesh.all_reduce`; split axes the target does not have
+    are `mesh.all_gather`ed (or moved to another dim with
+    `mesh.all_to_all`); new split axes are `mesh.all_slice`d; chunk orders
+    (load-balanced context parallelism) are restored or made with
+    `tfm.permute_chunks` on a whole dim.
+
+    ```mlir
+    %r = tfm.reshard %p : tensor<2x8x64xf32, #tfm.dist<@dense, partial = sum[tp]>>
+        -> tensor<2x4x64xf32, #tfm.dist<@dense, [[], [tp]]>>
+    // becomes
+    %r = mesh.reduce_scatter %p on @dense mesh_axes = [3] scatter_axis = 1
+        : tensor<2x8x64xf32, ...> -> tensor<2x4x64xf32, ...>
     ```
   }];
   let statistics = [
-    Statistic<"numAllReduces", "all-reduces", "All-reduces inserted">,
-    Statistic<"numSplitParams", "split-params", "Parameter reads split over tp">
+    Statistic<"numCollectives", "collectives", "Mesh collectives created">
   ];
+  let dependentDialects = ["loom::tfm::TfmDialect", "mlir::mesh::MeshDialect"];
+}
+
+def TfmVerifyDistribution
+    : Pass<"tfm-verify-distribution", "mlir::ModuleOp"> {
+  let summary = "check every value's distribution against every op's rule";
+  let description = [{
+    Checks sharded IR and changes nothing: every tensor value (function
+    arguments and results, block arguments, op results) has a `#tfm.dist`
+    naming a mesh that exists and axes it has; every op's results follow
+    its distribution rule (an add of a partial sum and a replicated value,
+    a row-parallel weight fed a replicated input, an all-reduce over an axis
+    its input is not partial over are errors that name the values); every
+    read of a parameter is distributed alike; at global shapes every split
+    divides. loom-compile runs it after each sharding pass.
+  }];
   let dependentDialects = ["loom::tfm::TfmDialect", "mlir::mesh::MeshDialect"];
 }
 

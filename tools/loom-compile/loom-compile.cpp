@@ -93,6 +93,12 @@ static cl::opt<bool> keep("keep-intermediates",
                           cl::cat(category));
 static cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"),
                            cl::cat(category));
+static cl::opt<std::string> printIrAfter(
+    "print-ir-after",
+    cl::desc("Print the module after a stage to stdout: plan, "
+             "differentiate, shard, prepare or lower (as the progress lines "
+             "name them)"),
+    cl::value_desc("stage"), cl::cat(category));
 
 static int error(const Twine &message) {
   WithColor::error(errs(), "loom-compile") << message << "\n";
@@ -139,6 +145,8 @@ int main(int argc, char **argv) {
   options.recompute = recompute;
   options.outputDir = outputDir;
   options.keepIntermediates = keep;
+  options.printIrAfter = printIrAfter;
+  options.irOutput = &outs();
   if (!quiet)
     options.progress = [](StringRef line) { errs() << line << "\n"; };
 

@@ -48,6 +48,10 @@ struct CompileOptions {
   bool keepIntermediates = false;
   /// Receives one line per stage ("[2/6] lowering to LLVM").
   std::function<void(llvm::StringRef)> progress;
+  /// A stage whose resulting module is printed to `irOutput` (plan,
+  /// differentiate, shard, prepare, lower); empty: none.
+  std::string printIrAfter;
+  llvm::raw_ostream *irOutput = nullptr;
 };
 
 /// Compiles `module` (tfm IR at global shapes with a @forward function) for

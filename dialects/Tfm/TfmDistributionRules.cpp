@@ -1,0 +1,731 @@
+//===- TfmDistributionRules.cpp - What each op computes distributed -*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// One rule per op (DistributedOpInterface::inferResultDistributions): given
+// the distributions of its operands, the distributions of its results that
+// make every rank's local computation the unsharded op's, or an error that
+// names why the operands cannot meet. For example
+//
+//   linear(x [.., k], W [n, k]):  x [.., [tp]], W [[], [tp]]
+//     -> y [.., []], partial = sum[tp]            (row-parallel)
+//   linear(x [.., k], W [n, k]):  x whole, W [[tp], []]
+//     -> y [.., [tp]]                             (column-parallel)
+//   add(a, b): a partial over tp, b replicated
+//     -> error: the operands must be distributed alike
+//
+// tfm-verify-distribution compares every op's results with its rule, and
+// tfm-propagate-distribution types results by it. Upstream mesh
+// collectives get their rules here too, as external models: an all-reduce
+// over tp removes tp from its input's partial axes, an all-gather of dim d
+// the last axes of d's split, and so on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Tfm/ChunkOrder.h"
+#include "dialects/Tfm/Distribution.h"
+#include "dialects/Tfm/TfmOps.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace loom::tfm;
+
+using Dists = FailureOr<SmallVector<DistAttr>>;
+
+LogicalResult loom::tfm::verifyInferredDistributions(Operation *op) {
+  Dists want = cast<DistributedOpInterface>(op).inferResultDistributions();
+  if (failed(want))
+    return failure();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(op->getResults(), *want))) {
+    auto [result, dist] = pair;
+    if (getDist(result) != dist)
+      return op->emitOpError()
+             << "result #" << i << " is " << describe(getDist(result))
+             << " but the op's distribution rule gives " << describe(dist);
+  }
+  return success();
+}
+
+namespace {
+
+/// The distribution of `v` as a list of dims (rank of them).
+SmallVector<DimDist> dimsOf(Value v) {
+  return getDist(v).getDims(cast<RankedTensorType>(v.getType()).getRank());
+}
+
+/// Names a distribution for diagnostics.
+std::string of(Value v) { return describe(getDist(v)); }
+
+/// A distribution on the mesh of `like`, or failure (with an error at `op`)
+/// when it would use one axis twice: operands distributed so cannot meet.
+FailureOr<DistAttr> make(Operation *op, Value like, ArrayRef<DimDist> dims,
+                         ArrayRef<StringRef> partial,
+                         mesh::ReductionKind reduction =
+                             mesh::ReductionKind::Sum) {
+  llvm::StringSet<> seen;
+  for (const DimDist &d : dims)
+    for (StringRef axis : d.axes)
+      if (!seen.insert(axis).second)
+        return op->emitOpError()
+               << "operands are distributed over mesh axis " << axis
+               << " in ways that cannot combine (it would split two dims "
+                  "of a result)";
+  for (StringRef axis : partial)
+    if (!seen.insert(axis).second)
+      return op->emitOpError()
+             << "operands are distributed over mesh axis " << axis
+             << " in ways that cannot combine (a result would be split and "
+                "partial over it)";
+  return DistAttr::get(op->getContext(), getDist(like).getMesh(), dims,
+                       partial, reduction);
+}
+
+/// One result distribution, or failure.
+Dists one(FailureOr<DistAttr> d) {
+  if (failed(d))
+    return failure();
+  return SmallVector<DistAttr>{*d};
+}
+
+LogicalResult notPartial(Operation *op, StringRef what, Value v,
+                         StringRef why) {
+  if (!getDist(v).isPartial())
+    return success();
+  return op->emitOpError() << what << " is " << of(v) << "; " << why;
+}
+
+/// `v` is whole on dim `d` (not split, chunks in order).
+LogicalResult wholeDim(Operation *op, StringRef what, Value v, int64_t d,
+                       StringRef why) {
+  DimDist dim = getDist(v).getDim(d);
+  if (dim.isWhole() && dim.isNatural())
+    return success();
+  return op->emitOpError() << what << " is " << of(v) << "; " << why;
+}
+
+LogicalResult replicated(Operation *op, StringRef what, Value v) {
+  if (!v || getDist(v).isReplicated())
+    return success();
+  return op->emitOpError() << what << " is " << of(v)
+                           << " but must be replicated";
+}
+
+/// The dims `da` of `a` are distributed like the dims `db` of `b` (`which`
+/// names them for the diagnostic).
+LogicalResult sameDims(Operation *op, StringRef whatA, Value a,
+                       ArrayRef<int64_t> da, StringRef whatB, Value b,
+                       ArrayRef<int64_t> db,
+                       StringRef which = "batch and sequence") {
+  SmallVector<DimDist> A = dimsOf(a), B = dimsOf(b);
+  for (auto [i, j] : llvm::zip(da, db))
+    if (A[i] != B[j])
+      return op->emitOpError()
+             << whatA << " (" << of(a) << ") and " << whatB << " (" << of(b)
+             << ") must be distributed alike on their " << which << " dims";
+  return success();
+}
+
+/// Every axis that splits one of `dims` of `v`: a sum over those dims is a
+/// partial sum over these axes.
+SmallVector<StringRef> axesOfDims(Value v, ArrayRef<int64_t> dims) {
+  SmallVector<StringRef> axes;
+  for (int64_t d : dims)
+    llvm::append_range(axes, getDist(v).getAxes(d));
+  return axes;
+}
+
+SmallVector<int64_t> leadingDims(Value v) {
+  int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  SmallVector<int64_t> dims;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    dims.push_back(d);
+  return dims;
+}
+
+SmallVector<StringRef> concat(ArrayRef<StringRef> a, ArrayRef<StringRef> b) {
+  SmallVector<StringRef> out(a);
+  llvm::append_range(out, b);
+  return out;
+}
+
+/// Elementwise: all operands share one distribution, which the results
+/// take; `linear` ops may take partial sums (the op of the sum is the sum
+/// of the ops).
+Dists elementwise(Operation *op, bool linear) {
+  Value first = op->getOperand(0);
+  for (Value v : op->getOperands())
+    if (getDist(v) != getDist(first))
+      return op->emitOpError()
+             << "the operands must be distributed alike, but one is "
+             << of(first) << " and another " << of(v);
+  if (!linear && failed(notPartial(op, "the input", first,
+                                   "the op is not linear, so it needs whole "
+                                   "values")))
+    return failure();
+  if (getDist(first).isPartial() &&
+      getDist(first).getReduction() != mesh::ReductionKind::Sum)
+    return op->emitOpError() << "the input is " << of(first)
+                             << "; the op is linear in sums only";
+  return SmallVector<DistAttr>(op->getNumResults(), getDist(first));
+}
+
+LogicalResult weightsReplicated(Operation *op, ValueRange weights) {
+  for (Value w : weights)
+    if (failed(replicated(op, "the weight", w)))
+      return failure();
+  return success();
+}
+
+/// Normalizations over the last dim need whole rows.
+LogicalResult normInput(Operation *op, Value x) {
+  int64_t last = cast<RankedTensorType>(x.getType()).getRank() - 1;
+  if (failed(notPartial(op, "the input", x, "a norm needs whole values")) ||
+      failed(wholeDim(op, "the input", x, last,
+                      "a norm needs the normalized dim whole")))
+    return failure();
+  return success();
+}
+
+/// A norm's gradients: the input's, and the weight's (and bias's) summed
+/// over this rank's tokens.
+Dists normGrads(Operation *op, Value x, Value dy, ValueRange weights,
+                unsigned numParamGrads) {
+  if (failed(normInput(op, x)) ||
+      failed(notPartial(op, "the output gradient", dy,
+                        "a norm's gradient needs whole values")) ||
+      failed(weightsReplicated(op, weights)))
+    return failure();
+  if (getDist(x) != getDist(dy))
+    return op->emitOpError() << "the input (" << of(x)
+                             << ") and the output gradient (" << of(dy)
+                             << ") must be distributed alike";
+  FailureOr<DistAttr> param = make(op, x, {}, axesOfDims(x, leadingDims(x)));
+  if (failed(param))
+    return failure();
+  SmallVector<DistAttr> out{getDist(x)};
+  out.append(numParamGrads, *param);
+  return out;
+}
+
+/// Attention's operands: heads split alike, whole sequences; the results:
+/// the output like the query, the log-sum-exp [B, N, S] from its dims.
+Dists attentionOperands(Operation *op, Value q, Value k, Value v,
+                        Value tokens, Value lse) {
+  for (auto [what, val] : {std::pair<StringRef, Value>{"the query", q},
+                           {"the key", k},
+                           {"the value", v}})
+    if (failed(notPartial(op, what, val, "attention needs whole values")) ||
+        failed(wholeDim(op, what, val, kSeqDim,
+                        "attention needs whole sequences")))
+      return failure();
+  if (failed(sameDims(op, "the key", k, {0, 2}, "the query", q, {0, 2},
+                      "batch and head")) ||
+      failed(sameDims(op, "the value", v, {0, 2}, "the query", q, {0, 2},
+                      "batch and head")))
+    return failure();
+  if (tokens &&
+      failed(sameDims(op, "the tokens", tokens, {0, 1}, "the query", q,
+                      {0, 1})))
+    return failure();
+  SmallVector<DimDist> qd = dimsOf(q);
+  FailureOr<DistAttr> stats = make(op, q, {qd[kBatchDim], qd[2], qd[kSeqDim]}, {});
+  if (failed(stats))
+    return failure();
+  return SmallVector<DistAttr>{getDist(q), *stats};
+}
+
+/// Logits [B, S, V] (whole values) with per-row operands distributed like
+/// their rows.
+LogicalResult logitRows(Operation *op, Value logits, ValueRange rows) {
+  if (failed(notPartial(op, "the logits", logits,
+                        "the cross-entropy needs whole logits")))
+    return failure();
+  if (!dimsOf(logits)[2].isNatural())
+    return op->emitOpError() << "the logits are " << of(logits)
+                             << "; the vocabulary must be in order";
+  for (Value r : rows)
+    if (failed(sameDims(op, "a per-row operand", r, {0, 1}, "the logits",
+                        logits, {0, 1})) ||
+        failed(notPartial(op, "a per-row operand", r,
+                          "the cross-entropy needs whole values")))
+      return failure();
+  return success();
+}
+
+/// A statistic of every row of a vocabulary slice: partial over the axes
+/// that split the vocabulary.
+Dists rowStatistic(Operation *op, Value logits, ValueRange rows,
+                   mesh::ReductionKind reduction) {
+  if (failed(logitRows(op, logits, rows)))
+    return failure();
+  SmallVector<DimDist> l = dimsOf(logits);
+  return one(make(op, logits, {l[0], l[1]}, l[2].axes, reduction));
+}
+
+/// The loss is a mean over all tokens, so the token dims must be whole.
+LogicalResult wholeTokens(Operation *op, Value rows) {
+  if (failed(wholeDim(op, "the tokens", rows, kBatchDim,
+                      "the loss is a mean over whole batches")) ||
+      failed(wholeDim(op, "the tokens", rows, kSeqDim,
+                      "the loss is a mean over whole sequences")))
+    return failure();
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// tfm ops
+//===----------------------------------------------------------------------===//
+
+Dists GetParamOp::inferResultDistributions() {
+  if (failed(notPartial(*this, "a parameter", getResult(),
+                        "parameters are never partial sums")))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getResult())};
+}
+
+Dists EmbeddingOp::inferResultDistributions() {
+  // Vocab-parallel: a rank holding rows [a, b) of the table looks up the
+  // ids in that range; the sum over the ranks is the lookup.
+  Value ids = getIds(), table = getTable();
+  if (failed(notPartial(*this, "the ids", ids, "ids are never partial")) ||
+      failed(notPartial(*this, "the table", table,
+                        "parameters are never partial sums")))
+    return failure();
+  SmallVector<DimDist> i = dimsOf(ids), t = dimsOf(table);
+  if (!t[0].isNatural())
+    return emitOpError() << "the table is " << of(table)
+                         << "; its rows must be in order";
+  return one(make(*this, table, {i[0], i[1], t[1]}, t[0].axes));
+}
+
+Dists PositionIdsOp::inferResultDistributions() {
+  if (failed(notPartial(*this, "the tokens", getTokens(),
+                        "ids are never partial")))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getTokens())};
+}
+
+Dists EmbeddingGradOp::inferResultDistributions() {
+  Value ids = getIds(), grad = getGrad();
+  if (failed(notPartial(*this, "the ids", ids, "ids are never partial")) ||
+      failed(sameDims(*this, "the gradient", grad, {0, 1}, "the ids", ids,
+                      {0, 1})))
+    return failure();
+  DistAttr gd = getDist(grad);
+  if (gd.isPartial() && gd.getReduction() != mesh::ReductionKind::Sum)
+    return emitOpError() << "the gradient is " << of(grad)
+                         << "; the op is linear in sums only";
+  // Rows are summed over this rank's tokens. Which rows of the vocabulary a
+  // rank keeps is a choice (the ids outside them are skipped): the result's.
+  DimDist rows = getDist(getResult())
+                     ? getDist(getResult()).getDim(0)
+                     : DimDist();
+  if (!rows.isNatural())
+    return emitOpError() << "the table gradient's rows must be in order";
+  return one(make(*this, grad, {rows, dimsOf(grad)[2]},
+                  concat(axesOfDims(ids, {0, 1}), gd.getPartialAxes())));
+}
+
+Dists LayerNormOp::inferResultDistributions() {
+  if (failed(normInput(*this, getInput())) ||
+      failed(weightsReplicated(*this, {getWeight(), getBias()})))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getInput())};
+}
+
+Dists RmsNormOp::inferResultDistributions() {
+  if (failed(normInput(*this, getInput())) ||
+      failed(weightsReplicated(*this, {getWeight()})))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getInput())};
+}
+
+Dists LayerNormGradOp::inferResultDistributions() {
+  return normGrads(*this, getInput(), getGrad(), {getWeight()}, 2);
+}
+
+Dists RmsNormGradOp::inferResultDistributions() {
+  return normGrads(*this, getInput(), getGrad(), {getWeight()}, 1);
+}
+
+Dists LinearOp::inferResultDistributions() {
+  Value x = getInput(), w = getWeight(), b = getBias();
+  if (failed(notPartial(*this, "the weight", w,
+                        "parameters are never partial sums")))
+    return failure();
+  DistAttr xd = getDist(x);
+  if (xd.isPartial() && xd.getReduction() != mesh::ReductionKind::Sum)
+    return emitOpError() << "the input is " << of(x)
+                         << "; a linear map is linear in sums only";
+  SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w);
+  // The contraction: the input's features and the weight's in-features
+  // split alike give a partial sum over the split's axes.
+  if (xs.back() != ws[1])
+    return emitOpError() << "the input is " << of(x) << " and the weight "
+                         << of(w)
+                         << ": the input's features and the weight's "
+                            "in-features must be split alike (a "
+                            "row-parallel weight needs a split input)";
+  SmallVector<DimDist> out(xs.begin(), xs.end() - 1);
+  out.push_back(ws[0]);
+  FailureOr<DistAttr> y =
+      make(*this, x, out, concat(xd.getPartialAxes(), xs.back().axes));
+  if (failed(y))
+    return failure();
+  if (b) {
+    if (failed(notPartial(*this, "the bias", b,
+                          "parameters are never partial sums")))
+      return failure();
+    if (dimsOf(b)[0] != ws[0])
+      return emitOpError() << "the bias is " << of(b) << " and the weight "
+                           << of(w)
+                           << ": the bias must be split like the weight's "
+                              "out-features";
+    if (y->isPartial())
+      return emitOpError()
+             << "adds its bias to " << describe(*y)
+             << ", so every rank would add it; add it once after the "
+                "reduction (tfm.bias_add)";
+  }
+  return SmallVector<DistAttr>{*y};
+}
+
+Dists LinearGradOp::inferResultDistributions() {
+  Value x = getInput(), w = getWeight(), dy = getGrad();
+  if (failed(notPartial(*this, "the weight", w,
+                        "parameters are never partial sums")) ||
+      failed(sameDims(*this, "the output gradient", dy, leadingDims(dy),
+                      "the input", x, leadingDims(x), "token")))
+    return failure();
+  DistAttr xd = getDist(x), dyd = getDist(dy);
+  if (xd.isPartial() && dyd.isPartial())
+    return emitOpError() << "the input (" << of(x)
+                         << ") and the output gradient (" << of(dy)
+                         << ") are both partial; their product is not";
+  for (DistAttr d : {xd, dyd})
+    if (d.isPartial() && d.getReduction() != mesh::ReductionKind::Sum)
+      return emitOpError() << "a partial maximum is not a linear input";
+  SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w), gs = dimsOf(dy);
+  if (gs.back() != ws[0])
+    return emitOpError() << "the output gradient is " << of(dy)
+                         << " and the weight " << of(w)
+                         << ": the gradient's features and the weight's "
+                            "out-features must be split alike";
+  // dx = dy W: a sum over the out-features.
+  SmallVector<DimDist> dxDims(gs.begin(), gs.end() - 1);
+  dxDims.push_back(ws[1]);
+  FailureOr<DistAttr> dx =
+      make(*this, x, dxDims, concat(dyd.getPartialAxes(), gs.back().axes));
+  if (failed(dx))
+    return failure();
+  // dW = dy^T x and db = sum(dy): sums over this rank's tokens.
+  SmallVector<StringRef> tokens = axesOfDims(x, leadingDims(x));
+  FailureOr<DistAttr> dw =
+      make(*this, w, {gs.back(), xs.back()},
+           concat(tokens, concat(xd.getPartialAxes(), dyd.getPartialAxes())));
+  if (failed(dw))
+    return failure();
+  SmallVector<DistAttr> out{*dx, *dw};
+  if (getBiasGrad()) {
+    FailureOr<DistAttr> db =
+        make(*this, w, {gs.back()}, concat(tokens, dyd.getPartialAxes()));
+    if (failed(db))
+      return failure();
+    out.push_back(*db);
+  }
+  return out;
+}
+
+Dists BiasAddOp::inferResultDistributions() {
+  Value x = getInput(), b = getBias();
+  if (failed(notPartial(*this, "the input", x,
+                        "a bias added to a partial sum is added by every "
+                        "rank")) ||
+      failed(notPartial(*this, "the bias", b,
+                        "parameters are never partial sums")))
+    return failure();
+  if (dimsOf(b)[0] != dimsOf(x).back())
+    return emitOpError() << "the bias is " << of(b) << " and the input "
+                         << of(x) << ": they must be split alike";
+  return SmallVector<DistAttr>{getDist(x)};
+}
+
+/// Rotations act on each token's heads: linear in the input (a partial sum
+/// stays one), positions distributed with the tokens.
+template <typename OpT> static Dists ropeRule(OpT op) {
+  Operation *o = op.getOperation();
+  if (failed(notPartial(o, "the positions", op.getPositions(),
+                        "ids are never partial")) ||
+      failed(sameDims(o, "the positions", op.getPositions(), {0, 1},
+                      "the input", op.getInput(), {0, 1})))
+    return failure();
+  return SmallVector<DistAttr>{getDist(op.getInput())};
+}
+Dists RopeOp::inferResultDistributions() { return ropeRule(*this); }
+Dists RopeGradOp::inferResultDistributions() { return ropeRule(*this); }
+
+Dists AttentionOp::inferResultDistributions() {
+  return attentionOperands(*this, getQuery(), getKey(), getValue(),
+                           getTokens(), getLse());
+}
+
+Dists AttentionGradOp::inferResultDistributions() {
+  Dists fwd = attentionOperands(*this, getQuery(), getKey(), getValue(),
+                                getTokens(), getLse());
+  if (failed(fwd))
+    return failure();
+  if (getDist(getLse()) != (*fwd)[1])
+    return emitOpError() << "the log-sum-exp is " << of(getLse())
+                         << " but the query gives " << describe((*fwd)[1]);
+  if (failed(notPartial(*this, "the output gradient", getOutGrad(),
+                        "attention's gradient needs whole values")))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getQuery()), getDist(getKey()),
+                               getDist(getValue())};
+}
+
+/// Head counts follow the per-rank feature sizes.
+template <typename OpT> static void localHeads(OpT op) {
+  int64_t d = op.getHeadDim();
+  auto features = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape().back();
+  };
+  op.setNumHeads(features(op.getQuery()) / d);
+  op.setNumKvHeads(features(op.getKey()) / d);
+}
+void AttentionOp::adaptToLocalShapes() { localHeads(*this); }
+void AttentionGradOp::adaptToLocalShapes() { localHeads(*this); }
+
+Dists GeluOp::inferResultDistributions() { return elementwise(*this, false); }
+Dists GeluGradOp::inferResultDistributions() {
+  return elementwise(*this, false);
+}
+Dists SiluOp::inferResultDistributions() { return elementwise(*this, false); }
+Dists SiluGradOp::inferResultDistributions() {
+  return elementwise(*this, false);
+}
+Dists SwigluOp::inferResultDistributions() {
+  return elementwise(*this, false);
+}
+Dists SwigluGradOp::inferResultDistributions() {
+  return elementwise(*this, false);
+}
+Dists AddOp::inferResultDistributions() {
+  if (getDist(getLhs()) != getDist(getRhs()))
+    return emitOpError() << "the operands must be distributed alike, but "
+                            "lhs is "
+                         << of(getLhs()) << " and rhs is " << of(getRhs());
+  return elementwise(*this, /*linear=*/true);
+}
+// The mask is a function of each element's global index: dropping from
+// every partial sum drops from their sum.
+Dists DropoutOp::inferResultDistributions() {
+  return elementwise(*this, /*linear=*/true);
+}
+
+Dists CastOp::inferResultDistributions() {
+  if (failed(notPartial(*this, "the input", getInput(),
+                        "rounding each rank's partial sum is not rounding "
+                        "the sum")))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getInput())};
+}
+
+// Repeating (or summing) whole heads commutes with a split of the heads.
+Dists RepeatKvOp::inferResultDistributions() {
+  return SmallVector<DistAttr>{getDist(getInput())};
+}
+Dists RepeatKvGradOp::inferResultDistributions() {
+  return SmallVector<DistAttr>{getDist(getGrad())};
+}
+
+Dists CrossEntropyOp::inferResultDistributions() {
+  Value logits = getLogits(), labels = getLabels();
+  if (failed(logitRows(*this, logits, {labels, getLossMask()})) ||
+      failed(wholeDim(*this, "the logits", logits, 2,
+                      "with a split vocabulary the loss is computed in "
+                      "vocab-parallel pieces (tfm.ce_row_max, ...)")) ||
+      failed(wholeTokens(*this, labels)))
+    return failure();
+  DistAttr rows = getDist(labels);
+  return SmallVector<DistAttr>{DistAttr::replicated(rows.getMesh()), rows,
+                               rows};
+}
+
+Dists CrossEntropyGradOp::inferResultDistributions() {
+  Value logits = getLogits();
+  if (failed(logitRows(*this, logits,
+                       {getLabels(), getLossMask(), getRowMax(),
+                        getSumExp()})) ||
+      failed(wholeTokens(*this, getLabels())) ||
+      failed(replicated(*this, "the loss gradient", getGrad())))
+    return failure();
+  return SmallVector<DistAttr>{getDist(logits)};
+}
+
+Dists CeRowMaxOp::inferResultDistributions() {
+  return rowStatistic(*this, getLogits(), {}, mesh::ReductionKind::Max);
+}
+
+Dists CeSumExpOp::inferResultDistributions() {
+  return rowStatistic(*this, getLogits(), {getRowMax()},
+                      mesh::ReductionKind::Sum);
+}
+
+Dists CeTargetLogitOp::inferResultDistributions() {
+  return rowStatistic(*this, getLogits(), {getLabels()},
+                      mesh::ReductionKind::Sum);
+}
+
+Dists CeLossOp::inferResultDistributions() {
+  if (failed(notPartial(*this, "the row statistics", getRowMax(),
+                        "the loss needs them whole")) ||
+      failed(wholeTokens(*this, getRowMax())))
+    return failure();
+  return SmallVector<DistAttr>{
+      DistAttr::replicated(getDist(getRowMax()).getMesh())};
+}
+
+// Any distribution can become any other (tfm-reshard-to-collectives says
+// how); the op's verifier checks that both are one tensor.
+Dists ReshardOp::inferResultDistributions() {
+  return SmallVector<DistAttr>{getDist(getResult())};
+}
+
+Dists PermuteChunksOp::inferResultDistributions() {
+  Value x = getInput();
+  int64_t d = getDim();
+  DimDist in = getDist(x).getDim(d);
+  if (!in.isWhole())
+    return emitOpError() << "the input is " << of(x)
+                         << "; only a whole dim can be reordered";
+  DimDist out{{}, composeChunkOrders(in.chunks, getOrder())};
+  return SmallVector<DistAttr>{getDist(x).withDim(d, out)};
+}
+
+//===----------------------------------------------------------------------===//
+// Upstream mesh collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool endsWith(ArrayRef<StringRef> list, ArrayRef<StringRef> suffix) {
+  return list.size() >= suffix.size() &&
+         list.take_back(suffix.size()) == suffix;
+}
+
+std::string names(ArrayRef<StringRef> axes) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(axes, os, ", ");
+  return s;
+}
+
+/// `in` without the partial axes `axes`, which it must be partial over.
+FailureOr<DistAttr> reduced(Operation *op, DistAttr in,
+                            ArrayRef<StringRef> axes,
+                            mesh::ReductionKind reduction) {
+  SmallVector<StringRef> partial = in.getPartialAxes();
+  for (StringRef a : axes)
+    if (!llvm::is_contained(partial, a))
+      return op->emitOpError() << "reduces over " << a << " a value that is "
+                               << describe(in) << ", not partial over " << a;
+  if (in.getReduction() != reduction)
+    return op->emitOpError() << "reduces a value that is " << describe(in)
+                             << " with another reduction ("
+                             << mesh::stringifyReductionKind(reduction)
+                             << ")";
+  llvm::erase_if(partial,
+                 [&](StringRef a) { return llvm::is_contained(axes, a); });
+  return in.withPartial(partial, in.getReduction());
+}
+
+/// The rule of a mesh collective, by the names of its mesh axes.
+template <typename OpT>
+struct CollectiveRule
+    : DistributedOpInterface::ExternalModel<CollectiveRule<OpT>, OpT> {
+  Dists inferResultDistributions(Operation *o) const {
+    auto op = cast<OpT>(o);
+    DistAttr in = getDist(op.getInput());
+    if (in.getMesh() != op.getMeshAttr())
+      return op.emitOpError() << "runs on mesh " << op.getMeshAttr()
+                              << " but its input is distributed over "
+                              << in.getMesh();
+    FailureOr<MeshAxesInfo> mesh = MeshAxesInfo::lookup(o, op.getMeshAttr());
+    if (failed(mesh))
+      return failure();
+    SmallVector<StringRef> axes;
+    for (mesh::MeshAxis a : op.getMeshAxes())
+      axes.push_back(mesh->name(a));
+    return one(rule(op, in, axes));
+  }
+
+  FailureOr<DistAttr> rule(mesh::AllReduceOp op, DistAttr in,
+                           ArrayRef<StringRef> axes) const {
+    return reduced(op, in, axes, op.getReduction());
+  }
+  FailureOr<DistAttr> rule(mesh::ReduceScatterOp op, DistAttr in,
+                           ArrayRef<StringRef> axes) const {
+    FailureOr<DistAttr> r = reduced(op, in, axes, op.getReduction());
+    if (failed(r))
+      return failure();
+    int64_t d = op.getScatterAxis().getSExtValue();
+    return r->withAxes(d, concat(r->getAxes(d), axes));
+  }
+  FailureOr<DistAttr> rule(mesh::AllGatherOp op, DistAttr in,
+                           ArrayRef<StringRef> axes) const {
+    int64_t d = op.getGatherAxis().getSExtValue();
+    SmallVector<StringRef> split = in.getAxes(d);
+    if (!endsWith(split, axes))
+      return op.emitOpError() << "gathers dim " << d << " over "
+                              << names(axes) << " but the input is "
+                              << describe(in);
+    split.resize(split.size() - axes.size());
+    return in.withAxes(d, split);
+  }
+  FailureOr<DistAttr> rule(mesh::AllSliceOp op, DistAttr in,
+                           ArrayRef<StringRef> axes) const {
+    int64_t d = op.getSliceAxis().getSExtValue();
+    for (StringRef a : axes)
+      if (llvm::is_contained(in.getUsedAxes(), a))
+        return op.emitOpError() << "slices over " << a << " a value that is "
+                                << describe(in);
+    return in.withAxes(d, concat(in.getAxes(d), axes));
+  }
+  FailureOr<DistAttr> rule(mesh::AllToAllOp op, DistAttr in,
+                           ArrayRef<StringRef> axes) const {
+    int64_t concatDim = op.getConcatAxis().getSExtValue();
+    int64_t splitDim = op.getSplitAxis().getSExtValue();
+    SmallVector<StringRef> gathered = in.getAxes(concatDim);
+    if (!endsWith(gathered, axes))
+      return op.emitOpError() << "concatenates dim " << concatDim << " over "
+                              << names(axes) << " but the input is "
+                              << describe(in);
+    gathered.resize(gathered.size() - axes.size());
+    DistAttr mid = in.withAxes(concatDim, gathered);
+    return mid.withAxes(splitDim, concat(mid.getAxes(splitDim), axes));
+  }
+};
+
+} // namespace
+
+void loom::tfm::registerDistributionExternalModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, mesh::MeshDialect *) {
+    mesh::AllReduceOp::attachInterface<CollectiveRule<mesh::AllReduceOp>>(
+        *ctx);
+    mesh::AllGatherOp::attachInterface<CollectiveRule<mesh::AllGatherOp>>(
+        *ctx);
+    mesh::ReduceScatterOp::attachInterface<
+        CollectiveRule<mesh::ReduceScatterOp>>(*ctx);
+    mesh::AllSliceOp::attachInterface<CollectiveRule<mesh::AllSliceOp>>(*ctx);
+    mesh::AllToAllOp::attachInterface<CollectiveRule<mesh::AllToAllOp>>(*ctx);
+  });
+}

@@ -1,0 +1,55 @@
+//===- Collectives.h - What an entry point communicates ---------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The communication of an entry point per micro-batch, read off its sharded
+// IR alone: every collective a rank runs is a mesh op there. loom-compile
+// --report prints it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_LIB_DRIVER_COLLECTIVES_H
+#define LOOM_LIB_DRIVER_COLLECTIVES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <cstdint>
+#include <string>
+
+namespace loom::driver {
+
+/// Counts and bytes of each kind of collective.
+struct CollectiveVolume {
+  int64_t allReduces = 0, allReduceBytes = 0;
+  int64_t allGathers = 0, allGatherBytes = 0;
+  int64_t reduceScatters = 0, reduceScatterBytes = 0;
+  int64_t allToAlls = 0, allToAllBytes = 0;
+
+  bool empty() const {
+    return !allReduces && !allGathers && !reduceScatters && !allToAlls;
+  }
+  CollectiveVolume &operator+=(const CollectiveVolume &o);
+  /// "2 all-reduce(s) of 4096 bytes in all[, 1 all-gather(s) of ...]".
+  std::string str() const;
+};
+
+/// An entry point's collectives: those of the forward (its forward blocks)
+/// and of the backward (backward blocks and what follows the first of them:
+/// the reduction of parameter gradients). Gathers, reduce-scatters and
+/// all-to-alls are counted by their whole tensor (Megatron's b*s*h).
+struct EntryVolume {
+  CollectiveVolume forward, backward;
+  CollectiveVolume total() const {
+    CollectiveVolume t = forward;
+    t += backward;
+    return t;
+  }
+};
+
+EntryVolume collectiveVolume(mlir::func::FuncOp entry);
+
+} // namespace loom::driver
+
+#endif // LOOM_LIB_DRIVER_COLLECTIVES_H

@@ -1,0 +1,136 @@
+//===- PropagateDistribution.cpp - Every value gets a distribution -*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Walks every function in program order (forward blocks before the
+// backward blocks that reuse their decisions) and asks each op's
+// propagation rule how to distribute it. Values enter replicated
+// (function arguments without a distribution), cross tfm.block boundaries
+// as they are, and parameter gradients leave a function distributed like
+// their parameters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+
+#include "passes/Plan/PlanMeshes.h"
+#include "passes/Sharding/Propagation.h"
+
+#include "loom/RankGen/RankGenerator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace loom::sharding {
+#define GEN_PASS_DEF_TFMPROPAGATEDISTRIBUTION
+#include "passes/Sharding/Passes.h.inc"
+} // namespace loom::sharding
+
+using namespace mlir;
+using namespace loom;
+using loom::sharding::Propagation;
+using tfm::DistAttr;
+
+namespace {
+
+class Walker {
+public:
+  explicit Walker(Propagation &p) : p(p) {}
+
+  LogicalResult run(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    for (BlockArgument arg : body.getArguments())
+      if (isa<RankedTensorType>(arg.getType()) && !tfm::getDist(arg))
+        Propagation::setDist(arg, p.replicated());
+    if (failed(walk(body)))
+      return failure();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    // Parameter gradients leave distributed like their parameters (a
+    // sequence-parallel norm's weight gradient is all-reduced here).
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(
+              i, tfm::kGradResultAttrName))
+        if (DistAttr d = p.paramDist(name.getValue()))
+          if (failed(p.require(ret, i, d)))
+            return failure();
+    func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                   ret.getOperandTypes()));
+    return success();
+  }
+
+private:
+  LogicalResult walk(Block &body) {
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator()))
+      if (failed(visit(&op)))
+        return failure();
+    return success();
+  }
+
+  LogicalResult visit(Operation *op) {
+    if (auto block = dyn_cast<tfm::BlockOp>(op)) {
+      // Values cross into and out of a block as they are.
+      Block &body = block.getBody().front();
+      for (auto [arg, input] :
+           llvm::zip(body.getArguments(), block.getInputs()))
+        arg.setType(input.getType());
+      if (failed(walk(body)))
+        return failure();
+      for (auto [result, yielded] :
+           llvm::zip(block.getResults(), body.getTerminator()->getOperands()))
+        result.setType(yielded.getType());
+      return success();
+    }
+    if (auto get = dyn_cast<tfm::GetParamOp>(op)) {
+      p.visitParamRead(get);
+      return success();
+    }
+    if (isa<tfm::ReshardOp>(op))
+      return success();
+    LogicalResult result = success();
+    if (auto rule = dyn_cast<sharding::PropagationOpInterface>(op))
+      result = rule.propagate(p);
+    else if (isa<tfm::DistributedOpInterface>(op))
+      result = failure(failed(p.requireAsIs(op)) || failed(p.inferResults(op)));
+    else
+      return op->emitOpError()
+             << "has no distribution rule; tfm-propagate-distribution "
+                "cannot distribute it";
+    return result;
+  }
+
+  Propagation &p;
+};
+
+struct PropagateDistributionPass
+    : sharding::impl::TfmPropagateDistributionBase<PropagateDistributionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tfm::hasLocalShapes(module)) {
+      module.emitError() << "tfm-propagate-distribution needs global shapes, "
+                            "but the module's are per-rank (tfm-localize ran)";
+      return signalPassFailure();
+    }
+    FailureOr<mesh::MeshOp> mesh = plan::denseMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
+    FailureOr<tfm::MeshAxesInfo> axes = tfm::MeshAxesInfo::of(*mesh);
+    if (failed(axes)) {
+      mesh->emitError() << "mesh has no " << tfm::kMeshAxesAttrName;
+      return signalPassFailure();
+    }
+    auto plan = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
+    // The mesh axes carry the plan's order tokens (tfm-materialize-mesh).
+    Propagation p(&getContext(), FlatSymbolRefAttr::get(*mesh), *axes,
+                  rankgen::dimName(rankgen::Dim::TP), plan.getTp(),
+                  plan.isSequenceParallel());
+    Walker walker(p);
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(walker.run(func)))
+        return signalPassFailure();
+    numReshards += p.numReshards;
+    numSplitParams += p.numSplitParams;
+  }
+};
+
+} // namespace

@@ -1,0 +1,135 @@
+//===- Propagation.h - State of distribution propagation --------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// What tfm-propagate-distribution's per-op rules (PropagationRules.cpp) read
+// and change: the plan's axes, the distributions decided for parameters, and
+// the reshards inserted so far. Shapes are global throughout.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_SHARDING_PROPAGATION_H
+#define LOOM_PASSES_SHARDING_PROPAGATION_H
+
+#include "dialects/Tfm/Distribution.h"
+#include "dialects/Tfm/TfmOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace loom::sharding {
+
+class Propagation {
+public:
+  /// Distributes over `mesh` (the plan's dense world) with tensor
+  /// parallelism over axis `tpAxis` of size `tpSize` (1: none).
+  Propagation(mlir::MLIRContext *ctx, mlir::FlatSymbolRefAttr mesh,
+              const tfm::MeshAxesInfo &axes, llvm::StringRef tpAxis,
+              int64_t tpSize, bool sequenceParallel);
+
+  //===--------------------------------------------------------------------===//
+  // The plan
+  //===--------------------------------------------------------------------===//
+
+  /// The tensor-parallel axis, or empty when tp is 1 (nothing is split).
+  llvm::StringRef tp() const { return tpSize > 1 ? tpAxis : llvm::StringRef(); }
+  int64_t tpRanks() const { return tpSize; }
+  bool sequenceParallel() const { return sp; }
+  tfm::DistAttr replicated() const { return tfm::DistAttr::replicated(mesh); }
+
+  //===--------------------------------------------------------------------===//
+  // Megatron's layouts, from a value's current distribution
+  //===--------------------------------------------------------------------===//
+
+  /// `d` whole over tp: neither split nor partial over it.
+  tfm::DistAttr wholeOverTp(tfm::DistAttr d) const;
+  /// `d` whole over tp but its last dim (of `rank`), split over tp: the
+  /// features of a column-parallel output.
+  tfm::DistAttr featuresOverTp(tfm::DistAttr d, int64_t rank) const;
+  /// The residual stream's layout for an activation [batch, seq, ...]
+  /// distributed as `d`: whole over tp, and with sequence parallelism its
+  /// sequence split over tp. Fails with an error at `where` when the
+  /// sequence does not divide.
+  mlir::FailureOr<tfm::DistAttr> residual(mlir::Value v,
+                                          mlir::Operation *where) const;
+  /// Whether the last dim of `v` is split over tp (Megatron's "parallel"
+  /// activations between a column- and a row-parallel linear).
+  bool featuresSplit(mlir::Value v) const;
+
+  //===--------------------------------------------------------------------===//
+  // Changing the IR
+  //===--------------------------------------------------------------------===//
+
+  /// Makes operand `index` of `op` distributed as `want`: the value as it
+  /// is, a read of a parameter whose distribution is not decided yet (it is
+  /// now), or a tfm.reshard before `op` (one per value and distribution).
+  /// A parameter decided otherwise is an error.
+  mlir::LogicalResult require(mlir::Operation *op, unsigned index,
+                              tfm::DistAttr want);
+  /// Takes every operand of `op` as it arrives.
+  mlir::LogicalResult requireAsIs(mlir::Operation *op);
+  /// Decides the parameters `op` reads that are still undecided, as they
+  /// are (the pass calls it after every op's rule).
+  void settle(mlir::Operation *op);
+  /// Types the results of `op` by its distribution rule.
+  mlir::LogicalResult inferResults(mlir::Operation *op);
+  /// Gives `v` distribution `d` (its type's encoding).
+  static void setDist(mlir::Value v, tfm::DistAttr d) {
+    v.setType(tfm::withDist(v.getType(), d));
+  }
+  mlir::OpBuilder &builder() { return b; }
+
+  //===--------------------------------------------------------------------===//
+  // Parameters and ids
+  //===--------------------------------------------------------------------===//
+
+  /// Types a parameter read: its parameter's distribution when decided;
+  /// replicated for now otherwise, until the first op that reads it needs
+  /// one (require) or takes it as it is.
+  void visitParamRead(tfm::GetParamOp get);
+  /// The distribution decided for parameter `name`, or null.
+  tfm::DistAttr paramDist(llvm::StringRef name) const {
+    return params.lookup(name);
+  }
+  /// Whether `ids` are position ids (tfm.position_ids, possibly through
+  /// block boundaries): their embedding tables are not vocabularies.
+  static bool isPositionIds(mlir::Value ids);
+
+  /// Statistics.
+  int64_t numReshards = 0, numSplitParams = 0;
+
+private:
+  void decide(tfm::GetParamOp get, tfm::DistAttr d);
+
+  mlir::FlatSymbolRefAttr mesh;
+  const tfm::MeshAxesInfo &axes;
+  std::string tpAxis;
+  int64_t tpSize;
+  bool sp;
+  mlir::OpBuilder b;
+  llvm::StringMap<tfm::DistAttr> params;
+  /// Reads typed replicated for now (their parameter not decided yet).
+  llvm::DenseSet<mlir::Operation *> undecided;
+  /// Reshards made so far, by value and target distribution.
+  llvm::DenseMap<std::pair<mlir::Value, mlir::Attribute>, mlir::Value>
+      reshards;
+};
+
+} // namespace loom::sharding
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+#include "passes/Sharding/PropagationInterface.h.inc"
+
+namespace loom::sharding {
+/// Attaches the propagation rules of Megatron's tensor and sequence
+/// parallelism to the tfm ops (PropagationRules.cpp).
+void registerPropagationRules(mlir::DialectRegistry &registry);
+} // namespace loom::sharding
+
+#endif // LOOM_PASSES_SHARDING_PROPAGATION_H

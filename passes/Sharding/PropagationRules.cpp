@@ -1,0 +1,484 @@
+//===- PropagationRules.cpp - Megatron's choices, op by op ------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// How tfm-propagate-distribution distributes each op (one
+// PropagationOpInterface model per op): the distributions it needs its
+// operands in, given those they arrive with. These are Megatron-LM's tensor
+// and sequence parallelism, read off the data flow:
+//
+//   linear(x whole on features)  column-parallel: W split on dim 0 over tp
+//   linear(x features over tp)   row-parallel: W split on dim 1, a partial
+//                                sum out, the bias added after the reduction
+//   norms, residual adds         the residual stream (whole, or with SP the
+//                                sequence split over tp)
+//   embedding of token ids       vocab-parallel table, a partial sum out
+//   cross_entropy of split logits  vocab-parallel pieces, statistics reduced
+//
+// What an op computes given those choices is its distribution rule's
+// (dialects/Tfm/TfmDistributionRules.cpp); every rule here ends by typing
+// the results with it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Propagation.h"
+
+#include "mlir/IR/DialectRegistry.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::tfm;
+using loom::sharding::Propagation;
+using loom::sharding::PropagationOpInterface;
+
+namespace {
+
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+
+/// Requires operand `i` of `op` in the residual stream's layout.
+LogicalResult requireResidual(Propagation &p, Operation *op, unsigned i) {
+  FailureOr<DistAttr> want = p.residual(op->getOperand(i), op);
+  return failed(want) ? failure() : p.require(op, i, *want);
+}
+
+LogicalResult requireReplicated(Propagation &p, Operation *op, unsigned i) {
+  return p.require(op, i, p.replicated());
+}
+
+/// `d` with dim `dim` distributed as `like`'s dim `likeDim`.
+DistAttr dimLike(DistAttr d, int64_t dim, DistAttr like, int64_t likeDim) {
+  return d.withDim(dim, like.getDim(likeDim));
+}
+
+template <typename Concrete, typename OpT>
+using Model = PropagationOpInterface::ExternalModel<Concrete, OpT>;
+
+//===----------------------------------------------------------------------===//
+// Linear layers
+//===----------------------------------------------------------------------===//
+
+struct LinearRule : Model<LinearRule, LinearOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<LinearOp>(o);
+    if (p.tp().empty())
+      return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
+    Value x = op.getInput();
+    int64_t rank = rankOf(x);
+    if (p.featuresSplit(x))
+      return rowParallel(op, p);
+    // Column-parallel: the input whole over tp (all-gathered with SP,
+    // reduced if partial), the weight's out-features split. A projection
+    // too narrow to split over tp stays whole on every rank.
+    DistAttr in = p.wholeOverTp(getDist(x));
+    if (failed(p.require(o, 0, in)))
+      return failure();
+    int64_t out = cast<RankedTensorType>(op.getWeight().getType()).getDimSize(0);
+    DistAttr w = dimLike(p.replicated(), 1, in, rank - 1);
+    if (out % p.tpRanks() == 0)
+      w = w.withAxes(0, {p.tp()});
+    if (failed(p.require(o, 1, w)) ||
+        (op.getBias() &&
+         failed(p.require(o, 2, p.replicated().withDim(0, w.getDim(0))))))
+      return failure();
+    return p.inferResults(o);
+  }
+
+  /// Row-parallel: the weight's in-features split like the input's
+  /// features, a partial sum out. A bias is added once, after the sum is
+  /// reduced into the residual stream's layout (Megatron's RowParallelLinear
+  /// adds it after the all-reduce or reduce-scatter).
+  LogicalResult rowParallel(LinearOp op, Propagation &p) const {
+    Value x = op.getInput();
+    DistAttr w = dimLike(p.replicated(), 1, getDist(x), rankOf(x) - 1);
+    if (failed(p.require(op, 1, w)))
+      return failure();
+    if (!op.getBias())
+      return p.inferResults(op);
+    OpBuilder &b = p.builder();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op);
+    auto partial = b.create<LinearOp>(op.getLoc(), op.getType(), x,
+                                      op.getWeight(), Value());
+    auto biased = b.create<BiasAddOp>(op.getLoc(), op.getType(), partial,
+                                      op.getBias());
+    op.replaceAllUsesWith(biased.getResult());
+    op.erase();
+    if (failed(p.inferResults(partial)) ||
+        failed(requireResidual(p, biased, 0)) ||
+        failed(requireReplicated(p, biased, 1)))
+      return failure();
+    return p.inferResults(biased);
+  }
+};
+
+struct LinearGradRule : Model<LinearGradRule, LinearGradOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<LinearGradOp>(o);
+    if (p.tp().empty())
+      return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
+    // The forward's decision, read off the weight.
+    DistAttr w = getDist(op.getWeight());
+    Value x = op.getInput();
+    int64_t last = rankOf(x) - 1;
+    bool row = llvm::is_contained(w.getAxes(1), p.tp());
+    // Column-parallel: x whole over tp (gathered again with SP), dy split
+    // like the weight's out-features: dx is partial (Megatron's f).
+    // Row-parallel: x split like the in-features, dy whole over tp: dx is
+    // split (g is the identity in backward).
+    DistAttr xd = row ? dimLike(p.wholeOverTp(getDist(x)), last, w, 1)
+                      : p.wholeOverTp(getDist(x));
+    DistAttr dyd = dimLike(xd, last, w, 0);
+    if (failed(p.require(o, 0, xd)) || failed(p.require(o, 2, dyd)))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The residual stream
+//===----------------------------------------------------------------------===//
+
+template <typename OpT> struct NormRule : Model<NormRule<OpT>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    if (failed(requireResidual(p, o, 0)))
+      return failure();
+    for (unsigned i = 1; i < o->getNumOperands(); ++i)
+      if (failed(requireReplicated(p, o, i)))
+        return failure();
+    return p.inferResults(o);
+  }
+};
+
+template <typename OpT> struct NormGradRule : Model<NormGradRule<OpT>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    // x, w, dy: the input and its gradient in the residual stream.
+    if (failed(requireResidual(p, o, 0)) || failed(requireReplicated(p, o, 1)) ||
+        failed(requireResidual(p, o, 2)))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
+struct AddRule : Model<AddRule, AddOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<AddOp>(o);
+    // Partial sums add as they are (reduced once, later); anything else
+    // that differs meets in the residual stream.
+    if (getDist(op.getLhs()) != getDist(op.getRhs()))
+      for (unsigned i : {0u, 1u})
+        if (failed(requireResidual(p, o, i)))
+          return failure();
+    return p.inferResults(o);
+  }
+};
+
+struct DropoutRule : Model<DropoutRule, DropoutOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    // Dropout inside attention or the MLP keeps the split features; hidden
+    // dropout runs on the residual stream, after the reduction.
+    if (!p.featuresSplit(o->getOperand(0)) && failed(requireResidual(p, o, 0)))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
+struct BiasAddRule : Model<BiasAddRule, BiasAddOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    Value x = o->getOperand(0);
+    if (getDist(x).isPartial() && failed(requireResidual(p, o, 0)))
+      return failure();
+    x = o->getOperand(0);
+    if (failed(p.require(o, 1, dimLike(p.replicated(), 0, getDist(x),
+                                       rankOf(x) - 1))))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Elementwise activations
+//===----------------------------------------------------------------------===//
+
+/// Not linear, so no partial sums; the operands meet in the split features
+/// when one has them, else whole over tp.
+template <typename OpT>
+struct ActivationRule : Model<ActivationRule<OpT>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    DistAttr common;
+    for (Value v : o->getOperands())
+      if (p.featuresSplit(v) && !getDist(v).isPartial())
+        common = getDist(v);
+    if (!common)
+      common = p.wholeOverTp(getDist(o->getOperand(0)));
+    for (unsigned i = 0; i < o->getNumOperands(); ++i)
+      if (failed(p.require(o, i, common)))
+        return failure();
+    return p.inferResults(o);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+/// Vocab-parallel: a table of token embeddings split on the vocabulary.
+FailureOr<DistAttr> vocabParallel(Propagation &p, Operation *op,
+                                  RankedTensorType table) {
+  int64_t vocab = table.getDimSize(0);
+  if (vocab % p.tpRanks() != 0)
+    return op->emitError()
+           << "vocabulary size " << vocab << " is not divisible by tp "
+           << p.tpRanks()
+           << "; pad it (loom-import --make-vocab-size-divisible-by)";
+  return p.replicated().withAxes(0, {p.tp()});
+}
+
+struct EmbeddingRule : Model<EmbeddingRule, EmbeddingOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<EmbeddingOp>(o);
+    // Position embeddings stay whole (as in Megatron); the token embedding
+    // is vocab-parallel and its rows are a partial sum.
+    DistAttr table = p.replicated();
+    if (!p.tp().empty() && !Propagation::isPositionIds(op.getIds())) {
+      FailureOr<DistAttr> v = vocabParallel(
+          p, o, cast<RankedTensorType>(op.getTable().getType()));
+      if (failed(v))
+        return failure();
+      table = *v;
+    }
+    if (failed(p.require(o, 0, p.wholeOverTp(getDist(op.getIds())))) ||
+        failed(p.require(o, 1, table)))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
+struct EmbeddingGradRule : Model<EmbeddingGradRule, EmbeddingGradOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<EmbeddingGradOp>(o);
+    // Every rank scatters every token's gradient into the rows of its
+    // slice of the vocabulary (the table's split in forward).
+    DistAttr table = p.replicated();
+    if (!p.tp().empty() && !Propagation::isPositionIds(op.getIds())) {
+      FailureOr<DistAttr> v =
+          vocabParallel(p, o, cast<RankedTensorType>(op.getType()));
+      if (failed(v))
+        return failure();
+      table = *v;
+    }
+    Propagation::setDist(op.getResult(), table);
+    if (failed(p.require(o, 0, p.wholeOverTp(getDist(op.getIds())))) ||
+        failed(p.require(o, 1, p.wholeOverTp(getDist(op.getGrad())))))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// Checks the head counts for tp and says whether k and v must be repeated
+/// (fewer kv heads than ranks).
+template <typename OpT>
+FailureOr<bool> repeatKv(OpT op, Propagation &p) {
+  int64_t heads = op.getNumHeads(), kv = op.getNumKvHeads(), t = p.tpRanks();
+  if (!p.featuresSplit(op.getQuery()))
+    return op.emitError() << "attention inputs are replicated; tensor "
+                             "parallelism expects q, k and v from "
+                             "column-parallel linears";
+  if (heads % t != 0)
+    return op.emitError() << "num_heads " << heads
+                          << " is not divisible by tp " << t;
+  if (kv % t != 0 && t % kv != 0)
+    return op.emitError() << "num_kv_heads " << kv << " and tp " << t
+                          << ": one must divide the other";
+  return kv % t != 0;
+}
+
+/// Makes k (or v), operand `i` of `op`, one kv head per tp rank: gathered
+/// whole, every head repeated tp / kv times, each rank's head taken.
+LogicalResult repeatedKv(Operation *op, unsigned i, int64_t kvHeads,
+                         int64_t headDim, Propagation &p) {
+  if (failed(p.require(op, i, p.wholeOverTp(getDist(op->getOperand(i))))))
+    return failure();
+  Value whole = op->getOperand(i);
+  auto type = cast<RankedTensorType>(whole.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  int64_t factor = p.tpRanks() / kvHeads;
+  shape.back() *= factor;
+  OpBuilder &b = p.builder();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(op);
+  auto repeated = b.create<RepeatKvOp>(op->getLoc(), type.clone(shape), whole,
+                                       factor, headDim);
+  op->setOperand(i, repeated);
+  if (failed(p.inferResults(repeated)))
+    return failure();
+  return p.require(op, i, p.featuresOverTp(getDist(repeated), type.getRank()));
+}
+
+struct AttentionRule : Model<AttentionRule, AttentionOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<AttentionOp>(o);
+    if (p.tp().empty())
+      return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
+    FailureOr<bool> repeat = repeatKv(op, p);
+    if (failed(repeat))
+      return failure();
+    if (*repeat) {
+      if (failed(repeatedKv(o, 1, op.getNumKvHeads(), op.getHeadDim(), p)) ||
+          failed(repeatedKv(o, 2, op.getNumKvHeads(), op.getHeadDim(), p)))
+        return failure();
+      op.setNumKvHeads(p.tpRanks());
+    }
+    return p.inferResults(o);
+  }
+};
+
+struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<AttentionGradOp>(o);
+    if (p.tp().empty())
+      return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
+    FailureOr<bool> repeat = repeatKv(op, p);
+    if (failed(repeat))
+      return failure();
+    if (!*repeat)
+      return p.inferResults(o);
+    int64_t kv = op.getNumKvHeads(), factor = p.tpRanks() / kv;
+    if (failed(repeatedKv(o, 1, kv, op.getHeadDim(), p)) ||
+        failed(repeatedKv(o, 2, kv, op.getHeadDim(), p)))
+      return failure();
+    op.setNumKvHeads(p.tpRanks());
+    // The gradients are now those of the repeated k and v.
+    op.getKeyGrad().setType(op.getKey().getType());
+    op.getValueGrad().setType(op.getValue().getType());
+    if (failed(p.inferResults(o)))
+      return failure();
+    // The gradient of each rank's copy of a head: gathered, and the copies
+    // of each head summed, for the whole k and v.
+    OpBuilder &b = p.builder();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(op);
+    for (Value g : {op.getKeyGrad(), op.getValueGrad()}) {
+      auto type = cast<RankedTensorType>(g.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape.back() /= factor;
+      auto summed = b.create<RepeatKvGradOp>(op.getLoc(), type.clone(shape), g,
+                                             factor, op.getHeadDim());
+      g.replaceAllUsesExcept(summed, summed);
+      if (failed(p.require(summed, 0, p.wholeOverTp(getDist(g)))) ||
+          failed(p.inferResults(summed)))
+        return failure();
+    }
+    return success();
+  }
+};
+
+/// Rotations act per head: a feature split that cuts heads is gathered.
+template <typename OpT> struct RopeRule : Model<RopeRule<OpT>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<OpT>(o);
+    Value x = op.getInput();
+    int64_t features = cast<RankedTensorType>(x.getType()).getShape().back();
+    if (p.featuresSplit(x) &&
+        (features / op.getHeadDim()) % p.tpRanks() != 0 &&
+        failed(p.require(o, 0, p.wholeOverTp(getDist(x)))))
+      return failure();
+    x = op.getInput();
+    if (failed(p.require(o, 1, getDist(op.getPositions())
+                                   .withDim(0, getDist(x).getDim(0))
+                                   .withDim(1, getDist(x).getDim(1)))))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The loss
+//===----------------------------------------------------------------------===//
+
+struct CrossEntropyRule : Model<CrossEntropyRule, CrossEntropyOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<CrossEntropyOp>(o);
+    Value logits = op.getLogits();
+    if (!p.featuresSplit(logits)) {
+      if (failed(p.require(o, 0, p.wholeOverTp(getDist(logits)))))
+        return failure();
+      return p.inferResults(o);
+    }
+    // Vocab-parallel (Megatron's _VocabParallelCrossEntropy): row maxima,
+    // sums of exponentials and target logits of each slice, each reduced
+    // over tp; the loss from the whole statistics.
+    OpBuilder &b = p.builder();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op);
+    Location loc = op.getLoc();
+    Type stats = op.getRowMax().getType();
+    auto rowMax = b.create<CeRowMaxOp>(loc, stats, logits);
+    auto sumExp = b.create<CeSumExpOp>(loc, stats, logits, rowMax);
+    auto target = b.create<CeTargetLogitOp>(loc, stats, logits, op.getLabels());
+    auto loss = b.create<CeLossOp>(loc, op.getLoss().getType(), rowMax, sumExp,
+                                   target, op.getLossMask());
+    DistAttr rows = getDist(op.getLabels());
+    if (failed(p.inferResults(rowMax)) ||
+        failed(p.require(sumExp, 1, rows)) || failed(p.inferResults(sumExp)) ||
+        failed(p.inferResults(target)))
+      return failure();
+    for (unsigned i = 0; i < 4; ++i)
+      if (failed(p.require(loss, i, rows)))
+        return failure();
+    if (failed(p.inferResults(loss)))
+      return failure();
+    op.getLoss().replaceAllUsesWith(loss);
+    op.getRowMax().replaceAllUsesWith(loss.getRowMax());
+    op.getSumExp().replaceAllUsesWith(loss.getSumExp());
+    op.erase();
+    return success();
+  }
+};
+
+/// Operands that must be whole over tp: the statistics and the loss's
+/// gradient; the logits as they arrive.
+struct CrossEntropyGradRule
+    : Model<CrossEntropyGradRule, CrossEntropyGradOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    for (unsigned i = 1; i < o->getNumOperands(); ++i)
+      if (failed(p.require(o, i, p.wholeOverTp(getDist(o->getOperand(i))))))
+        return failure();
+    return p.inferResults(o);
+  }
+};
+
+template <typename... Ops> void attachActivations(MLIRContext *ctx) {
+  (Ops::template attachInterface<ActivationRule<Ops>>(*ctx), ...);
+}
+
+} // namespace
+
+void sharding::registerPropagationRules(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, TfmDialect *) {
+    LinearOp::attachInterface<LinearRule>(*ctx);
+    LinearGradOp::attachInterface<LinearGradRule>(*ctx);
+    LayerNormOp::attachInterface<NormRule<LayerNormOp>>(*ctx);
+    RmsNormOp::attachInterface<NormRule<RmsNormOp>>(*ctx);
+    LayerNormGradOp::attachInterface<NormGradRule<LayerNormGradOp>>(*ctx);
+    RmsNormGradOp::attachInterface<NormGradRule<RmsNormGradOp>>(*ctx);
+    AddOp::attachInterface<AddRule>(*ctx);
+    DropoutOp::attachInterface<DropoutRule>(*ctx);
+    BiasAddOp::attachInterface<BiasAddRule>(*ctx);
+    attachActivations<GeluOp, GeluGradOp, SiluOp, SiluGradOp, SwigluOp,
+                      SwigluGradOp, CastOp>(ctx);
+    EmbeddingOp::attachInterface<EmbeddingRule>(*ctx);
+    EmbeddingGradOp::attachInterface<EmbeddingGradRule>(*ctx);
+    AttentionOp::attachInterface<AttentionRule>(*ctx);
+    AttentionGradOp::attachInterface<AttentionGradRule>(*ctx);
+    RopeOp::attachInterface<RopeRule<RopeOp>>(*ctx);
+    RopeGradOp::attachInterface<RopeRule<RopeGradOp>>(*ctx);
+    CrossEntropyOp::attachInterface<CrossEntropyRule>(*ctx);
+    CrossEntropyGradOp::attachInterface<CrossEntropyGradRule>(*ctx);
+  });
+}

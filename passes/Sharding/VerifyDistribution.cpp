@@ -1,0 +1,116 @@
+//===- VerifyDistribution.cpp - Check distributions against rules -*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+
+#include "dialects/Tfm/Distribution.h"
+#include "dialects/Tfm/TfmOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace loom::sharding {
+#define GEN_PASS_DEF_TFMVERIFYDISTRIBUTION
+#include "passes/Sharding/Passes.h.inc"
+} // namespace loom::sharding
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+class Verifier {
+public:
+  explicit Verifier(ModuleOp module)
+      : local(tfm::hasLocalShapes(module)) {}
+
+  /// `v` has a distribution on a mesh that has its axes, and at global
+  /// shapes its splits divide.
+  LogicalResult value(Value v, Operation *where) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      return success();
+    tfm::DistAttr dist = tfm::getDist(type);
+    if (!dist)
+      return where->emitError()
+             << "a value of type " << type
+             << " has no distribution (run tfm-propagate-distribution)";
+    auto it = meshes.find(dist.getMesh().getValue());
+    if (it == meshes.end()) {
+      FailureOr<tfm::MeshAxesInfo> info =
+          tfm::MeshAxesInfo::lookup(where, dist.getMesh());
+      if (failed(info))
+        return failure();
+      it = meshes.try_emplace(dist.getMesh().getValue(), std::move(*info))
+               .first;
+    }
+    if (failed(it->second.verify(dist, where)))
+      return failure();
+    if (!local &&
+        failed(tfm::localShape(type.getShape(), dist, it->second, where, "")))
+      return failure();
+    return success();
+  }
+
+  LogicalResult op(Operation *op) {
+    for (Region &r : op->getRegions())
+      for (BlockArgument arg : r.getArguments())
+        if (failed(value(arg, op)))
+          return failure();
+    for (Value r : op->getResults())
+      if (failed(value(r, op)))
+        return failure();
+    if (auto get = dyn_cast<tfm::GetParamOp>(op)) {
+      tfm::DistAttr d = tfm::getDist(get.getResult());
+      auto [it, inserted] = params.try_emplace(get.getName(), d);
+      if (!inserted && it->second != d)
+        return op->emitError()
+               << "@" << get.getName() << " is read as "
+               << tfm::describe(d) << " here and as "
+               << tfm::describe(it->second) << " elsewhere";
+    }
+    if (auto rule = dyn_cast<tfm::DistributedOpInterface>(op))
+      return rule.verifyDistribution();
+    // Structure (blocks, yields, returns) passes values as they are; any
+    // other op computing on tensors must have a rule.
+    if (isa<tfm::BlockOp, tfm::YieldOp, func::ReturnOp>(op))
+      return success();
+    if (llvm::any_of(op->getOperandTypes(), llvm::IsaPred<TensorType>))
+      return op->emitOpError()
+             << "has no distribution rule, so its distributions cannot be "
+                "checked";
+    return success();
+  }
+
+private:
+  bool local;
+  llvm::StringMap<tfm::MeshAxesInfo> meshes;
+  llvm::StringMap<tfm::DistAttr> params;
+};
+
+struct VerifyDistributionPass
+    : sharding::impl::TfmVerifyDistributionBase<VerifyDistributionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Verifier verifier(module);
+    bool ok = true;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      for (BlockArgument arg : func.getArguments())
+        ok &= succeeded(verifier.value(arg, func));
+      // Report every op that breaks its rule, not just the first.
+      func.walk([&](Operation *op) {
+        if (op != func)
+          ok &= succeeded(verifier.op(op));
+      });
+    }
+    if (!ok)
+      signalPassFailure();
+  }
+};
+
+} // namespace
