@@ -30,7 +30,8 @@ void TfmDialect::initialize() {
 static LogicalResult expectName(Operation *op, NamedAttribute attr) {
   auto s = dyn_cast<StringAttr>(attr.getValue());
   if (!s || s.getValue().empty())
-    return op->emitError() << attr.getName() << " must be a non-empty string";
+    return op->emitError() << attr.getName().getValue()
+                           << " must be a non-empty string";
   return success();
 }
 
@@ -114,6 +115,6 @@ LogicalResult TfmDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                       NamedAttribute attr) {
   if (attr.getName().getValue() == kGradResultAttrName)
     return expectName(op, attr);
-  return op->emitError() << "unknown result attribute " << attr.getName()
-                         << " of the tfm dialect";
+  return op->emitError() << "unknown result attribute "
+                         << attr.getName().getValue() << " of the tfm dialect";
 }

@@ -298,7 +298,7 @@ def Tfm_LayerNormGradOp : Tfm_Op<"layer_norm_grad", [Pure,
   let assemblyFormat = [{
     $input `,` $weight `,` $grad `eps` $epsilon attr-dict `:` type($input) `,`
     type($weight)
-    custom<GradTypes>(ref(type($weight)), type($weight_grad), type($bias_grad))
+    `` custom<GradTypes>(ref(type($weight)), type($weight_grad), type($bias_grad))
   }];
   let hasVerifier = 1;
 }
@@ -340,7 +340,7 @@ def Tfm_RmsNormGradOp : Tfm_Op<"rms_norm_grad", [Pure,
   let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$weight_grad);
   let assemblyFormat = [{
     $input `,` $weight `,` $grad `eps` $epsilon attr-dict `:` type($input) `,`
-    type($weight) custom<GradTypes>(ref(type($weight)), type($weight_grad))
+    type($weight) `` custom<GradTypes>(ref(type($weight)), type($weight_grad))
   }];
   let hasVerifier = 1;
 }
@@ -400,8 +400,8 @@ def Tfm_LinearGradOp : Tfm_Op<"linear_grad", [Pure,
   let assemblyFormat = [{
     $input `,` $weight `,` $grad attr-dict `:` type($input) `,` type($weight)
     `,` type($grad)
-    custom<GradTypes>(ref(type($input)), ref(type($weight)), type($input_grad),
-                      type($weight_grad))
+    `` custom<GradTypes>(ref(type($input)), ref(type($weight)), type($input_grad),
+                         type($weight_grad))
     (`->` type($bias_grad)^)?
   }];
   let hasVerifier = 1;

@@ -67,6 +67,7 @@ EntryVolume loom::driver::collectiveVolume(func::FuncOp entry) {
   for (Operation &op : entry.getBody().front()) {
     auto block = dyn_cast<tfm::BlockOp>(op);
     backward |= block && block.getBackward();
+    v.hasBackward |= backward;
     CollectiveVolume &into = backward ? v.backward : v.forward;
     op.walk([&](Operation *inner) { count(inner, into); });
   }

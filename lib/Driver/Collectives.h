@@ -41,6 +41,8 @@ struct CollectiveVolume {
 /// all-to-alls are counted by their whole tensor (Megatron's b*s*h).
 struct EntryVolume {
   CollectiveVolume forward, backward;
+  /// Whether the entry has backward blocks (a train step).
+  bool hasBackward = false;
   CollectiveVolume total() const {
     CollectiveVolume t = forward;
     t += backward;

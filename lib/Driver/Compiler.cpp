@@ -623,7 +623,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       for (auto &[name, v] : volumes) {
         *report << llvm::formatv("  @{0} per micro-batch: {1}\n", name,
                                  v.total().str());
-        if (!v.backward.empty())
+        if (v.hasBackward)
           *report << "    forward: " << v.forward.str() << "\n"
                   << "    backward: " << v.backward.str() << "\n";
       }

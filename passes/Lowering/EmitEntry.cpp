@@ -33,7 +33,7 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
     for (LLVM::LLVMFuncOp func : entries) {
       auto symbol = func->getAttrOfType<StringAttr>(tfm::kEntryAttrName);
       if (!symbol) {
-        func.emitError() << "tfm.entry must be a string naming the C symbol";
+        func.emitError() << "tfm.entry must be a non-empty string";
         return signalPassFailure();
       }
       LLVM::LLVMFunctionType type = func.getFunctionType();

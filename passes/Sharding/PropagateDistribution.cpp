@@ -7,9 +7,13 @@
 // Walks every function in program order (forward blocks before the
 // backward blocks that reuse their decisions) and asks each op's
 // propagation rule how to distribute it. Values enter replicated
-// (function arguments without a distribution), cross tfm.block boundaries
-// as they are, and parameter gradients leave a function distributed like
-// their parameters.
+// (function arguments without a distribution) and leave a tfm.block in the
+// residual stream's layout, partial sums reduced (Megatron reduces the
+// vocab-parallel embedding and the head's input gradient before they leave
+// those layers, and a partial activation saved for backward would be
+// reduced twice). Parameter gradients are the exception: they may leave
+// partial, summed with their other contributions, and leave the function
+// distributed like their parameters.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,8 +80,18 @@ private:
         arg.setType(input.getType());
       if (failed(walk(body)))
         return failure();
+      Operation *yield = body.getTerminator();
+      for (unsigned i = 0; i < yield->getNumOperands(); ++i) {
+        Value v = yield->getOperand(i);
+        if (!tfm::getDist(v) || !tfm::getDist(v).isPartial() ||
+            isParamGradient(block.getResult(i)))
+          continue;
+        FailureOr<DistAttr> want = p.residual(v, yield);
+        if (failed(want) || failed(p.require(yield, i, *want)))
+          return failure();
+      }
       for (auto [result, yielded] :
-           llvm::zip(block.getResults(), body.getTerminator()->getOperands()))
+           llvm::zip(block.getResults(), yield->getOperands()))
         result.setType(yielded.getType());
       return success();
     }
@@ -97,6 +111,21 @@ private:
              << "has no distribution rule; tfm-propagate-distribution "
                 "cannot distribute it";
     return result;
+  }
+
+  /// Whether `v` is (a contribution to) a parameter's gradient: its uses
+  /// end, through sums, in results of the function marked tfm.grad.
+  static bool isParamGradient(Value v) {
+    return !v.use_empty() && llvm::all_of(v.getUses(), [](OpOperand &use) {
+      Operation *user = use.getOwner();
+      if (auto add = dyn_cast<tfm::AddOp>(user))
+        return isParamGradient(add.getResult());
+      if (auto ret = dyn_cast<func::ReturnOp>(user))
+        return bool(cast<func::FuncOp>(ret->getParentOp())
+                        .getResultAttr(use.getOperandNumber(),
+                                       tfm::kGradResultAttrName));
+      return false;
+    });
   }
 
   Propagation &p;

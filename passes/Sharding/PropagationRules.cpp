@@ -320,6 +320,20 @@ LogicalResult repeatedKv(Operation *op, unsigned i, int64_t kvHeads,
   return p.require(op, i, p.featuresOverTp(getDist(repeated), type.getRank()));
 }
 
+/// Operands 1 and 2 (k and v) of `op` repeated; one repeat when they are
+/// one value.
+LogicalResult repeatedKvPair(Operation *op, int64_t kvHeads, int64_t headDim,
+                             Propagation &p) {
+  bool same = op->getOperand(1) == op->getOperand(2);
+  if (failed(repeatedKv(op, 1, kvHeads, headDim, p)))
+    return failure();
+  if (same) {
+    op->setOperand(2, op->getOperand(1));
+    return success();
+  }
+  return repeatedKv(op, 2, kvHeads, headDim, p);
+}
+
 struct AttentionRule : Model<AttentionRule, AttentionOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<AttentionOp>(o);
@@ -329,8 +343,7 @@ struct AttentionRule : Model<AttentionRule, AttentionOp> {
     if (failed(repeat))
       return failure();
     if (*repeat) {
-      if (failed(repeatedKv(o, 1, op.getNumKvHeads(), op.getHeadDim(), p)) ||
-          failed(repeatedKv(o, 2, op.getNumKvHeads(), op.getHeadDim(), p)))
+      if (failed(repeatedKvPair(o, op.getNumKvHeads(), op.getHeadDim(), p)))
         return failure();
       op.setNumKvHeads(p.tpRanks());
     }
@@ -349,8 +362,7 @@ struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
     if (!*repeat)
       return p.inferResults(o);
     int64_t kv = op.getNumKvHeads(), factor = p.tpRanks() / kv;
-    if (failed(repeatedKv(o, 1, kv, op.getHeadDim(), p)) ||
-        failed(repeatedKv(o, 2, kv, op.getHeadDim(), p)))
+    if (failed(repeatedKvPair(o, kv, op.getHeadDim(), p)))
       return failure();
     op.setNumKvHeads(p.tpRanks());
     // The gradients are now those of the repeated k and v.

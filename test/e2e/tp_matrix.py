@@ -13,11 +13,8 @@
 #   - every gradient of the first step (--dump-grads, 1e-5 relative),
 #   - every parameter after the last step (1e-5 relative; GPT-2's key bias,
 #     whose exact gradient is zero, within lr * steps, see tensor-parallel.test),
-#   - the report's forward communication volume against Megatron's analytic
-#     one (per layer two all-reduces of b*s*h, or with SP two all-gathers and
-#     two reduce-scatters; one more for the embedding and, with SP, one
-#     all-gather before the head; three all-reduces of b*s f32 statistics for
-#     the vocab-parallel cross-entropy).
+#   - the report's communication volume, forward and backward, against
+#     Megatron's analytic one (analytic() below).
 #
 #   tp_matrix.py --bin BUILD/bin --work DIR --examples DIR
 #
@@ -44,34 +41,72 @@ def run(cmd):
 
 
 def config_of(path):
+    """(layers, hidden, heads, kv heads, GPT-2?) of a config.json."""
     with open(path) as f:
         c = json.load(f)
     if "n_embd" in c:
-        return c["n_layer"], c["n_embd"]
-    return c["num_hidden_layers"], c["hidden_size"]
+        return c["n_layer"], c["n_embd"], c["n_head"], c["n_head"], True
+    heads = c["num_attention_heads"]
+    return (c["num_hidden_layers"], c["hidden_size"], heads,
+            c.get("num_key_value_heads", heads), False)
 
 
-def analytic(layers, hidden, tp, sp):
-    """Forward volumes in bytes, f32: (all-reduces, all-gathers, reduce-scatters)."""
+def analytic(config, tp, sp):
+    """Megatron's volumes per micro-batch in bytes, f32, as
+    {"forward"|"backward": ((all-reduces, bytes), (all-gathers, bytes),
+    (reduce-scatters, bytes))}.
+
+    Forward: per layer the activations of the attention and MLP outputs
+    (b*s*h each) are all-reduced, or with SP reduce-scattered, and with SP
+    the inputs of the column-parallel linears all-gathered; one more of each
+    for the vocab-parallel embedding and the head; three all-reduces of b*s
+    statistics for the vocab-parallel cross-entropy. Backward: the
+    conjugates (the input gradients of column-parallel linears all-reduced,
+    or reduce-scattered, and with SP the output gradients of row-parallel
+    linears and, again, the inputs of column-parallel linears all-gathered),
+    nothing for the cross-entropy, and with SP an all-reduce of every norm
+    parameter's gradient (h each). With fewer kv heads than tp ranks, k and
+    v (b*s*kv*d) are all-gathered before the heads are repeated, and their
+    repeated gradients (b*s*tp*d) after; the backward gathers v again (it is
+    saved split, while k is gathered before RoPE and saved whole)."""
+    layers, hidden, heads, kv, gpt2 = config
+    none = ((0, 0), (0, 0), (0, 0))
     if tp == 1:
-        return (0, 0), (0, 0), (0, 0)
+        return {"forward": none, "backward": none}
     bsh = B * S * hidden * 4
-    ce = (3, 3 * B * S * 4)
-    if not sp:
-        n = 2 * layers + 1
-        return (n + ce[0], n * bsh + ce[1]), (0, 0), (0, 0)
     n = 2 * layers + 1
-    return ce, (n, n * bsh), (n, n * bsh)
+    head_dim = hidden // heads
+    kv_fwd = (2 * layers, 2 * layers * B * S * kv * head_dim * 4) if tp > kv else (0, 0)
+    kv_bwd = ((3 * layers, layers * B * S * (2 * tp + kv) * head_dim * 4)
+              if tp > kv else (0, 0))
+    ce = (3, 3 * B * S * 4)
+
+    def add(a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+    if not sp:
+        return {"forward": ((n + ce[0], n * bsh + ce[1]), kv_fwd, (0, 0)),
+                "backward": ((n, n * bsh), kv_bwd, (0, 0))}
+    norm_params = 4 * layers + 2 if gpt2 else 2 * layers + 1
+    return {"forward": (ce, add((n, n * bsh), kv_fwd), (n, n * bsh)),
+            "backward": ((norm_params, norm_params * hidden * 4),
+                         add((2 * n, 2 * n * bsh), kv_bwd), (n, n * bsh))}
+
+
+VOLUME = (r"(\d+) all-reduce\(s\) of (\d+) bytes in all"
+          r"(?:, (\d+) all-gather\(s\) of (\d+) bytes, (\d+) reduce-scatter\(s\) of (\d+) bytes)?")
 
 
 def reported(text):
-    m = re.search(r"@forward per micro-batch: (\d+) all-reduce\(s\) of (\d+) bytes in all"
-                  r"(?:, (\d+) all-gather\(s\) of (\d+) bytes, (\d+) reduce-scatter\(s\) of (\d+) bytes)?",
-                  text)
-    if not m:
-        sys.exit("no forward volume in the report:\n" + text)
-    g = [int(x) if x else 0 for x in m.groups()]
-    return (g[0], g[1]), (g[2], g[3]), (g[4], g[5])
+    """The report's forward and backward volumes of @train_step."""
+    out = {}
+    for part in ("forward", "backward"):
+        m = re.search(r"\n    %s: %s" % (part, VOLUME), text)
+        if not m:
+            sys.exit("no %s volume in the report:\n%s" % (part, text))
+        g = [int(x) if x else 0 for x in m.groups()]
+        out[part] = ((g[0], g[1]), (g[2], g[3]), (g[4], g[5]))
+    return out
 
 
 def metrics(path):
@@ -120,7 +155,7 @@ def main():
     # sequence-sharded) dropout must be the unsharded program's.
     for model, dropout in (("gpt-tiny", 0), ("llama-tiny", 0), ("llama-tiny", 0.2)):
         config = os.path.join(args.examples, model + ".json")
-        layers, hidden = config_of(config)
+        shape = config_of(config)
         if dropout:
             model += "-dropout"
         mlir = os.path.join(args.work, model + ".mlir")
@@ -133,9 +168,9 @@ def main():
             cmd = [tool("loom-compile"), mlir, "--tp", str(tp), "--train", "-o", out,
                    "--quiet", "--report"] + (["--sp"] if sp else [])
             got = reported(run(cmd))
-            want = analytic(layers, hidden, tp, sp)
+            want = analytic(shape, tp, sp)
             if got != want:
-                sys.exit("%s: forward volume %s, Megatron's analytic %s" % (name, got, want))
+                sys.exit("%s: volume %s, Megatron's analytic %s" % (name, got, want))
             jsonl, ckpt, grads = out + ".jsonl", out + ".safetensors", out + ".grads"
             run([tool("loom-run"), out, "--train", "--steps", str(STEPS), "--lr", str(LR),
                  "--seed", "5", "--data", tokens, "--data-format", "int32",

@@ -709,33 +709,6 @@ func.func @f(%x: tensor<2x4x8xf32>) {
 
 // -----
 
-// Test: a split dropout names both its dim and its mesh axis
-func.func @f(%x: tensor<2x4x8xf32>) {
-  // expected-error @+1 {{split_dim and split_axis go together}}
-  %y = tfm.dropout %x p 0.1 seed 0 {split_dim = 1 : i64} : tensor<2x4x8xf32>
-  return
-}
-
-// -----
-
-// Test: the split dim of a dropout is one of its input's
-func.func @f(%x: tensor<2x4x8xf32>) {
-  // expected-error @+1 {{split_dim 3 is not a dim of a rank-3 tensor}}
-  %y = tfm.dropout %x p 0.1 seed 0 {split_dim = 3 : i64, split_axis = 3 : i64} : tensor<2x4x8xf32>
-  return
-}
-
-// -----
-
-// Test: the split axis of a dropout is a mesh axis
-func.func @f(%x: tensor<2x4x8xf32>) {
-  // expected-error @+1 {{split_axis -1 is not a mesh axis}}
-  %y = tfm.dropout %x p 0.1 seed 0 {split_dim = 1 : i64, split_axis = -1 : i64} : tensor<2x4x8xf32>
-  return
-}
-
-// -----
-
 // Test: cast keeps the shape
 func.func @f(%x: tensor<2x4x8xf32>) {
   // expected-error @+1 {{requires the same shape for all operands and results}}
@@ -766,7 +739,7 @@ func.func @f(%x: tensor<?x4x8xf32>) {
 // Test: cross_entropy logits rank
 func.func @f(%l: tensor<8x64xf32>, %y: tensor<2x4xi32>, %m: tensor<2x4xf32>) {
   // expected-error @+1 {{logits must be [batch, seq, vocab] (rank 3), got rank 2}}
-  %loss = tfm.cross_entropy %l, %y, %m : tensor<8x64xf32>, tensor<2x4xi32>, tensor<2x4xf32> -> tensor<f32>
+  %loss:3 = tfm.cross_entropy %l, %y, %m : tensor<8x64xf32>, tensor<2x4xi32>, tensor<2x4xf32> -> tensor<f32>
   return
 }
 
@@ -775,7 +748,7 @@ func.func @f(%l: tensor<8x64xf32>, %y: tensor<2x4xi32>, %m: tensor<2x4xf32>) {
 // Test: cross_entropy labels shape
 func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x8xi32>, %m: tensor<2x4xf32>) {
   // expected-error @+1 {{labels shape [2, 8] does not match [2, 4] (logits batch and sequence)}}
-  %loss = tfm.cross_entropy %l, %y, %m : tensor<2x4x64xf32>, tensor<2x8xi32>, tensor<2x4xf32> -> tensor<f32>
+  %loss:3 = tfm.cross_entropy %l, %y, %m : tensor<2x4x64xf32>, tensor<2x8xi32>, tensor<2x4xf32> -> tensor<f32>
   return
 }
 
@@ -784,61 +757,66 @@ func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x8xi32>, %m: tensor<2x4xf32>) {
 // Test: cross_entropy loss_mask shape
 func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x4xi32>, %m: tensor<4x2xf32>) {
   // expected-error @+1 {{loss_mask shape [4, 2] does not match [2, 4] (logits batch and sequence)}}
-  %loss = tfm.cross_entropy %l, %y, %m : tensor<2x4x64xf32>, tensor<2x4xi32>, tensor<4x2xf32> -> tensor<f32>
+  %loss:3 = tfm.cross_entropy %l, %y, %m : tensor<2x4x64xf32>, tensor<2x4xi32>, tensor<4x2xf32> -> tensor<f32>
   return
 }
 
 // -----
 
 // Test: cross_entropy_grad labels shape
-func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x8xi32>, %m: tensor<2x4xf32>, %g: tensor<f32>) {
+func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x8xi32>, %m: tensor<2x4xf32>, %s: tensor<2x8xf32>, %g: tensor<f32>) {
   // expected-error @+1 {{labels shape [2, 8] does not match [2, 4] (logits batch and sequence)}}
-  %d = tfm.cross_entropy_grad %l, %y, %m, %g : tensor<2x4x64xf32>, tensor<2x8xi32>, tensor<2x4xf32>, tensor<f32>
+  %d = tfm.cross_entropy_grad %l, %y, %m, %s, %s, %g : tensor<2x4x64xf32>, tensor<2x8xi32>, tensor<2x4xf32>, tensor<f32>
   return
 }
 
 // -----
 
-// Test: a tp_split outside the parameter's dims
-module attributes {tfm.plan = #tfm.plan<tp = 2>} {
-  tfm.param @w init(ones) : tensor<4x8xf32>
-  func.func @f() {
-    // expected-error @+1 {{tp_split 2 is out of bounds for @w of rank 2}}
-    %w = tfm.get_param @w tp_split 2 : tensor<4x8xf32>
-    return
-  }
-}
-
-// -----
-
-// Test: a tp_split needs a plan
-tfm.param @w init(ones) : tensor<4x8xf32>
-func.func @f() {
-  // expected-error @+1 {{tp_split needs the module's tfm.plan}}
-  %w = tfm.get_param @w tp_split 0 : tensor<2x8xf32>
-  return
-}
-
-// -----
-
-// Test: the split dim must divide by tp
-module attributes {tfm.plan = #tfm.plan<tp = 4>} {
+// Test: after tfm-localize a distributed parameter's split must divide
+module attributes {tfm.plan = #tfm.plan<tp = 4>, tfm.local_shapes} {
+  mesh.mesh @dense(shape = 1x1x1x4) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
   tfm.param @w init(ones) : tensor<6x8xf32>
   func.func @f() {
-    // expected-error @+1 {{dim 0 of @w has size 6, not divisible by tp 4}}
-    %w = tfm.get_param @w tp_split 0 : tensor<1x8xf32>
+    // expected-error @+1 {{@w dim 0 of size 6 is not divisible by tp 4}}
+    %w = tfm.get_param @w : tensor<1x8xf32, #tfm.dist<@dense, [[tp]]>>
     return
   }
 }
 
 // -----
 
-// Test: the result must be the shard
-module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+// Test: after tfm-localize the result is this rank's piece
+module attributes {tfm.plan = #tfm.plan<tp = 2>, tfm.local_shapes} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
   tfm.param @w init(ones) : tensor<4x8xf32>
   func.func @f() {
-    // expected-error @+1 {{result type 'tensor<4x4xf32>' is not the tp 2 shard of 'tensor<4x8xf32>' split on dim 0}}
-    %w = tfm.get_param @w tp_split 0 : tensor<4x4xf32>
+    // expected-error @+1 {{result type 'tensor<4x4xf32, #tfm.dist<@dense, [[tp]]>>' does not match the type 'tensor<4x8xf32>' of param @w (distributed, per-rank shape)}}
+    %w = tfm.get_param @w : tensor<4x4xf32, #tfm.dist<@dense, [[tp]]>>
+    return
+  }
+}
+
+// -----
+
+// Test: before tfm-localize the result has the global shape
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @w init(ones) : tensor<4x8xf32>
+  func.func @f() {
+    // expected-error @+1 {{result type 'tensor<2x8xf32, #tfm.dist<@dense, [[tp]]>>' does not match the type 'tensor<4x8xf32>' of param @w}}
+    %w = tfm.get_param @w : tensor<2x8xf32, #tfm.dist<@dense, [[tp]]>>
+    return
+  }
+}
+
+// -----
+
+// Test: a per-rank shape needs the distribution's mesh
+module attributes {tfm.local_shapes} {
+  tfm.param @w init(ones) : tensor<4x8xf32>
+  func.func @f() {
+    // expected-error @+1 {{distribution names mesh @dense, which is not a mesh.mesh}}
+    %w = tfm.get_param @w : tensor<2x8xf32, #tfm.dist<@dense, [[tp]]>>
     return
   }
 }

@@ -130,8 +130,6 @@ func.func @elementwise(%x: tensor<2x8x32xf32>, %y: tensor<2x8x32xf32>, %b32: ten
   %ba = tfm.bias_add %7, %b32 : tensor<2x8x32xf32>, tensor<32xf32>
   // CHECK: tfm.dropout %{{.*}} p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
   %8 = tfm.dropout %x p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
-  // CHECK: tfm.dropout %{{.*}} p 1.000000e-01 seed 1234 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x8x32xf32>
-  %split = tfm.dropout %x p 1.000000e-01 seed 1234 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x8x32xf32>
   // CHECK: tfm.cast %{{.*}} : tensor<2x8x32xf32> to tensor<2x8x32xbf16>
   %9 = tfm.cast %x : tensor<2x8x32xf32> to tensor<2x8x32xbf16>
   // CHECK: tfm.cast %{{.*}} : tensor<2x8x32xbf16> to tensor<2x8x32xf16>
@@ -150,9 +148,30 @@ func.func @repeat_kv(%k: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
 
 // CHECK-LABEL: func.func @loss
 func.func @loss(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %mask: tensor<2x8xf32>) -> (tensor<f32>, tensor<2x8x64xf32>) {
-  // CHECK: tfm.cross_entropy %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
-  %l = tfm.cross_entropy %logits, %labels, %mask : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
-  // CHECK: tfm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
-  %g = tfm.cross_entropy_grad %logits, %labels, %mask, %l : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
+  // CHECK: %[[L:.*]], %[[MAX:.*]], %[[SUM:.*]] = tfm.cross_entropy %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
+  %l, %max, %sum = tfm.cross_entropy %logits, %labels, %mask : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
+  // CHECK: tfm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[MAX]], %[[SUM]], %[[L]] : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
+  %g = tfm.cross_entropy_grad %logits, %labels, %mask, %max, %sum, %l : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
   return %l, %g : tensor<f32>, tensor<2x8x64xf32>
+}
+
+// The vocab-parallel pieces of the cross-entropy.
+// CHECK-LABEL: func.func @loss_pieces
+func.func @loss_pieces(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %mask: tensor<2x8xf32>) -> tensor<f32> {
+  // CHECK: %[[M:.*]] = tfm.ce_row_max %{{.*}} : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %m = tfm.ce_row_max %logits : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  // CHECK: %[[E:.*]] = tfm.ce_sum_exp %{{.*}}, %[[M]] : tensor<2x8x64xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %e = tfm.ce_sum_exp %logits, %m : tensor<2x8x64xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  // CHECK: %[[T:.*]] = tfm.ce_target_logit %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8xf32>
+  %t = tfm.ce_target_logit %logits, %labels : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8xf32>
+  // CHECK: tfm.ce_loss %[[M]], %[[E]], %[[T]], %{{.*}} : tensor<2x8xf32> -> tensor<f32>
+  %l = tfm.ce_loss %m, %e, %t, %mask : tensor<2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @permute_chunks
+func.func @permute_chunks(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  // CHECK: tfm.permute_chunks %{{.*}} dim 1 order [0, 3, 1, 2] : tensor<2x8x4xf32> -> tensor<2x8x4xf32>
+  %y = tfm.permute_chunks %x dim 1 order [0, 3, 1, 2] : tensor<2x8x4xf32> -> tensor<2x8x4xf32>
+  return %y : tensor<2x8x4xf32>
 }

@@ -18,7 +18,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
     %w = tfm.get_param @w : tensor<4x4xf32>
     %b = tfm.get_param @b : tensor<4xf32>
     %y = tfm.linear %a, %w, %b : tensor<1x2x4xf32>, tensor<4x4xf32>, tensor<4xf32> -> tensor<1x2x4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -38,7 +38,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
     %g = tfm.get_param @g : tensor<4xf32>
     %b = tfm.get_param @b : tensor<4xf32>
     %y = tfm.layer_norm %a, %g, %b eps 1.0e-5 : tensor<1x2x4xf32>, tensor<4xf32>, tensor<4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -56,7 +56,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %g = tfm.get_param @g : tensor<4xf32>
     %y = tfm.rms_norm %a, %g eps 1.0e-6 : tensor<1x2x4xf32>, tensor<4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -74,7 +74,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   %loss = tfm.block head ins(%x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32>) -> tensor<f32> {
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %y = tfm.gelu %a tanh : tensor<1x2x4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -90,7 +90,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   %loss = tfm.block head ins(%x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32>) -> tensor<f32> {
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %y = tfm.silu %a : tensor<1x2x4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -107,7 +107,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   %loss = tfm.block head ins(%x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32>) -> tensor<f32> {
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %y = tfm.swiglu %a, %a : tensor<1x2x4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -126,7 +126,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %s = tfm.silu %a : tensor<1x2x4xf32>
     %y = tfm.add %s, %a : tensor<1x2x4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -143,7 +143,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   %loss = tfm.block head ins(%x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32>) -> tensor<f32> {
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %y = tfm.dropout %a p 0.25 seed 9 : tensor<1x2x4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -162,7 +162,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %h = tfm.cast %a : tensor<1x2x4xf32> to tensor<1x2x4xbf16>
     %y = tfm.cast %h : tensor<1x2x4xbf16> to tensor<1x2x4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -180,7 +180,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %p = tfm.position_ids %lab : tensor<1x2xi32>
     %y = tfm.rope %a, %p head_dim 2 theta 1.0e4 : tensor<1x2x4xf32>, tensor<1x2xi32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -191,7 +191,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
 // Test: attention: saved output and log-sum-exp; gradients of q, k and v
 
 // CHECK-LABEL: func.func @train_step
-// CHECK: tfm.block head ins({{.*}}) -> tensor<f32>, tensor<1x2x4xf32>, tensor<1x2x2xf32>
+// CHECK: tfm.block head ins({{.*}}) -> tensor<f32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2x4xf32>, tensor<1x2x2xf32>
 // CHECK: %[[DY:.*]] = tfm.cross_entropy_grad
 // CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = tfm.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[DY]] heads 2 kv_heads 2 head_dim 2 scale 5.000000e-01 mask causal
 // CHECK: %[[S:.*]] = tfm.add %[[DQ]], %[[DK]]
@@ -200,7 +200,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   %loss = tfm.block head ins(%x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32>) -> tensor<f32> {
   ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
     %y, %lse = tfm.attention %a, %a, %a heads 2 kv_heads 2 head_dim 2 scale 0.5 mask causal : tensor<1x2x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4xf32> -> tensor<1x2x4xf32>, tensor<1x2x2xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -220,7 +220,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
     %e = tfm.get_param @e : tensor<8x4xf32>
     %v = tfm.embedding %lab, %e : tensor<1x2xi32>, tensor<8x4xf32> -> tensor<1x2x4xf32>
     %y = tfm.add %v, %a : tensor<1x2x4xf32>
-    %c = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>

@@ -17,7 +17,7 @@ func.func @forward(%x: tensor<2xf32>) -> tensor<2xf32> {
 // Test: the body must be blocks
 func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf32>) -> tensor<f32> {
   // expected-error @+1 {{tfm-differentiate expects @forward to be a sequence of tfm.block ops}}
-  %c = tfm.cross_entropy %x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+  %c, %c_max, %c_sum = tfm.cross_entropy %x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
   return %c : tensor<f32>
 }
 
@@ -29,7 +29,7 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
   ^bb0(%a: tensor<1x2x4xf32>, %b: tensor<1x2xi32>, %c: tensor<1x2xf32>):
     // expected-error @+1 {{'tfm.silu_grad' op has no gradient rule; tfm-differentiate cannot differentiate through it}}
     %y = tfm.silu_grad %a, %a : tensor<1x2x4xf32>
-    %z = tfm.cross_entropy %y, %b, %c : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %z, %z_max, %z_sum = tfm.cross_entropy %y, %b, %c : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %z : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -44,7 +44,7 @@ func.func @train_step() {
 func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf32>) -> tensor<f32> {
   %loss = tfm.block head ins(%x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32>) -> tensor<f32> {
   ^bb0(%a: tensor<1x2x4xf32>, %b: tensor<1x2xi32>, %c: tensor<1x2xf32>):
-    %z = tfm.cross_entropy %a, %b, %c : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    %z, %z_max, %z_sum = tfm.cross_entropy %a, %b, %c : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
     tfm.yield %z : tensor<f32>
   }
   return %loss : tensor<f32>

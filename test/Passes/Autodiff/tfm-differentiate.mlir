@@ -19,7 +19,7 @@ func.func @forward(%t: tensor<1x4xi32>, %l: tensor<1x4xi32>, %m: tensor<1x4xf32>
     %n = tfm.rms_norm %x, %g eps 1.0e-6 : tensor<1x4x8xf32>, tensor<8xf32>
     %w = tfm.get_param @wte : tensor<16x8xf32>
     %o = tfm.linear %n, %w : tensor<1x4x8xf32>, tensor<16x8xf32> -> tensor<1x4x16xf32>
-    %c = tfm.cross_entropy %o, %y, %z : tensor<1x4x16xf32>, tensor<1x4xi32>, tensor<1x4xf32> -> tensor<f32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %o, %y, %z : tensor<1x4x16xf32>, tensor<1x4xi32>, tensor<1x4xf32> -> tensor<f32>
     tfm.yield %c : tensor<f32>
   }
   return %loss : tensor<f32>
@@ -33,21 +33,22 @@ func.func @forward(%t: tensor<1x4xi32>, %l: tensor<1x4xi32>, %m: tensor<1x4xf32>
 // The step takes the loss scale and returns the loss and one gradient per
 // parameter, in declaration order.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: (%[[T:.*]]: tensor<1x4xi32>, %[[L:.*]]: tensor<1x4xi32>, %[[M:.*]]: tensor<1x4xf32>, %[[S:.*]]: tensor<f32>)
+// CHECK-SAME: (%[[T:.*]]: tensor<1x4xi32>, %[[L:.*]]: tensor<1x4xi32>, %[[M:.*]]: tensor<1x4xf32>, %[[S:.*]]: tensor<f32> {tfm.input = "grad_scale"})
 // CHECK-SAME: -> (tensor<f32>, tensor<16x8xf32> {tfm.grad = "wte"}, tensor<8xf32> {tfm.grad = "ln.weight"})
 // CHECK-SAME: attributes {tfm.entry = "loom_train_step"}
 
-// The forward blocks also yield what the backward reads.
+// The forward blocks also yield what the backward reads (the
+// cross-entropy's row statistics among them).
 // CHECK: %[[E:.*]] = tfm.block embedding ins(%[[T]] : tensor<1x4xi32>) -> tensor<1x4x8xf32>
-// CHECK: %[[H:.*]]:3 = tfm.block head ins(%[[E]], %[[L]], %[[M]] : {{.*}}) -> tensor<f32>, tensor<1x4x16xf32>, tensor<1x4x8xf32>
-// CHECK: tfm.yield %{{.*}}, %{{.*}}, %{{.*}} : tensor<f32>, tensor<1x4x16xf32>, tensor<1x4x8xf32>
+// CHECK: %[[H:.*]]:5 = tfm.block head ins(%[[E]], %[[L]], %[[M]] : {{.*}}) -> tensor<f32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4x16xf32>, tensor<1x4x8xf32>
+// CHECK: tfm.yield %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<f32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4x16xf32>, tensor<1x4x8xf32>
 
 // Head backward first: the seed is the loss scale.
-// CHECK: %[[HB:.*]]:3 = tfm.block head backward ins(%[[S]], %[[M]], %[[L]], %[[H]]#1, %[[H]]#2, %[[E]] : {{.*}}) -> tensor<1x4x8xf32>, tensor<8xf32>, tensor<16x8xf32>
-// CHECK: ^bb0(%[[DS:.*]]: tensor<f32>, %{{.*}}: tensor<1x4xf32>, %{{.*}}: tensor<1x4xi32>, %[[LOGITS:.*]]: tensor<1x4x16xf32>, %[[NORMED:.*]]: tensor<1x4x8xf32>, %[[X:.*]]: tensor<1x4x8xf32>):
+// CHECK: %[[HB:.*]]:3 = tfm.block head backward ins(%[[S]], %[[H]]#1, %[[H]]#2, %[[M]], %[[L]], %[[H]]#3, %[[H]]#4, %[[E]] : {{.*}}) -> tensor<1x4x8xf32>, tensor<8xf32>, tensor<16x8xf32>
+// CHECK: ^bb0(%[[DS:.*]]: tensor<f32>, %[[ST0:.*]]: tensor<1x4xf32>, %[[ST1:.*]]: tensor<1x4xf32>, %{{.*}}: tensor<1x4xf32>, %{{.*}}: tensor<1x4xi32>, %[[LOGITS:.*]]: tensor<1x4x16xf32>, %[[NORMED:.*]]: tensor<1x4x8xf32>, %[[X:.*]]: tensor<1x4x8xf32>):
 // CHECK-DAG: tfm.get_param @ln.weight
 // CHECK-DAG: tfm.get_param @wte
-// CHECK: %[[DL:.*]] = tfm.cross_entropy_grad %[[LOGITS]], %{{.*}}, %{{.*}}, %[[DS]]
+// CHECK: %[[DL:.*]] = tfm.cross_entropy_grad %[[LOGITS]], %{{.*}}, %{{.*}}, %[[ST1]], %[[ST0]], %[[DS]]
 // CHECK: %[[DN:.*]], %[[DW:.*]] = tfm.linear_grad %[[NORMED]], %{{.*}}, %[[DL]]
 // CHECK: %[[DX:.*]], %[[DG:.*]] = tfm.rms_norm_grad %[[X]], %{{.*}}, %[[DN]]
 // CHECK: tfm.yield %[[DX]], %[[DG]], %[[DW]]

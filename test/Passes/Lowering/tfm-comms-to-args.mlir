@@ -13,12 +13,35 @@ func.func @groups(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %c : tensor<4xf32>
 }
 
-// A split dropout needs the group it is split over (to find its slice).
+// A split dropout needs the group it is split over (to find its slice);
+// split over several axes, the group of all of them.
 // CHECK-LABEL: func.func @split_dropout
-// CHECK-SAME: (%{{.*}}: tensor<2x4xf32>, %{{.*}}: !llvm.ptr {tfm.comm = "tp"})
-func.func @split_dropout(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-  %y = tfm.dropout %x p 0.1 seed 7 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x4xf32>
-  return %y : tensor<2x4xf32>
+// CHECK-SAME: (%{{.*}}: tensor<2x4xf32, {{.*}}>, %{{.*}}: !llvm.ptr {tfm.comm = "tp"})
+func.func @split_dropout(%x: tensor<2x4xf32, #tfm.dist<@dense, [[], [tp]]>>) -> tensor<2x4xf32, #tfm.dist<@dense, [[], [tp]]>> {
+  %y = tfm.dropout %x p 0.1 seed 7 : tensor<2x4xf32, #tfm.dist<@dense, [[], [tp]]>>
+  return %y : tensor<2x4xf32, #tfm.dist<@dense, [[], [tp]]>>
+}
+// CHECK-LABEL: func.func @split_two_axes
+// CHECK-SAME: !llvm.ptr {tfm.comm = "tp-cp"}
+func.func @split_two_axes(%x: tensor<2x4xf32, #tfm.dist<@dense, [[], [cp, tp]]>>) -> tensor<2x4xf32, #tfm.dist<@dense, [[], [cp, tp]]>> {
+  %y = tfm.dropout %x p 0.1 seed 7 : tensor<2x4xf32, #tfm.dist<@dense, [[], [cp, tp]]>>
+  return %y : tensor<2x4xf32, #tfm.dist<@dense, [[], [cp, tp]]>>
+}
+
+// A vocab-parallel embedding finds its rows in the group that splits the
+// table; a whole one needs no communicator.
+// CHECK-LABEL: func.func @vocab_parallel
+// CHECK-SAME: !llvm.ptr {tfm.comm = "tp"})
+func.func @vocab_parallel(%t: tensor<2x4xi32, #tfm.dist<@dense>>, %w: tensor<8x4xf32, #tfm.dist<@dense, [[tp]]>>) -> tensor<2x4x4xf32, #tfm.dist<@dense, partial = sum[tp]>> {
+  %e = tfm.embedding %t, %w : tensor<2x4xi32, #tfm.dist<@dense>>, tensor<8x4xf32, #tfm.dist<@dense, [[tp]]>> -> tensor<2x4x4xf32, #tfm.dist<@dense, partial = sum[tp]>>
+  return %e : tensor<2x4x4xf32, #tfm.dist<@dense, partial = sum[tp]>>
+}
+// CHECK-LABEL: func.func @whole_table
+// CHECK-NOT: tfm.comm
+// CHECK: return
+func.func @whole_table(%t: tensor<2x4xi32>, %w: tensor<8x4xf32>) -> tensor<2x4x4xf32> {
+  %e = tfm.embedding %t, %w : tensor<2x4xi32>, tensor<8x4xf32> -> tensor<2x4x4xf32>
+  return %e : tensor<2x4x4xf32>
 }
 
 // CHECK-LABEL: func.func @none(%{{.*}}: tensor<4xf32>) -> tensor<4xf32>
@@ -31,9 +54,20 @@ func.func @none(%x: tensor<4xf32>) -> tensor<4xf32> {
 // A mesh that tfm-materialize-mesh did not create has no axis names.
 mesh.mesh @bare(shape = 2)
 func.func @unnamed(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{mesh @bare has no tfm.mesh_axes; create it with tfm-materialize-mesh}}
+  // expected-error @+1 {{mesh @bare has no tfm.mesh_axes (create it with tfm-materialize-mesh)}}
   %a = mesh.all_reduce %x on @bare mesh_axes = [0] : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
+}
+
+// -----
+
+mesh.mesh @dense(shape = 1x2x1x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+// A collective over axes out of the mesh's order: the runtime's group orders
+// its ranks by the mesh, so gathered pieces would come in another order.
+func.func @out_of_order(%x: tensor<4xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{runs over mesh axes out of the mesh's order}}
+  %a = mesh.all_gather %x on @dense mesh_axes = [1, 0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+  return %a : tensor<8xf32>
 }
 
 // -----

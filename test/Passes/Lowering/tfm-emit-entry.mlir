@@ -26,7 +26,7 @@ llvm.func @helper(%a: !llvm.ptr) {
 
 // -----
 
-// expected-error @+1 {{tfm.entry must be a string naming the C symbol}}
+// expected-error @+1 {{tfm.entry must be a non-empty string}}
 llvm.func @f(%a: !llvm.ptr) attributes {tfm.entry = 1 : i32} {
   llvm.return
 }

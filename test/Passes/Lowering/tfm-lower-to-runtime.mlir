@@ -79,21 +79,30 @@ func.func @attention_document(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v
 // CHECK: call @loomrt_position_ids
 // CHECK: call @loomrt_embedding_forward
 // CHECK: call @loomrt_rope_forward
+// The cross-entropy keeps its row statistics (for the gradient): the loss
+// from the row maxima, sums of exponentials and target logits.
 // CHECK: %[[LOSS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<f32>
-// CHECK: call @loomrt_cross_entropy_forward
+// CHECK: call @loomrt_ce_local_max
+// CHECK: call @loomrt_ce_local_sum_exp
+// CHECK: call @loomrt_ce_local_target
+// CHECK: call @loomrt_ce_loss_from_parts
 // CHECK: return %[[LOSS]] : memref<f32>
 func.func @embedding_rope_loss(%t: tensor<2x8xi32>, %table: tensor<64x32xf32>, %mask: tensor<2x8xf32>) -> tensor<f32> {
   %p = tfm.position_ids %t reset_at_eod 0 : tensor<2x8xi32>
   %e = tfm.embedding %t, %table : tensor<2x8xi32>, tensor<64x32xf32> -> tensor<2x8x32xf32>
   %r = tfm.rope %e, %p head_dim 16 theta 1.0e4 : tensor<2x8x32xf32>, tensor<2x8xi32>
   %logits = tfm.linear %r, %table : tensor<2x8x32xf32>, tensor<64x32xf32> -> tensor<2x8x64xf32>
-  %loss = tfm.cross_entropy %logits, %t, %mask : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
+  %loss, %max, %sum = tfm.cross_entropy %logits, %t, %mask : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
   return %loss : tensor<f32>
 }
 
 // The backward ops lower too.
 // CHECK-LABEL: func.func @backward
-// CHECK: call @loomrt_cross_entropy_backward
+// The softmax comes from the forward's statistics: no pass over the logits
+// before the gradient's.
+// CHECK-NOT: call @loomrt_ce_local
+// CHECK: call @loomrt_ce_loss_from_parts
+// CHECK: call @loomrt_ce_vocab_parallel_backward
 // CHECK: call @loomrt_attention_backward
 // CHECK: call @loomrt_rope_backward
 // CHECK: call @loomrt_layer_norm_backward
@@ -107,8 +116,9 @@ func.func @embedding_rope_loss(%t: tensor<2x8xi32>, %table: tensor<64x32xf32>, %
 // CHECK: func.func private @loomrt_linear_forward(i32, i64, i64, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr)
 // CHECK-NOT: func.func private @loomrt_linear_forward
 func.func @backward(%logits: tensor<2x8x64xf32>, %t: tensor<2x8xi32>, %m: tensor<2x8xf32>, %g: tensor<f32>,
-                    %q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %l: tensor<2x4x8xf32>, %w: tensor<64xf32>) {
-  %0 = tfm.cross_entropy_grad %logits, %t, %m, %g : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
+                    %q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %l: tensor<2x4x8xf32>, %w: tensor<64xf32>,
+                    %rmax: tensor<2x8xf32>, %rsum: tensor<2x8xf32>) {
+  %0 = tfm.cross_entropy_grad %logits, %t, %m, %rmax, %rsum, %g : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
   %1:3 = tfm.attention_grad %q, %k, %k, %q, %l, %0 heads 4 kv_heads 2 head_dim 16 scale 0.25 mask causal
       : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>
   %2 = tfm.rope_grad %1#0, %t head_dim 16 theta 1.0e4 : tensor<2x8x64xf32>, tensor<2x8xi32>
@@ -190,8 +200,11 @@ func.func @no_comm(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// Vocab-parallel ops find their slice from the rank's index in the group
-// and reduce the softmax statistics over it.
+// Vocab-parallel ops find their slice of the vocabulary from the
+// distribution of their table or logits: the rank's index in the group
+// that splits it. The pieces of the cross-entropy are one kernel each (their
+// statistics are reduced by mesh collectives, elsewhere); the gradient reads
+// the whole statistics.
 mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
 
 // CHECK-LABEL: func.func @vocab_parallel
@@ -202,21 +215,57 @@ mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
 // CHECK: %[[START:.*]] = arith.muli %[[RW]], %{{.*}} : i64
 // CHECK: call @loomrt_embedding_forward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[START]],
 // CHECK: call @loomrt_ce_local_max
-// CHECK: call @loomrt_all_reduce
 // CHECK: call @loomrt_ce_local_sum_exp
-// CHECK: call @loomrt_all_reduce
+// CHECK: call @loomrt_comm_rank
 // CHECK: call @loomrt_ce_local_target
-// CHECK: call @loomrt_all_reduce
 // CHECK: call @loomrt_ce_loss_from_parts
 // CHECK: arith.divf
 // CHECK: call @loomrt_ce_vocab_parallel_backward
 // CHECK: call @loomrt_embedding_backward
-func.func @vocab_parallel(%t: tensor<2x4xi32>, %table: tensor<16x8xf32>, %logits: tensor<2x4x16xf32>, %m: tensor<2x4xf32>, %g: tensor<f32>, %dy: tensor<2x4x8xf32>, %tp: !llvm.ptr {tfm.comm = "tp"}) -> (tensor<2x4x8xf32>, tensor<f32>, tensor<2x4x16xf32>, tensor<16x8xf32>) {
-  %e = tfm.embedding %t, %table vocab_parallel_axis 3 : tensor<2x4xi32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
-  %l = tfm.cross_entropy %logits, %t, %m vocab_parallel_axis 3 : tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x4xf32> -> tensor<f32>
-  %d = tfm.cross_entropy_grad %logits, %t, %m, %g vocab_parallel_axis 3 : tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x4xf32>, tensor<f32>
-  %dt = tfm.embedding_grad %t, %dy vocab_parallel_axis 3 : tensor<2x4xi32>, tensor<2x4x8xf32> -> tensor<16x8xf32>
-  return %e, %l, %d, %dt : tensor<2x4x8xf32>, tensor<f32>, tensor<2x4x16xf32>, tensor<16x8xf32>
+// CHECK-NOT: call @loomrt_all_reduce
+func.func @vocab_parallel(%t: tensor<2x4xi32, #tfm.dist<@dense>>, %table: tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>,
+                          %logits: tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, %m: tensor<2x4xf32, #tfm.dist<@dense>>,
+                          %g: tensor<f32, #tfm.dist<@dense>>, %dy: tensor<2x4x8xf32, #tfm.dist<@dense>>,
+                          %rmax: tensor<2x4xf32, #tfm.dist<@dense>>, %rsum: tensor<2x4xf32, #tfm.dist<@dense>>,
+                          %tp: !llvm.ptr {tfm.comm = "tp"}) {
+  %e = tfm.embedding %t, %table : tensor<2x4xi32, #tfm.dist<@dense>>, tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>> -> tensor<2x4x8xf32, #tfm.dist<@dense, partial = sum[tp]>>
+  %mx = tfm.ce_row_max %logits : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>> -> tensor<2x4xf32, #tfm.dist<@dense, partial = max[tp]>>
+  %se = tfm.ce_sum_exp %logits, %rmax : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<2x4xf32, #tfm.dist<@dense>> -> tensor<2x4xf32, #tfm.dist<@dense, partial = sum[tp]>>
+  %tg = tfm.ce_target_logit %logits, %t : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<2x4xi32, #tfm.dist<@dense>> -> tensor<2x4xf32, #tfm.dist<@dense, partial = sum[tp]>>
+  %l = tfm.ce_loss %rmax, %rsum, %rmax, %m : tensor<2x4xf32, #tfm.dist<@dense>> -> tensor<f32, #tfm.dist<@dense>>
+  %d = tfm.cross_entropy_grad %logits, %t, %m, %rmax, %rsum, %g : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<2x4xi32, #tfm.dist<@dense>>, tensor<2x4xf32, #tfm.dist<@dense>>, tensor<f32, #tfm.dist<@dense>>
+  %dt = tfm.embedding_grad %t, %dy : tensor<2x4xi32, #tfm.dist<@dense>>, tensor<2x4x8xf32, #tfm.dist<@dense>> -> tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>
+  return
+}
+
+// -----
+
+// Chunks reordered: one strided copy per chunk, from the chunk the order
+// names (dim 1 of [2, 8, 4] f32 in 4 chunks of 2: 32 bytes a chunk, 128 a
+// row).
+// CHECK-LABEL: func.func @permute
+// CHECK: %[[SRC:.*]] = llvm.inttoptr
+// CHECK: %[[DST:.*]] = llvm.inttoptr
+// CHECK: call @loomrt_copy_2d(%[[DST]], %{{.*}}, %[[SRC]],
+// CHECK: %[[D1:.*]] = llvm.getelementptr %[[DST]][32]
+// CHECK: %[[S2:.*]] = llvm.getelementptr %[[SRC]][64]
+// CHECK: call @loomrt_copy_2d(%[[D1]], %{{.*}}, %[[S2]],
+// CHECK: %[[D2:.*]] = llvm.getelementptr %[[DST]][64]
+// CHECK: %[[S1:.*]] = llvm.getelementptr %[[SRC]][32]
+// CHECK: call @loomrt_copy_2d(%[[D2]], %{{.*}}, %[[S1]],
+func.func @permute(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  %y = tfm.permute_chunks %x dim 1 order [0, 2, 1, 3] : tensor<2x8x4xf32> -> tensor<2x8x4xf32>
+  return %y : tensor<2x8x4xf32>
+}
+
+// -----
+
+// A tfm.reshard must be lowered to collectives first.
+mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+func.func @reshard(%x: tensor<4xf32, #tfm.dist<@dense, partial = sum[tp]>>) -> tensor<4xf32, #tfm.dist<@dense>> {
+  // expected-error @+1 {{a tfm.reshard is left; run tfm-reshard-to-collectives before lowering}}
+  %y = tfm.reshard %x : tensor<4xf32, #tfm.dist<@dense, partial = sum[tp]>> -> tensor<4xf32, #tfm.dist<@dense>>
+  return %y : tensor<4xf32, #tfm.dist<@dense>>
 }
 
 // -----
@@ -263,7 +312,7 @@ mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
 // CHECK: %[[SW:.*]] = arith.extsi %[[S]] : i32 to i64
 // CHECK: %[[STRIDE:.*]] = arith.muli %[[SW]], %[[COLS]] : i64
 // CHECK: call @loomrt_dropout_forward(%{{.*}}, %[[ROWS]], %[[COLS]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OFF]], %[[STRIDE]])
-func.func @split_dropout(%x: tensor<2x4x8xf32>, %tp: !llvm.ptr {tfm.comm = "tp"}) -> tensor<2x4x8xf32> {
-  %y = tfm.dropout %x p 0.1 seed 7 {split_axis = 3 : i64, split_dim = 1 : i64} : tensor<2x4x8xf32>
-  return %y : tensor<2x4x8xf32>
+func.func @split_dropout(%x: tensor<2x4x8xf32, #tfm.dist<@dense, [[], [tp]]>>, %tp: !llvm.ptr {tfm.comm = "tp"}) -> tensor<2x4x8xf32, #tfm.dist<@dense, [[], [tp]]>> {
+  %y = tfm.dropout %x p 0.1 seed 7 : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [tp]]>>
+  return %y : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [tp]]>>
 }

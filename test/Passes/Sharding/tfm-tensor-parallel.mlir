@@ -199,7 +199,7 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
     ^bb0(%x: tensor<1x4x8xf32>, %y: tensor<1x4xi32>, %z: tensor<1x4xf32>):
       %w = tfm.get_param @wte : tensor<32x8xf32>
       %o = tfm.linear %x, %w : tensor<1x4x8xf32>, tensor<32x8xf32> -> tensor<1x4x32xf32>
-      %c = tfm.cross_entropy %o, %y, %z : tensor<1x4x32xf32>, tensor<1x4xi32>, tensor<1x4xf32> -> tensor<f32>
+      %c, %c_max, %c_sum = tfm.cross_entropy %o, %y, %z : tensor<1x4x32xf32>, tensor<1x4xi32>, tensor<1x4xf32> -> tensor<f32>
       tfm.yield %c : tensor<f32>
     }
     return %loss : tensor<f32>
