@@ -40,6 +40,8 @@ std::string loom::tfm::describe(DistAttr dist) {
   };
   for (int64_t d = 0; d < dist.getNumDims(); ++d) {
     DimDist dim = dist.getDim(d);
+    if (dim.isWhole() && dim.isNatural())
+      continue;
     join();
     if (dim.isWhole())
       os << "whole on dim " << d;

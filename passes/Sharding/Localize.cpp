@@ -45,9 +45,8 @@ public:
 
   LogicalResult run(func::FuncOp func) {
     Block &body = func.getBody().front();
-    for (BlockArgument arg : body.getArguments())
-      if (failed(localize(arg, func)))
-        return failure();
+    // Pre-order: the function's arguments first, then every op's region
+    // arguments before the ops inside.
     WalkResult walk = func.walk<WalkOrder::PreOrder>([&](Operation *op) {
       for (Region &r : op->getRegions())
         for (BlockArgument arg : r.getArguments())

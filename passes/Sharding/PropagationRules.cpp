@@ -69,15 +69,17 @@ struct LinearRule : Model<LinearRule, LinearOp> {
     if (p.featuresSplit(x))
       return rowParallel(op, p);
     // Column-parallel: the input whole over tp (all-gathered with SP,
-    // reduced if partial), the weight's out-features split. A projection
-    // too narrow to split over tp stays whole on every rank.
+    // reduced if partial), the weight's out-features split.
+    int64_t out = cast<RankedTensorType>(op.getWeight().getType()).getDimSize(0);
+    if (out % p.tpRanks() != 0)
+      return op.emitError() << "out_features " << out
+                            << " of a column-parallel linear is not "
+                               "divisible by tp "
+                            << p.tpRanks();
     DistAttr in = p.wholeOverTp(getDist(x));
     if (failed(p.require(o, 0, in)))
       return failure();
-    int64_t out = cast<RankedTensorType>(op.getWeight().getType()).getDimSize(0);
-    DistAttr w = dimLike(p.replicated(), 1, in, rank - 1);
-    if (out % p.tpRanks() == 0)
-      w = w.withAxes(0, {p.tp()});
+    DistAttr w = dimLike(p.replicated(), 1, in, rank - 1).withAxes(0, {p.tp()});
     if (failed(p.require(o, 1, w)) ||
         (op.getBias() &&
          failed(p.require(o, 2, p.replicated().withDim(0, w.getDim(0))))))

@@ -1,6 +1,9 @@
-// RUN: loom-opt %s -split-input-file --tfm-tensor-parallel -verify-diagnostics
+// RUN: loom-opt %s -split-input-file --tfm-propagate-distribution -verify-diagnostics
 
-// Test: sizes that do not divide
+// Plans and programs propagation cannot distribute: errors that name the
+// op and the sizes.
+
+// Test: a column-parallel linear whose out-features do not divide
 module attributes {tfm.plan = #tfm.plan<tp = 2>} {
   mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
   tfm.param @a init(ones) : tensor<7x8xf32>
@@ -8,7 +11,7 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
     %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x7xf32> {
     ^bb0(%h: tensor<1x2x8xf32>):
       %wa = tfm.get_param @a : tensor<7x8xf32>
-      // expected-error @+1 {{dim 0 of size 7 is not divisible by tp 2}}
+      // expected-error @+1 {{out_features 7 of a column-parallel linear is not divisible by tp 2}}
       %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<7x8xf32> -> tensor<1x2x7xf32>
       tfm.yield %c : tensor<1x2x7xf32>
     }
@@ -56,8 +59,42 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
 // -----
 
 // Test: the meshes must exist
-// expected-error @+1 {{tensor parallelism needs mesh @dense with a tp axis (run tfm-materialize-mesh)}}
+// expected-error @+1 {{no mesh.mesh of the plan's dense world (axes pp 1, dp 1, cp 1, tp 2); run tfm-materialize-mesh}}
 module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+}
+
+// -----
+
+// Test: a mesh of another shape is not the plan's
+// expected-error @+1 {{no mesh.mesh of the plan's dense world (axes pp 1, dp 1, cp 1, tp 2); run tfm-materialize-mesh}}
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x4) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+}
+
+// -----
+
+// Test: the plan must exist
+// expected-error @+1 {{module has no tfm.plan; run --tfm-set-plan first}}
+module {
+}
+
+// -----
+
+// Test: propagation works at global shapes
+// expected-error @+1 {{tfm-propagate-distribution needs global shapes, but the module's are per-rank (tfm-localize ran)}}
+module attributes {tfm.plan = #tfm.plan<tp = 2>, tfm.local_shapes} {
+}
+
+// -----
+
+// Test: an op with no distribution rule
+module attributes {tfm.plan = #tfm.plan<tp = 2>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'arith.negf' op has no distribution rule; tfm-propagate-distribution cannot distribute it}}
+    %y = arith.negf %x : tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
 }
 
 // -----
@@ -121,47 +158,6 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
 
 // -----
 
-// Test: a norm of a column-parallel output (Megatron's gather_output is
-// not built: no GPT-2 or Llama layer needs it)
-module attributes {tfm.plan = #tfm.plan<tp = 2>} {
-  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
-  tfm.param @a init(ones) : tensor<8x8xf32>
-  tfm.param @g init(ones) : tensor<8xf32>
-  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
-    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
-    ^bb0(%h: tensor<1x2x8xf32>):
-      %wa = tfm.get_param @a : tensor<8x8xf32>
-      %wg = tfm.get_param @g : tensor<8xf32>
-      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
-      // expected-error @+1 {{needs whole tensors but an operand is split over tp}}
-      %n = tfm.rms_norm %c, %wg eps 1.000000e-05 : tensor<1x2x8xf32>, tensor<8xf32>
-      tfm.yield %n : tensor<1x2x8xf32>
-    }
-    return %y : tensor<1x2x8xf32>
-  }
-}
-
-// -----
-
-// Test: a residual add of a split and a whole value
-module attributes {tfm.plan = #tfm.plan<tp = 2>} {
-  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
-  tfm.param @a init(ones) : tensor<8x8xf32>
-  func.func @forward(%x: tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
-    %y = tfm.block layer 0 ins(%x : tensor<1x2x8xf32>) -> tensor<1x2x8xf32> {
-    ^bb0(%h: tensor<1x2x8xf32>):
-      %wa = tfm.get_param @a : tensor<8x8xf32>
-      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
-      // expected-error @+1 {{adds a split and a replicated value}}
-      %s = tfm.add %c, %h : tensor<1x2x8xf32>
-      tfm.yield %s : tensor<1x2x8xf32>
-    }
-    return %y : tensor<1x2x8xf32>
-  }
-}
-
-// -----
-
 // Test: one weight read as column- and as row-parallel
 module attributes {tfm.plan = #tfm.plan<tp = 2>} {
   mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
@@ -172,7 +168,7 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
       %wa = tfm.get_param @a : tensor<8x8xf32>
       %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
       %wb = tfm.get_param @a : tensor<8x8xf32>
-      // expected-error @+1 {{@a is split on dim 0 elsewhere but needs dim 1 here}}
+      // expected-error @+1 {{@a is split on dim 0 over tp elsewhere but needs to be split on dim 1 over tp here}}
       %r = tfm.linear %c, %wb : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
       tfm.yield %r : tensor<1x2x8xf32>
     }
@@ -180,18 +176,3 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
   }
 }
 
-// -----
-
-// Test: a weight that is not a tfm.get_param of the block
-module attributes {tfm.plan = #tfm.plan<tp = 2>} {
-  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
-  func.func @forward(%x: tensor<1x2x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x2x8xf32> {
-    %y = tfm.block layer 0 ins(%x, %w : tensor<1x2x8xf32>, tensor<8x8xf32>) -> tensor<1x2x8xf32> {
-    ^bb0(%h: tensor<1x2x8xf32>, %wa: tensor<8x8xf32>):
-      // expected-error @+1 {{tensor parallelism needs the weight read with tfm.get_param in the same block}}
-      %c = tfm.linear %h, %wa : tensor<1x2x8xf32>, tensor<8x8xf32> -> tensor<1x2x8xf32>
-      tfm.yield %c : tensor<1x2x8xf32>
-    }
-    return %y : tensor<1x2x8xf32>
-  }
-}

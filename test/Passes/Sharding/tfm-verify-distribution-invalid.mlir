@@ -1,0 +1,179 @@
+// RUN: loom-opt %s -split-input-file --tfm-verify-distribution -verify-diagnostics
+
+// Sharded IR whose distributions do not add up is an error naming the op,
+// its values' distributions and the rule they break.
+
+// Test: a partial sum added to a replicated value
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%p: tensor<4xf32, #tfm.dist<@dense, partial = sum[tp]>>, %r: tensor<4xf32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the operands must be distributed alike, but lhs is a partial sum over tp and rhs is replicated}}
+    %s = tfm.add %p, %r : tensor<4xf32, #tfm.dist<@dense, partial = sum[tp]>>, tensor<4xf32, #tfm.dist<@dense>> -> tensor<4xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a row-parallel weight fed a replicated input (global shapes)
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x8xf32, #tfm.dist<@dense>>, %w: tensor<8x8xf32, #tfm.dist<@dense, [[], [tp]]>>) {
+    // expected-error @+1 {{the input is replicated and the weight split on dim 1 over tp: the input's features and the weight's in-features must be split alike (a row-parallel weight needs a split input)}}
+    %y = tfm.linear %x, %w : tensor<1x4x8xf32, #tfm.dist<@dense>>, tensor<8x8xf32, #tfm.dist<@dense, [[], [tp]]>> -> tensor<1x4x8xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a result distributed otherwise than the rule gives (a
+// column-parallel output claimed whole)
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x8xf32, #tfm.dist<@dense>>, %w: tensor<4x8xf32, #tfm.dist<@dense, [[tp]]>>) {
+    // expected-error @+1 {{result #0 is replicated but the op's distribution rule gives split on dim 2 over tp}}
+    %y = tfm.linear %x, %w : tensor<1x4x8xf32, #tfm.dist<@dense>>, tensor<4x8xf32, #tfm.dist<@dense, [[tp]]>> -> tensor<1x4x4xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a row-parallel bias would be added by every rank
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x4xf32, #tfm.dist<@dense, [[], [], [tp]]>>, %w: tensor<8x4xf32, #tfm.dist<@dense, [[], [tp]]>>, %b: tensor<8xf32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{adds its bias to a partial sum over tp, so every rank would add it; add it once after the reduction (tfm.bias_add)}}
+    %y = tfm.linear %x, %w, %b : tensor<1x4x4xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<8x4xf32, #tfm.dist<@dense, [[], [tp]]>>, tensor<8xf32, #tfm.dist<@dense>> -> tensor<1x4x8xf32, #tfm.dist<@dense, partial = sum[tp]>>
+    return
+  }
+}
+
+// -----
+
+// Test: a non-linear op on a partial sum
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<4xf32, #tfm.dist<@dense, partial = sum[tp]>>) {
+    // expected-error @+1 {{the input is a partial sum over tp; the op is not linear, so it needs whole values}}
+    %y = tfm.gelu %x tanh : tensor<4xf32, #tfm.dist<@dense, partial = sum[tp]>>
+    return
+  }
+}
+
+// -----
+
+// Test: a norm over a split dim (global shapes)
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, %w: tensor<8xf32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the input is split on dim 2 over tp; a norm needs the normalized dim whole}}
+    %y = tfm.rms_norm %x, %w eps 1.0e-6 : tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<8xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a collective over an axis the value is not partial over
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2x2) {tfm.mesh_axes = ["cp", "tp"]}
+  func.func @f(%x: tensor<4xf32, #tfm.dist<@dense, partial = sum[tp]>>) {
+    // expected-error @+1 {{reduces over cp a value that is a partial sum over tp, not partial over cp}}
+    %y = mesh.all_reduce %x on @dense mesh_axes = [0] : tensor<4xf32, #tfm.dist<@dense, partial = sum[tp]>> -> tensor<4xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a gather over an axis the value is not split over
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<4xf32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{gathers dim 0 over tp but the input is replicated}}
+    %y = mesh.all_gather %x on @dense mesh_axes = [0] gather_axis = 0 : tensor<4xf32, #tfm.dist<@dense>> -> tensor<8xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a distribution naming a mesh that does not exist
+module attributes {tfm.local_shapes} {
+  // expected-error @+1 {{distribution names mesh @missing, which is not a mesh.mesh}}
+  func.func @f(%x: tensor<4xf32, #tfm.dist<@missing>>) {
+    return
+  }
+}
+
+// -----
+
+// Test: a distribution naming an axis the mesh does not have
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  // expected-error-re @+1 {{distribution {{.*}} names axis ep, which mesh @dense does not have}}
+  func.func @f(%x: tensor<4xf32, #tfm.dist<@dense, [[ep]]>>) {
+    return
+  }
+}
+
+// -----
+
+// Test: the axes of a dim follow the mesh's order
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2x2) {tfm.mesh_axes = ["cp", "tp"]}
+  // expected-error-re @+1 {{distribution {{.*}} splits dim 0 over axes out of the mesh's order}}
+  func.func @f(%x: tensor<4xf32, #tfm.dist<@dense, [[tp, cp]]>>) {
+    return
+  }
+}
+
+// -----
+
+// Test: every value of sharded IR has a distribution
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  // expected-error @+1 {{a value of type 'tensor<4xf32>' has no distribution (run tfm-propagate-distribution)}}
+  func.func @f(%x: tensor<4xf32>) {
+    return
+  }
+}
+
+// -----
+
+// Test: every read of a parameter is distributed alike
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  tfm.param @w init(ones) : tensor<8x8xf32>
+  func.func @f() {
+    %a = tfm.get_param @w : tensor<4x8xf32, #tfm.dist<@dense, [[tp]]>>
+    // expected-error @+1 {{@w is read as split on dim 1 over tp here and as split on dim 0 over tp elsewhere}}
+    %b = tfm.get_param @w : tensor<8x4xf32, #tfm.dist<@dense, [[], [tp]]>>
+    return
+  }
+}
+
+// -----
+
+// Test: at global shapes every split divides
+module {
+  mesh.mesh @dense(shape = 4) {tfm.mesh_axes = ["tp"]}
+  // expected-error @+1 {{dim 0 of size 6 is not divisible by tp 4}}
+  func.func @f(%x: tensor<6xf32, #tfm.dist<@dense, [[tp]]>>) {
+    return
+  }
+}
+
+// -----
+
+// Test: an op computing on tensors without a distribution rule
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<4xf32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{'arith.negf' op has no distribution rule, so its distributions cannot be checked}}
+    %y = arith.negf %x : tensor<4xf32, #tfm.dist<@dense>>
+    return
+  }
+}
