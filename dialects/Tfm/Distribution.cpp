@@ -152,6 +152,17 @@ LogicalResult MeshAxesInfo::verify(DistAttr dist, Operation *where) const {
   return success();
 }
 
+const MeshAxesInfo *MeshAxesCache::get(Operation *where,
+                                       FlatSymbolRefAttr mesh) {
+  auto it = meshes.find(mesh.getValue());
+  if (it != meshes.end())
+    return &it->second;
+  FailureOr<MeshAxesInfo> info = MeshAxesInfo::lookup(where, mesh);
+  if (failed(info))
+    return nullptr;
+  return &meshes.try_emplace(mesh.getValue(), std::move(*info)).first->second;
+}
+
 FailureOr<SmallVector<int64_t>>
 loom::tfm::localShape(ArrayRef<int64_t> global, DistAttr dist,
                       const MeshAxesInfo &mesh, Operation *where,

@@ -18,6 +18,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <string>
 
@@ -73,6 +74,17 @@ public:
 private:
   std::vector<std::string> axisNames;
   llvm::SmallVector<int64_t> sizes;
+};
+
+/// The axes of every mesh a pass meets, looked up once each.
+class MeshAxesCache {
+public:
+  /// The axes of mesh `mesh`, or null (with an error at `where`) when it is
+  /// missing or has no axis names.
+  const MeshAxesInfo *get(mlir::Operation *where, mlir::FlatSymbolRefAttr mesh);
+
+private:
+  llvm::StringMap<MeshAxesInfo> meshes;
 };
 
 /// The shape each rank holds of a `global` tensor distributed as `dist`;

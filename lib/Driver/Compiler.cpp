@@ -449,7 +449,10 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     if (failed(entry))
       return fail("@" + f.getName() + " is not an entry point loom-run "
                   "knows (see the diagnostics above)");
-    entries[f.getName()] = std::move(*entry);
+    // Keyed by what the rank program does with it, whatever the function
+    // is called: a train step takes the loss scale.
+    entries[inputArgument(f, "grad_scale") ? "train_step" : "forward"] =
+        std::move(*entry);
   }
 
   // 5. Lower. The buffer plan is read off the lowered functions before they

@@ -24,15 +24,13 @@ namespace {
 
 class Localizer {
 public:
-  explicit Localizer(ModuleOp module) : module(module) {}
-
   /// Gives `v` its per-rank shape; errors name `where`.
   LogicalResult localize(Value v, Operation *where) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     tfm::DistAttr dist = tfm::getDist(type);
     if (!dist)
       return success();
-    const tfm::MeshAxesInfo *mesh = meshOf(dist, where);
+    const tfm::MeshAxesInfo *mesh = meshes.get(where, dist.getMesh());
     if (!mesh || failed(mesh->verify(dist, where)))
       return failure();
     FailureOr<SmallVector<int64_t>> local =
@@ -67,20 +65,7 @@ public:
   }
 
 private:
-  const tfm::MeshAxesInfo *meshOf(tfm::DistAttr dist, Operation *where) {
-    auto it = meshes.find(dist.getMesh().getValue());
-    if (it != meshes.end())
-      return &it->second;
-    FailureOr<tfm::MeshAxesInfo> info =
-        tfm::MeshAxesInfo::lookup(where, dist.getMesh());
-    if (failed(info))
-      return nullptr;
-    return &meshes.try_emplace(dist.getMesh().getValue(), std::move(*info))
-                .first->second;
-  }
-
-  ModuleOp module;
-  llvm::StringMap<tfm::MeshAxesInfo> meshes;
+  tfm::MeshAxesCache meshes;
 };
 
 struct LocalizePass : sharding::impl::TfmLocalizeBase<LocalizePass> {
@@ -90,7 +75,7 @@ struct LocalizePass : sharding::impl::TfmLocalizeBase<LocalizePass> {
       module.emitError() << "shapes are already per-rank (tfm-localize ran)";
       return signalPassFailure();
     }
-    Localizer localizer(module);
+    Localizer localizer;
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal() && failed(localizer.run(func)))
         return signalPassFailure();

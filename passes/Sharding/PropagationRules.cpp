@@ -225,10 +225,14 @@ struct ActivationRule : Model<ActivationRule<OpT>, OpT> {
 // Embeddings
 //===----------------------------------------------------------------------===//
 
-/// Vocab-parallel: a table of token embeddings split on the vocabulary.
-FailureOr<DistAttr> vocabParallel(Propagation &p, Operation *op,
-                                  RankedTensorType table) {
-  int64_t vocab = table.getDimSize(0);
+/// The distribution of an embedding table looked up with `ids`: position
+/// embeddings stay whole (as in Megatron); a table of token embeddings is
+/// vocab-parallel, split on the vocabulary.
+FailureOr<DistAttr> tableOf(Propagation &p, Operation *op, Value ids,
+                            Type table) {
+  if (p.tp().empty() || Propagation::isPositionIds(ids))
+    return p.replicated();
+  int64_t vocab = cast<RankedTensorType>(table).getDimSize(0);
   if (vocab % p.tpRanks() != 0)
     return op->emitError()
            << "vocabulary size " << vocab << " is not divisible by tp "
@@ -237,40 +241,29 @@ FailureOr<DistAttr> vocabParallel(Propagation &p, Operation *op,
   return p.replicated().withAxes(0, {p.tp()});
 }
 
+/// Looked-up rows are a partial sum over the vocabulary's split.
 struct EmbeddingRule : Model<EmbeddingRule, EmbeddingOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<EmbeddingOp>(o);
-    // Position embeddings stay whole (as in Megatron); the token embedding
-    // is vocab-parallel and its rows are a partial sum.
-    DistAttr table = p.replicated();
-    if (!p.tp().empty() && !Propagation::isPositionIds(op.getIds())) {
-      FailureOr<DistAttr> v = vocabParallel(
-          p, o, cast<RankedTensorType>(op.getTable().getType()));
-      if (failed(v))
-        return failure();
-      table = *v;
-    }
-    if (failed(p.require(o, 0, p.wholeOverTp(getDist(op.getIds())))) ||
-        failed(p.require(o, 1, table)))
+    FailureOr<DistAttr> table =
+        tableOf(p, o, op.getIds(), op.getTable().getType());
+    if (failed(table) ||
+        failed(p.require(o, 0, p.wholeOverTp(getDist(op.getIds())))) ||
+        failed(p.require(o, 1, *table)))
       return failure();
     return p.inferResults(o);
   }
 };
 
+/// Every rank scatters every token's gradient into the rows of its slice of
+/// the vocabulary (the table's split in forward).
 struct EmbeddingGradRule : Model<EmbeddingGradRule, EmbeddingGradOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<EmbeddingGradOp>(o);
-    // Every rank scatters every token's gradient into the rows of its
-    // slice of the vocabulary (the table's split in forward).
-    DistAttr table = p.replicated();
-    if (!p.tp().empty() && !Propagation::isPositionIds(op.getIds())) {
-      FailureOr<DistAttr> v =
-          vocabParallel(p, o, cast<RankedTensorType>(op.getType()));
-      if (failed(v))
-        return failure();
-      table = *v;
-    }
-    Propagation::setDist(op.getResult(), table);
+    FailureOr<DistAttr> table = tableOf(p, o, op.getIds(), op.getType());
+    if (failed(table))
+      return failure();
+    Propagation::setDist(op.getResult(), *table);
     if (failed(p.require(o, 0, p.wholeOverTp(getDist(op.getIds())))) ||
         failed(p.require(o, 1, p.wholeOverTp(getDist(op.getGrad())))))
       return failure();

@@ -37,23 +37,16 @@ struct ReshardToCollectivesPass
           << "collectives move per-rank tensors: run tfm-localize first";
       return signalPassFailure();
     }
-    llvm::StringMap<tfm::MeshAxesInfo> meshes;
+    tfm::MeshAxesCache meshes;
     OpBuilder b(&getContext());
     for (tfm::ReshardOp op : reshards) {
       tfm::DistAttr to = tfm::getDist(op.getResult());
-      auto it = meshes.find(to.getMesh().getValue());
-      if (it == meshes.end()) {
-        FailureOr<tfm::MeshAxesInfo> info =
-            tfm::MeshAxesInfo::lookup(op, to.getMesh());
-        if (failed(info))
-          return signalPassFailure();
-        it = meshes.try_emplace(to.getMesh().getValue(), std::move(*info))
-                 .first;
-      }
+      const tfm::MeshAxesInfo *mesh = meshes.get(op, to.getMesh());
+      if (!mesh)
+        return signalPassFailure();
       b.setInsertionPoint(op);
       Operation *before = op->getPrevNode();
-      FailureOr<Value> r =
-          sharding::reshard(b, op, op.getInput(), to, it->second);
+      FailureOr<Value> r = sharding::reshard(b, op, op.getInput(), to, *mesh);
       if (failed(r))
         return signalPassFailure();
       for (Operation *created = op->getPrevNode(); created != before;

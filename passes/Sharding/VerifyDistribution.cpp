@@ -38,19 +38,11 @@ public:
       return where->emitError()
              << "a value of type " << type
              << " has no distribution (run tfm-propagate-distribution)";
-    auto it = meshes.find(dist.getMesh().getValue());
-    if (it == meshes.end()) {
-      FailureOr<tfm::MeshAxesInfo> info =
-          tfm::MeshAxesInfo::lookup(where, dist.getMesh());
-      if (failed(info))
-        return failure();
-      it = meshes.try_emplace(dist.getMesh().getValue(), std::move(*info))
-               .first;
-    }
-    if (failed(it->second.verify(dist, where)))
+    const tfm::MeshAxesInfo *mesh = meshes.get(where, dist.getMesh());
+    if (!mesh || failed(mesh->verify(dist, where)))
       return failure();
     if (!local &&
-        failed(tfm::localShape(type.getShape(), dist, it->second, where, "")))
+        failed(tfm::localShape(type.getShape(), dist, *mesh, where, "")))
       return failure();
     return success();
   }
@@ -87,7 +79,7 @@ public:
 
 private:
   bool local;
-  llvm::StringMap<tfm::MeshAxesInfo> meshes;
+  tfm::MeshAxesCache meshes;
   llvm::StringMap<tfm::DistAttr> params;
 };
 
