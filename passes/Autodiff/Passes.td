@@ -18,7 +18,8 @@ def TfmDifferentiate : Pass<"tfm-differentiate", "mlir::ModuleOp"> {
     `tfm.block` ops returning the loss. Output: a new function
 
     ```mlir
-    func.func @train_step(%tokens, %labels, %loss_mask, %grad_scale: tensor<f32>)
+    func.func @train_step(%tokens, %labels, %loss_mask,
+                          %grad_scale: tensor<f32> {tfm.input = "grad_scale"})
         -> (tensor<f32>, tensor<...> {tfm.grad = "<param>"}, ...)
         attributes {tfm.entry = "loom_train_step"}
     ```

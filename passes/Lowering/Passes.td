@@ -63,8 +63,9 @@ def TfmParamsToArgs : Pass<"tfm-params-to-args", "mlir::ModuleOp"> {
 def TfmCommsToArgs : Pass<"tfm-comms-to-args", "mlir::ModuleOp"> {
   let summary = "pass the communicators of mesh collectives into functions";
   let description = [{
-    Every process group a function's `mesh` collectives (or vocab-parallel
-    tfm ops, `vocab_parallel_axis`) run over becomes one
+    Every process group a function's `mesh` collectives run over, or that
+    splits a value whose global position a tfm op's kernel reads (a
+    vocab-parallel table's rows, dropout's global indices), becomes one
     extra argument, a pointer to the runtime's communicator handle
     (`loomrt_comm *`), marked `tfm.comm = "<group kind>"`. The group kind
     names the mesh axes in the plan's order, fastest first, e.g. `"tp"` or
