@@ -650,16 +650,47 @@ FailureOr<SmallVector<Value>> lower(CastOp op, CastOp::Adaptor a, Emitter &e) {
   return SmallVector<Value>{out};
 }
 
+// The cross-entropy's kernels, each on [n, V] logits (a slice of the
+// vocabulary when it is split) and [n] f32 row statistics.
+
+void rowMaxKernel(Value logits, Value out, Emitter &e) {
+  e.call("loomrt_ce_local_max", {e.dtype(logits), e.i64(rows(logits)),
+                                 e.i64(dim(logits, -1)), e.ptr(logits),
+                                 e.ptr(out)});
+}
+
+void sumExpKernel(Value logits, Value rowMax, Value out, Emitter &e) {
+  e.call("loomrt_ce_local_sum_exp",
+         {e.dtype(logits), e.i64(rows(logits)), e.i64(dim(logits, -1)),
+          e.ptr(logits), e.ptr(rowMax), e.ptr(out)});
+}
+
+void targetKernel(Value logits, Value labels, Value vocabStart, Value out,
+                  Emitter &e) {
+  e.call("loomrt_ce_local_target",
+         {e.dtype(logits), e.i64(rows(logits)), e.i64(dim(logits, -1)),
+          e.ptr(logits), e.ptr(labels), vocabStart, e.ptr(out)});
+}
+
 /// The masked sum of row losses and the mask's sum, from row statistics
-/// ([n] f32 buffers; `target` may stand in for anything when only the mask's
-/// sum is wanted).
+/// (`target` may stand in for anything when only the mask's sum is wanted).
 std::pair<Value, Value> lossParts(Value rowMax, Value sumExp, Value target,
-                                  Value mask, int64_t n, Emitter &e) {
+                                  Value mask, Emitter &e) {
   Value maskedSum = e.allocF32(-1), maskSum = e.allocF32(-1);
   e.call("loomrt_ce_loss_from_parts",
-         {e.i64(n), e.ptr(rowMax), e.ptr(sumExp), e.ptr(target), e.ptr(mask),
-          e.null(), e.ptr(maskedSum), e.ptr(maskSum)});
+         {e.i64(numElements(rowMax)), e.ptr(rowMax), e.ptr(sumExp),
+          e.ptr(target), e.ptr(mask), e.null(), e.ptr(maskedSum),
+          e.ptr(maskSum)});
   return {e.load(maskedSum), e.load(maskSum)};
+}
+
+/// The loss from whole row statistics: the masked mean.
+Value lossKernel(Value rowMax, Value sumExp, Value target, Value mask,
+                 Type lossType, Emitter &e) {
+  Value loss = e.alloc(lossType);
+  auto [maskedSum, maskSum] = lossParts(rowMax, sumExp, target, mask, e);
+  e.store(e.safeDivide(maskedSum, maskSum), loss);
+  return loss;
 }
 
 /// The cross-entropy of whole logits: its row statistics (which the
@@ -668,68 +699,50 @@ template <>
 FailureOr<SmallVector<Value>> lower(CrossEntropyOp op,
                                     CrossEntropyOp::Adaptor a, Emitter &e) {
   Value logits = a.getLogits();
-  int64_t n = rows(logits), v = dim(logits, -1);
-  Value loss = e.alloc(op.getLoss().getType());
   Value rowMax = e.alloc(op.getRowMax().getType());
   Value sumExp = e.alloc(op.getSumExp().getType());
   Value target = e.alloc(op.getRowMax().getType());
-  e.call("loomrt_ce_local_max",
-         {e.dtype(logits), e.i64(n), e.i64(v), e.ptr(logits), e.ptr(rowMax)});
-  e.call("loomrt_ce_local_sum_exp", {e.dtype(logits), e.i64(n), e.i64(v),
-                                     e.ptr(logits), e.ptr(rowMax),
-                                     e.ptr(sumExp)});
-  e.call("loomrt_ce_local_target",
-         {e.dtype(logits), e.i64(n), e.i64(v), e.ptr(logits),
-          e.ptr(a.getLabels()), e.i64(0), e.ptr(target)});
-  auto [maskedSum, maskSum] =
-      lossParts(rowMax, sumExp, target, a.getLossMask(), n, e);
-  e.store(e.safeDivide(maskedSum, maskSum), loss);
+  rowMaxKernel(logits, rowMax, e);
+  sumExpKernel(logits, rowMax, sumExp, e);
+  targetKernel(logits, a.getLabels(), e.i64(0), target, e);
+  Value loss = lossKernel(rowMax, sumExp, target, a.getLossMask(),
+                          op.getLoss().getType(), e);
   return SmallVector<Value>{loss, rowMax, sumExp};
 }
 
 template <>
 FailureOr<SmallVector<Value>> lower(CeRowMaxOp op, CeRowMaxOp::Adaptor a,
                                     Emitter &e) {
-  Value logits = a.getLogits(), out = e.alloc(op.getType());
-  e.call("loomrt_ce_local_max", {e.dtype(logits), e.i64(rows(logits)),
-                                 e.i64(dim(logits, -1)), e.ptr(logits),
-                                 e.ptr(out)});
+  Value out = e.alloc(op.getType());
+  rowMaxKernel(a.getLogits(), out, e);
   return SmallVector<Value>{out};
 }
 
 template <>
 FailureOr<SmallVector<Value>> lower(CeSumExpOp op, CeSumExpOp::Adaptor a,
                                     Emitter &e) {
-  Value logits = a.getLogits(), out = e.alloc(op.getType());
-  e.call("loomrt_ce_local_sum_exp",
-         {e.dtype(logits), e.i64(rows(logits)), e.i64(dim(logits, -1)),
-          e.ptr(logits), e.ptr(a.getRowMax()), e.ptr(out)});
+  Value out = e.alloc(op.getType());
+  sumExpKernel(a.getLogits(), a.getRowMax(), out, e);
   return SmallVector<Value>{out};
 }
 
 template <>
 FailureOr<SmallVector<Value>> lower(CeTargetLogitOp op,
                                     CeTargetLogitOp::Adaptor a, Emitter &e) {
-  Value logits = a.getLogits(), out = e.alloc(op.getType());
-  int64_t vl = dim(logits, -1);
-  auto slice = e.sliceOf(op, vl);
+  Value out = e.alloc(op.getType());
+  auto slice = e.sliceOf(op, dim(a.getLogits(), -1));
   if (failed(slice))
     return failure();
-  e.call("loomrt_ce_local_target",
-         {e.dtype(logits), e.i64(rows(logits)), e.i64(vl), e.ptr(logits),
-          e.ptr(a.getLabels()), slice->first, e.ptr(out)});
+  targetKernel(a.getLogits(), a.getLabels(), slice->first, out, e);
   return SmallVector<Value>{out};
 }
 
 template <>
 FailureOr<SmallVector<Value>> lower(CeLossOp op, CeLossOp::Adaptor a,
                                     Emitter &e) {
-  Value loss = e.alloc(op.getType());
-  auto [maskedSum, maskSum] =
-      lossParts(a.getRowMax(), a.getSumExp(), a.getTarget(), a.getLossMask(),
-                numElements(a.getRowMax()), e);
-  e.store(e.safeDivide(maskedSum, maskSum), loss);
-  return SmallVector<Value>{loss};
+  return SmallVector<Value>{lossKernel(a.getRowMax(), a.getSumExp(),
+                                       a.getTarget(), a.getLossMask(),
+                                       op.getType(), e)};
 }
 
 /// The softmax from the forward's row statistics, on this rank's slice of
@@ -745,8 +758,7 @@ FailureOr<SmallVector<Value>> lower(CrossEntropyGradOp op,
   // The mask's sum (loss_from_parts's other results are not needed: the row
   // maxima stand in for the targets).
   Value maskSum =
-      lossParts(a.getRowMax(), a.getSumExp(), a.getRowMax(), a.getLossMask(),
-                n, e)
+      lossParts(a.getRowMax(), a.getSumExp(), a.getRowMax(), a.getLossMask(), e)
           .second;
   e.call("loomrt_ce_vocab_parallel_backward",
          {e.dtype(out), e.i64(n), e.i64(vl), e.ptr(logits),
