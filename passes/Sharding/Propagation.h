@@ -37,7 +37,6 @@ public:
   /// The tensor-parallel axis, or empty when tp is 1 (nothing is split).
   llvm::StringRef tp() const { return tpSize > 1 ? tpAxis : llvm::StringRef(); }
   int64_t tpRanks() const { return tpSize; }
-  bool sequenceParallel() const { return sp; }
   tfm::DistAttr replicated() const { return tfm::DistAttr::replicated(mesh); }
 
   //===--------------------------------------------------------------------===//
@@ -49,9 +48,9 @@ public:
   /// `d` whole over tp but its last dim (of `rank`), split over tp: the
   /// features of a column-parallel output.
   tfm::DistAttr featuresOverTp(tfm::DistAttr d, int64_t rank) const;
-  /// The residual stream's layout for an activation [batch, seq, ...]
-  /// distributed as `d`: whole over tp, and with sequence parallelism its
-  /// sequence split over tp. Fails with an error at `where` when the
+  /// The residual stream's layout for the activation `v` [batch, seq, ...]
+  /// as it is distributed now: whole over tp, and with sequence parallelism
+  /// its sequence split over tp. Fails with an error at `where` when the
   /// sequence does not divide.
   mlir::FailureOr<tfm::DistAttr> residual(mlir::Value v,
                                           mlir::Operation *where) const;

@@ -64,6 +64,12 @@ public:
                << tfm::describe(d) << " here and as "
                << tfm::describe(it->second) << " elsewhere";
     }
+    // An operand without a distribution was reported where it is defined
+    // (the walk is in program order); its users' rules cannot be checked.
+    if (llvm::any_of(op->getOperands(), [](Value v) {
+          return isa<RankedTensorType>(v.getType()) && !tfm::getDist(v);
+        }))
+      return failure();
     if (auto rule = dyn_cast<tfm::DistributedOpInterface>(op))
       return rule.verifyDistribution();
     // Structure (blocks, yields, returns) passes values as they are; any
@@ -95,7 +101,8 @@ struct VerifyDistributionPass
       for (BlockArgument arg : func.getArguments())
         ok &= succeeded(verifier.value(arg, func));
       // Report every op that breaks its rule, not just the first.
-      func.walk([&](Operation *op) {
+      // Pre-order: block arguments before the ops that use them.
+      func.walk<WalkOrder::PreOrder>([&](Operation *op) {
         if (op != func)
           ok &= succeeded(verifier.op(op));
       });

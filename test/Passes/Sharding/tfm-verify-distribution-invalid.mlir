@@ -177,3 +177,22 @@ module attributes {tfm.local_shapes} {
     return
   }
 }
+
+// -----
+
+// Test: a value without a distribution is reported once, where it is
+// defined; the ops that use it are not checked (nor crash)
+module attributes {tfm.local_shapes} {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<4xf32, #tfm.dist<@dense>>) {
+    %y = tfm.block layer 0 ins(%x : tensor<4xf32, #tfm.dist<@dense>>) -> tensor<4xf32, #tfm.dist<@dense>> {
+    ^bb0(%a: tensor<4xf32, #tfm.dist<@dense>>):
+      %b = tfm.gelu %a tanh : tensor<4xf32, #tfm.dist<@dense>>
+      // expected-error @+1 {{a value of type 'tensor<4xf32>' has no distribution (run tfm-propagate-distribution)}}
+      %c = "tfm.add"(%b, %b) : (tensor<4xf32, #tfm.dist<@dense>>, tensor<4xf32, #tfm.dist<@dense>>) -> tensor<4xf32>
+      %d = mesh.all_reduce %c on @dense mesh_axes = [0] : tensor<4xf32> -> tensor<4xf32, #tfm.dist<@dense>>
+      tfm.yield %d : tensor<4xf32, #tfm.dist<@dense>>
+    }
+    return
+  }
+}
