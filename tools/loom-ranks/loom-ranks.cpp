@@ -11,11 +11,13 @@
 //   loom-ranks --world-size 16 --tp 4 --pp 2 --rank 5   # one rank
 //   loom-ranks --world-size 16 --etp 1 --ep 4 --pp 2 --json
 //   loom-ranks --world-size 16 --tp 4 --pp 2 --svg groups.svg
+//   loom-ranks --world-size 8 --cp 4 --seq-length 16   # tokens per cp rank
 //
 //===----------------------------------------------------------------------===//
 
 #include "RanksSvg.h"
 
+#include "loom/RankGen/ContextParallelLayout.h"
 #include "loom/RankGen/ParallelLayout.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -141,6 +143,13 @@ static IntOpt optInstances(
     cl::desc("Distributed optimizer instances (partial data-parallel groups)"),
     cl::init(Int{1}), cl::cat(category));
 
+static IntOpt optSeqLength(
+    "seq-length",
+    cl::desc("Sequence length: also list the tokens each cp rank holds, as "
+             "Megatron-LM splits them (2*cp chunks; cp rank r keeps chunks r "
+             "and 2*cp-1-r; the length must be divisible by 2*cp when cp > 1)"),
+    cl::init(Int{0}), cl::cat(category));
+
 static IntOpt optRank("rank",
                       cl::desc("Print the coordinates and groups of "
                                "this rank"),
@@ -258,6 +267,39 @@ static void printSizes(raw_ostream &os, const ParallelLayout &layout,
   }
 }
 
+/// Token ranges as "0-3,12-15", touching ranges merged ("4-11", not
+/// "4-7,8-11") and single tokens without a dash.
+static std::string rangesString(const std::vector<TokenRange> &ranges) {
+  std::vector<TokenRange> merged;
+  for (const TokenRange &r : ranges)
+    if (!merged.empty() && merged.back().end == r.begin)
+      merged.back().end = r.end;
+    else
+      merged.push_back(r);
+  std::string out;
+  for (const TokenRange &r : merged) {
+    out += (out.empty() ? "" : ",") + std::to_string(r.begin);
+    if (r.size() > 1)
+      out += "-" + std::to_string(r.end - 1);
+  }
+  return out;
+}
+
+/// The --seq-length section: how the sequence is cut, then each cp rank's
+/// tokens. The split has been validated in main().
+static void printCpLayout(raw_ostream &os, int64_t seqLength, int64_t cp) {
+  os << "\ncp token layout (seq length " << seqLength << ", cp " << cp << "): ";
+  if (cp == 1)
+    os << "every token on the one cp rank\n";
+  else
+    os << 2 * cp << " chunks of " << seqLength / (2 * cp)
+       << (seqLength == 2 * cp ? " token" : " tokens")
+       << ", cp rank r holds chunks r and " << 2 * cp - 1 << "-r\n";
+  for (int64_t r = 0; r < cp; ++r)
+    os << "  cp rank " << r << ": "
+       << rangesString(*contextParallelTokenRanges(seqLength, cp, r)) << "\n";
+}
+
 /// Every kind, each as a header line and its groups wrapped at 100 columns.
 static void printTable(raw_ostream &os, const ParallelLayout &layout,
                        const std::vector<Shown> &shown) {
@@ -280,6 +322,8 @@ static void printTable(raw_ostream &os, const ParallelLayout &layout,
     }
     os << "\n";
   }
+  if (optSeqLength.getNumOccurrences())
+    printCpLayout(os, optSeqLength.value, layout.config().cp);
 }
 
 /// Finds `rank` in a list of groups: (group, position) or (-1, -1).
@@ -329,6 +373,14 @@ static void printRank(raw_ostream &os, const ParallelLayout &layout,
        << ")";
   os << ", previous rank " << info.prevRank << ", next rank " << info.nextRank
      << "\n";
+  if (optSeqLength.getNumOccurrences()) {
+    int64_t cpRank = info.dense[int(Dim::CP)];
+    os << "  tokens: "
+       << rangesString(
+              *contextParallelTokenRanges(optSeqLength.value, c.cp, cpRank))
+       << " (cp rank " << cpRank << ", seq length " << optSeqLength.value
+       << ")\n";
+  }
   os << "  groups:\n";
   for (const Shown &s : shown) {
     Membership m = membershipOf(s, info);
@@ -353,6 +405,18 @@ static void writeGroups(json::OStream &j, const GroupList &groups) {
         for (int64_t r : groups[g])
           j.value(r);
       });
+  });
+}
+
+static void writeTokenIndices(json::OStream &j, int64_t seqLength, int64_t cp,
+                              int64_t cpRank) {
+  // Held in a local: a range-for over *Result<...> of a temporary would read
+  // the vector after the Result is destroyed.
+  Result<std::vector<int64_t>> tokens =
+      contextParallelTokenIndices(seqLength, cp, cpRank);
+  j.array([&] {
+    for (int64_t t : *tokens)
+      j.value(t);
   });
 }
 
@@ -415,6 +479,18 @@ static void printJson(raw_ostream &os, const ParallelLayout &layout,
           writeGroups(j, layout.hierarchicalCpGroups(l));
       });
     }
+    if (optSeqLength.getNumOccurrences()) {
+      j.attribute("seq_length", optSeqLength.value);
+      j.attributeArray("cp_layout", [&] {
+        for (int64_t r = 0; r < c.cp; ++r)
+          j.object([&] {
+            j.attribute("cp_rank", r);
+            j.attributeBegin("token_indices");
+            writeTokenIndices(j, optSeqLength.value, c.cp, r);
+            j.attributeEnd();
+          });
+      });
+    }
   });
   os << "\n";
 }
@@ -444,6 +520,13 @@ static void printRankJson(raw_ostream &os, const ParallelLayout &layout,
       j.attribute("prev", info.prevRank);
       j.attribute("next", info.nextRank);
     });
+    if (optSeqLength.getNumOccurrences()) {
+      j.attribute("seq_length", optSeqLength.value);
+      j.attributeBegin("token_indices");
+      writeTokenIndices(j, optSeqLength.value, layout.config().cp,
+                        info.dense[int(Dim::CP)]);
+      j.attributeEnd();
+    }
     j.attributeObject("groups", [&] {
       for (const Shown &s : shown) {
         Membership m = membershipOf(s, info);
@@ -520,6 +603,13 @@ int main(int argc, char **argv) {
   Result<ParallelLayout> layout = ParallelLayout::create(config);
   if (!layout)
     return error(layout.error());
+  // Checked once here, so the printers can take the token lists as given.
+  if (optSeqLength.getNumOccurrences()) {
+    Result<int64_t> split =
+        validateContextParallelSplit(optSeqLength.value, layout->config().cp);
+    if (!split)
+      return error("--seq-length: " + split.error());
+  }
 
   std::deque<GroupList> extra;
   Result<std::vector<Shown>> shown = selectKinds(*layout, extra);
