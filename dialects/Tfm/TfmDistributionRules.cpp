@@ -213,26 +213,40 @@ Dists normGrads(Operation *op, Value x, Value dy, ValueRange weights,
   return out;
 }
 
-/// Attention's operands: heads split alike, whole sequences; the results:
-/// the output like the query, the log-sum-exp [B, N, S] from its dims.
+/// Attention's operands: heads split alike; keys and values whole on the
+/// sequence (in any chunk order: the kernel reads every key's global
+/// position), queries split or reordered on it as they come (context
+/// parallelism: each rank attends with its own query rows). The results: the
+/// output like the query, the log-sum-exp [B, N, S] from its dims.
 Dists attentionOperands(Operation *op, Value q, Value k, Value v,
                         Value tokens, Value lse) {
   for (auto [what, val] : {std::pair<StringRef, Value>{"the query", q},
                            {"the key", k},
                            {"the value", v}})
-    if (failed(notPartial(op, what, val, "attention needs whole values")) ||
-        failed(wholeDim(op, what, val, kSeqDim,
-                        "attention needs whole sequences")))
+    if (failed(notPartial(op, what, val, "attention needs whole values")))
       return failure();
+  for (auto [what, val] :
+       {std::pair<StringRef, Value>{"the key", k}, {"the value", v}})
+    if (!getDist(val).getDim(kSeqDim).isWhole())
+      return op->emitOpError()
+             << what << " is " << of(val)
+             << "; attention needs every key and value of the sequence";
   if (failed(sameDims(op, "the key", k, {0, 2}, "the query", q, {0, 2},
                       "batch and head")) ||
-      failed(sameDims(op, "the value", v, {0, 2}, "the query", q, {0, 2},
-                      "batch and head")))
+      failed(sameDims(op, "the value", v, {0, 1, 2}, "the key", k, {0, 1, 2},
+                      "batch, sequence and head")))
     return failure();
-  if (tokens &&
-      failed(sameDims(op, "the tokens", tokens, {0, 1}, "the query", q,
-                      {0, 1})))
-    return failure();
+  if (tokens) {
+    // Document ids count the documents before each token: the kernel
+    // computes them from the whole sequence's tokens.
+    if (failed(wholeDim(op, "the query", q, kSeqDim,
+                        "document masks need whole sequences")) ||
+        failed(sameDims(op, "the tokens", tokens, {0, 1}, "the query", q,
+                        {0, 1})) ||
+        failed(sameDims(op, "the key", k, {1}, "the query", q, {1},
+                        "sequence")))
+      return failure();
+  }
   SmallVector<DimDist> qd = dimsOf(q);
   FailureOr<DistAttr> stats = make(op, q, {qd[kBatchDim], qd[2], qd[kSeqDim]}, {});
   if (failed(stats))
@@ -478,8 +492,8 @@ Dists AttentionOp::inferResultDistributions() {
 }
 
 Dists AttentionGradOp::inferResultDistributions() {
-  Dists fwd = attentionOperands(*this, getQuery(), getKey(), getValue(),
-                                getTokens(), getLse());
+  Value q = getQuery(), k = getKey(), v = getValue();
+  Dists fwd = attentionOperands(*this, q, k, v, getTokens(), getLse());
   if (failed(fwd))
     return failure();
   if (getDist(getLse()) != (*fwd)[1])
@@ -488,8 +502,14 @@ Dists AttentionGradOp::inferResultDistributions() {
   if (failed(notPartial(*this, "the output gradient", getOutGrad(),
                         "attention's gradient needs whole values")))
     return failure();
-  return SmallVector<DistAttr>{getDist(getQuery()), getDist(getKey()),
-                               getDist(getValue())};
+  // Every rank's query rows contribute to every key's gradient: with the
+  // queries' sequence split, dk and dv are partial sums over that split.
+  SmallVector<StringRef> rows = axesOfDims(q, {kSeqDim});
+  FailureOr<DistAttr> dk = make(*this, k, dimsOf(k), rows);
+  FailureOr<DistAttr> dv = make(*this, v, dimsOf(v), rows);
+  if (failed(dk) || failed(dv))
+    return failure();
+  return SmallVector<DistAttr>{getDist(q), *dk, *dv};
 }
 
 /// Head counts follow the per-rank feature sizes.
@@ -565,8 +585,11 @@ Dists CrossEntropyGradOp::inferResultDistributions() {
   if (failed(logitRows(*this, logits,
                        {getLabels(), getLossMask(), getRowMax(),
                         getSumExp()})) ||
-      failed(wholeTokens(*this, getLabels())) ||
-      failed(replicated(*this, "the loss gradient", getGrad())))
+      failed(replicated(*this, "the loss gradient", getGrad())) ||
+      failed(replicated(*this, "the token count", getCount())))
+    return failure();
+  // Without a count the op counts its own tokens: all of them, then.
+  if (!getCount() && failed(wholeTokens(*this, getLabels())))
     return failure();
   return SmallVector<DistAttr>{getDist(logits)};
 }
@@ -585,13 +608,35 @@ Dists CeTargetLogitOp::inferResultDistributions() {
                       mesh::ReductionKind::Sum);
 }
 
-Dists CeLossOp::inferResultDistributions() {
-  if (failed(notPartial(*this, "the row statistics", getRowMax(),
-                        "the loss needs them whole")) ||
-      failed(wholeTokens(*this, getRowMax())))
+/// Sums over all tokens: partial over the axes that split the rows.
+Dists CeLossSumOp::inferResultDistributions() {
+  Value rows = getRowMax();
+  for (Value v : {getSumExp(), getTarget(), getLossMask()})
+    if (failed(sameDims(*this, "a row operand", v, {0, 1}, "the row maxima",
+                        rows, {0, 1})))
+      return failure();
+  for (Value v : getOperands())
+    if (failed(notPartial(*this, "a row operand", v,
+                          "the loss needs whole row statistics")))
+      return failure();
+  return one(make(*this, rows, {}, axesOfDims(rows, {0, 1})));
+}
+
+Dists LossMeanOp::inferResultDistributions() {
+  Value parts = getParts();
+  if (failed(notPartial(*this, "the loss's sum and count", parts,
+                        "a mean of partial sums is not the mean")) ||
+      failed(replicated(*this, "the loss's sum and count", parts)))
     return failure();
-  return SmallVector<DistAttr>{
-      DistAttr::replicated(getDist(getRowMax()).getMesh())};
+  return SmallVector<DistAttr>{getDist(parts)};
+}
+
+Dists TokenCountOp::inferResultDistributions() {
+  Value mask = getLossMask();
+  if (failed(notPartial(*this, "the loss mask", mask,
+                        "masks are never partial")))
+    return failure();
+  return one(make(*this, mask, {}, axesOfDims(mask, {0, 1})));
 }
 
 // Any distribution can become any other (tfm-reshard-to-collectives says

@@ -464,9 +464,12 @@ static LogicalResult verifyAttention(OpT op, Value lse) {
                             << " is not num_kv_heads " << kvHeads
                             << " * head_dim " << headDim << " = "
                             << kvHeads * headDim;
+  // Per rank, the queries may be a piece of the sequence whose keys are all
+  // there (context parallelism); globally the sequences are one.
+  int64_t kSeq = getDist(q) ? tensorOf(k).getDimSize(1)
+                            : tensorOf(q).getDimSize(1);
   if (failed(checkShape(o, "key", k,
-                        {tensorOf(q).getDimSize(0), tensorOf(q).getDimSize(1),
-                         kFeatures},
+                        {tensorOf(q).getDimSize(0), kSeq, kFeatures},
                         "query batch and sequence, num_kv_heads * head_dim")) ||
       failed(checkShape(o, "value", v, tensorOf(k).getShape(), "key shape")))
     return failure();
@@ -504,6 +507,15 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
+  if (failed(checkShape(*this, "key_grad", getKeyGrad(),
+                        tensorOf(getKey()).getShape(), "key shape")) ||
+      failed(checkShape(*this, "value_grad", getValueGrad(),
+                        tensorOf(getValue()).getShape(), "value shape")) ||
+      failed(checkSameElementType(*this, "key_grad", getKeyGrad(), "key",
+                                  getKey())) ||
+      failed(checkSameElementType(*this, "value_grad", getValueGrad(), "value",
+                                  getValue())))
+    return failure();
   return verifyAttention(*this, getLse());
 }
 
@@ -566,9 +578,22 @@ LogicalResult CeTargetLogitOp::verify() {
   return verifyLogits(*this, getLogits(),
                       {{"labels", getLabels()}, {"result", getResult()}});
 }
-LogicalResult CeLossOp::verify() {
-  return checkRank(*this, "row_max", getRowMax(), 2, "[batch, seq]");
+/// A loss's (sum, count) pair.
+static LogicalResult checkParts(Operation *op, Value parts) {
+  auto type = cast<RankedTensorType>(parts.getType());
+  if (type.getDimSize(0) == 2)
+    return success();
+  return op->emitOpError() << "the loss's parts must be tensor<2xf32> (sum, "
+                              "count), got "
+                           << type;
 }
+
+LogicalResult CeLossSumOp::verify() {
+  if (failed(checkRank(*this, "row_max", getRowMax(), 2, "[batch, seq]")))
+    return failure();
+  return checkParts(*this, getResult());
+}
+LogicalResult LossMeanOp::verify() { return checkParts(*this, getParts()); }
 
 //===----------------------------------------------------------------------===//
 // Distribution ops
@@ -673,7 +698,8 @@ static void printGradTypes(OpAsmPrinter &p, Operation *, Type weight,
                            Type dw) {
   printGradTypes(p, {weight}, {dw});
 }
-// linear_grad: the input and weight gradients.
+// linear_grad: the input and weight gradients; attention_grad: the key and
+// value gradients.
 static ParseResult parseGradTypes(OpAsmParser &p, Type input, Type weight,
                                   Type &dx, Type &dw) {
   return parseGradTypes(p, {input, weight}, {&dx, &dw});

@@ -37,6 +37,7 @@ def Tfm_IdTensor : StaticShapeTensorOf<[I32]>;
 def Tfm_MaskTensor : StaticShapeTensorOf<[F32]>;
 def Tfm_StatTensor : StaticShapeTensorOf<[F32]>;
 def Tfm_Loss : 0DTensorOf<[F32]>;
+def Tfm_LossParts : 1DTensorOf<[F32]>;
 def Tfm_AnyStaticTensor : StaticShapeTensorOf<[F32, BF16, F16, I32]>;
 
 class Tfm_Op<string mnemonic, list<Trait> traits = []>
@@ -496,14 +497,15 @@ def Tfm_AttentionOp : Tfm_Op<"attention", [Pure,
 
 def Tfm_AttentionGradOp : Tfm_Op<"attention_grad", [Pure,
     AllTypesMatch<["query", "out", "out_grad", "query_grad"]>,
-    AllTypesMatch<["key", "key_grad"]>, AllTypesMatch<["value", "value_grad"]>,
     DeclareOpInterfaceMethods<Tfm_DistributedOpInterface, ["adaptToLocalShapes"]>]> {
   let summary = "gradient of tfm.attention";
   let description = [{
     Given the forward operands, its output and log-sum-exp and the output
     gradient, returns the gradients of query, key and value (flash-attention
     style: probabilities are recomputed from the log-sum-exp). Attributes
-    are those of the forward op.
+    are those of the forward op. The key and value gradients have the types
+    of the key and value unless `grads(...)` says otherwise (partial sums
+    when the queries' sequence is split).
 
     ```mlir
     %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %lse, %do heads 4
@@ -527,6 +529,8 @@ def Tfm_AttentionGradOp : Tfm_Op<"attention_grad", [Pure,
     `head_dim` $head_dim `scale` $scale `mask` $mask (`eod` $eod^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,` type($lse)
     (`,` type($tokens)^)?
+    `` custom<GradTypes>(ref(type($key)), ref(type($value)), type($key_grad),
+                         type($value_grad))
   }];
   let hasVerifier = 1;
 }
@@ -778,11 +782,11 @@ def Tfm_CrossEntropyOp : Tfm_Op<"cross_entropy", [Pure, Tfm_Distributed,
     `sum(exp(logits - max))`, which the gradient reads instead of computing
     them again.
 
-    With the vocabulary split over ranks, sharding rewrites it into
-    `tfm.ce_row_max`, `tfm.ce_sum_exp`, `tfm.ce_target_logit` and
-    `tfm.ce_loss` with an all-reduce after each of the first three
-    (Megatron's vocab-parallel cross-entropy: the logits are never
-    gathered).
+    With the vocabulary or the tokens split over ranks, sharding rewrites it
+    into `tfm.ce_row_max`, `tfm.ce_sum_exp`, `tfm.ce_target_logit`,
+    `tfm.ce_loss_sum` and `tfm.loss_mean`: the statistics are reduced over
+    the vocabulary's split (Megatron's vocab-parallel cross-entropy, the
+    logits are never gathered), the loss's sum and count over the tokens'.
 
     ```mlir
     %loss, %max, %sum_exp = tfm.cross_entropy %logits, %labels, %mask
@@ -805,10 +809,13 @@ def Tfm_CrossEntropyGradOp : Tfm_Op<"cross_entropy_grad", [Pure,
     Tfm_RowStatsOf<"sum_exp">, Tfm_Distributed]> {
   let summary = "gradient of tfm.cross_entropy with respect to the logits";
   let description = [{
-    `result = (softmax(logits) - onehot(labels)) * mask / sum(mask) * grad`,
-    the softmax from the forward op's row statistics. With the vocabulary
-    split, each rank computes its slice with no communication (the
-    statistics are whole on every rank).
+    `result = (softmax(logits) - onehot(labels)) * mask / count * grad`,
+    the softmax from the forward op's row statistics, `count` the number of
+    tokens the loss averages: the `count` operand when given, else
+    `sum(mask)`. With the vocabulary split, each rank computes its slice with
+    no communication (the statistics are whole on every rank); with the
+    tokens split (context parallelism), sharding passes the whole sequence's
+    count (a `tfm.token_count` reduced over the split).
 
     ```mlir
     %dlogits = tfm.cross_entropy_grad %logits, %labels, %mask, %max, %sum_exp, %dloss
@@ -817,12 +824,13 @@ def Tfm_CrossEntropyGradOp : Tfm_Op<"cross_entropy_grad", [Pure,
   }];
   let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IdTensor:$labels,
                        Tfm_MaskTensor:$loss_mask, Tfm_StatTensor:$row_max,
-                       Tfm_StatTensor:$sum_exp, Tfm_Loss:$grad);
+                       Tfm_StatTensor:$sum_exp, Tfm_Loss:$grad,
+                       Optional<Tfm_Loss>:$count);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $loss_mask `,` $row_max `,` $sum_exp `,` $grad
-    attr-dict `:` type($logits) `,` type($labels) `,` type($loss_mask) `,`
-    type($grad)
+    (`count` $count^)? attr-dict `:` type($logits) `,` type($labels) `,`
+    type($loss_mask) `,` type($grad) (`,` type($count)^)?
   }];
   let hasVerifier = 1;
 }
@@ -888,25 +896,63 @@ def Tfm_CeTargetLogitOp : Tfm_Op<"ce_target_logit", [Pure, Tfm_Distributed]> {
   let hasVerifier = 1;
 }
 
-def Tfm_CeLossOp : Tfm_Op<"ce_loss", [Pure, Tfm_Distributed,
+def Tfm_CeLossSumOp : Tfm_Op<"ce_loss_sum", [Pure, Tfm_Distributed,
     AllTypesMatch<["row_max", "sum_exp", "target", "loss_mask"]>]> {
-  let summary = "the masked mean cross-entropy from whole row statistics";
+  let summary = "the masked sum of row losses and the number of tokens";
   let description = [{
-    `loss = sum(mask * (row_max + log(sum_exp) - target)) / sum(mask)` (0
-    when the mask is all zero).
+    From whole row statistics: `result[0] = sum(mask * (row_max +
+    log(sum_exp) - target))` and `result[1] = sum(mask)`, in f32. With the
+    rows split over ranks (context parallelism) both are partial sums, so
+    one all-reduce of the pair gives the whole sequence's (Megatron reduces
+    the same `[loss_sum, num_tokens]` pair); `tfm.loss_mean` divides.
 
     ```mlir
-    %loss = tfm.ce_loss %m, %e, %t, %mask : tensor<2x8xf32> -> tensor<f32>
+    %parts = tfm.ce_loss_sum %m, %e, %t, %mask : tensor<2x8xf32> -> tensor<2xf32>
     ```
   }];
   let arguments = (ins Tfm_StatTensor:$row_max, Tfm_StatTensor:$sum_exp,
                        Tfm_StatTensor:$target, Tfm_MaskTensor:$loss_mask);
-  let results = (outs Tfm_Loss:$loss);
+  let results = (outs Tfm_LossParts:$result);
   let assemblyFormat = [{
     $row_max `,` $sum_exp `,` $target `,` $loss_mask attr-dict `:`
-    type($row_max) `->` type($loss)
+    type($row_max) `->` type($result)
   }];
   let hasVerifier = 1;
+}
+
+def Tfm_LossMeanOp : Tfm_Op<"loss_mean", [Pure, Tfm_Distributed]> {
+  let summary = "a masked mean from its sum and count";
+  let description = [{
+    `loss = parts[0] / parts[1]`, or 0 when the count is 0 (an all-masked
+    batch). The parts must be whole: a mean of partial sums is not the mean.
+
+    ```mlir
+    %loss = tfm.loss_mean %parts : tensor<2xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tfm_LossParts:$parts);
+  let results = (outs Tfm_Loss:$loss);
+  let assemblyFormat = [{
+    $parts attr-dict `:` type($parts) `->` type($loss)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_TokenCountOp : Tfm_Op<"token_count", [Pure, Tfm_Distributed]> {
+  let summary = "the number of tokens a loss mask counts";
+  let description = [{
+    `result = sum(mask)` in f32: the denominator of the masked mean loss.
+    With the tokens split over ranks the result is a partial sum.
+
+    ```mlir
+    %count = tfm.token_count %mask : tensor<2x8xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tfm_MaskTensor:$loss_mask);
+  let results = (outs Tfm_Loss:$result);
+  let assemblyFormat = [{
+    $loss_mask attr-dict `:` type($loss_mask) `->` type($result)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

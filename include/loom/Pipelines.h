@@ -48,6 +48,14 @@ struct TfmPlanPipelineOptions
   Option<bool> sequenceParallel{*this, "sp",
                                 llvm::cl::desc("Sequence parallelism"),
                                 llvm::cl::init(false)};
+  ListOption<std::string> cpCommType{
+      *this, "cp-comm-type",
+      llvm::cl::desc("Context-parallel communication: p2p, a2a, allgather, "
+                     "a2a+p2p; one value, or one per layer")};
+  ListOption<int64_t> hierarchicalCpSizes{
+      *this, "hierarchical-cp-sizes",
+      llvm::cl::desc("Sizes of hierarchical context parallelism, inner "
+                     "first")};
   Option<std::string> order{*this, "order",
                             llvm::cl::desc("Rank order, fastest first"),
                             llvm::cl::init("tp-cp-ep-dp-pp")};

@@ -27,6 +27,7 @@
 #include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 #include "loom/Pipelines.h"
+#include "loom/RankGen/ContextParallelLayout.h"
 #include "loom/RankGen/ParallelLayout.h"
 #include "loom/RankGen/RankGenerator.h"
 #include "passes/Autodiff/Passes.h"
@@ -123,12 +124,10 @@ StringRef dtypeName(Type t) {
 Error checkSupported(const CompileOptions &o) {
   auto notYet = [](StringRef flag, int64_t value, StringRef what) {
     return fail(llvm::formatv("{0} {1}: {2} is not implemented yet; this "
-                              "compiler builds data- and tensor-parallel "
-                              "plans (--cp 1 --pp 1)",
+                              "compiler builds data-, tensor- and "
+                              "context-parallel plans (--pp 1)",
                               flag, value, what));
   };
-  if (o.cp != 1)
-    return notYet("--cp", o.cp, "context parallelism");
   if (o.pp != 1)
     return notYet("--pp", o.pp, "pipeline parallelism");
   if (o.vpp != 1)
@@ -366,6 +365,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   planOptions.ep = o.ep;
   planOptions.etp = o.etp;
   planOptions.sequenceParallel = o.sequenceParallel;
+  planOptions.cpCommType = o.cpCommType;
+  planOptions.hierarchicalCpSizes = o.hierarchicalCpSizes;
   planOptions.order = o.order;
   if (Error e = runPasses(
           module,
@@ -405,8 +406,10 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   printAfter("differentiate");
 
   // 3. Shard: every value distributed, per-rank shapes, the collectives.
-  stage(config.tp > 1 ? "shard: tensor parallel layers"
-                      : "shard: nothing to split (tp 1)");
+  stage(config.tp > 1 && config.cp > 1 ? "shard: tensor and context parallel layers"
+        : config.tp > 1               ? "shard: tensor parallel layers"
+        : config.cp > 1               ? "shard: context parallel layers"
+                                      : "shard: nothing to split (tp 1, cp 1)");
   if (Error e = runPasses(module, buildTfmShardPipeline, "shard"))
     return e;
   printAfter("shard");
@@ -531,8 +534,22 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                     c[size_t(rankgen::Dim::TP)] == 0 &&
                     c[size_t(rankgen::Dim::CP)] == 0 &&
                     c[size_t(rankgen::Dim::DP)] == 0;
-    ranks.push_back(llvm::json::Object{
-        {"rank", r}, {"binary", rankBinary(r)}, {"logs_loss", logsLoss}});
+    llvm::json::Object rank{
+        {"rank", r}, {"binary", rankBinary(r)}, {"logs_loss", logsLoss}};
+    // Context parallelism: the pieces of every sample's sequence this
+    // rank's token buffers hold (Megatron's get_batch_on_this_cp_rank; the
+    // batch inputs' distribution in the IR says the same).
+    if (config.cp > 1) {
+      auto pieces = rankgen::contextParallelTokenRanges(
+          tokensType.getDimSize(1), config.cp, c[size_t(rankgen::Dim::CP)]);
+      if (!pieces)
+        return fail(pieces.error());
+      llvm::json::Array ranges;
+      for (const rankgen::TokenRange &t : *pieces)
+        ranges.push_back(llvm::json::Array{t.begin, t.end});
+      rank["sequence_ranges"] = std::move(ranges);
+    }
+    ranks.push_back(std::move(rank));
   }
 
   llvm::json::Array paramsJson;

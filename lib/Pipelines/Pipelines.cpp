@@ -32,6 +32,8 @@ void loom::buildTfmPlanPipeline(OpPassManager &pm,
   plan.ep = o.ep;
   plan.etp = o.etp;
   plan.sequenceParallel = o.sequenceParallel;
+  plan.cpCommType = o.cpCommType;
+  plan.hierarchicalCpSizes = o.hierarchicalCpSizes;
   plan.order = o.order;
   pm.addPass(plan::createTfmSetPlan(plan));
   pm.addPass(plan::createTfmMaterializeMesh());

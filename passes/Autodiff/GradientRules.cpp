@@ -94,9 +94,11 @@ LogicalResult attention(AttentionOp op, GradientContext &c) {
   if (!dout)
     return success();
   Value tokens = op.getTokens() ? c.forward(op.getTokens()) : Value();
+  Value q = c.forward(op.getQuery()), k = c.forward(op.getKey()),
+        v = c.forward(op.getValue());
   auto g = c.builder.create<AttentionGradOp>(
-      op.getLoc(), c.forward(op.getQuery()), c.forward(op.getKey()),
-      c.forward(op.getValue()), c.forward(op.getResult()),
+      op.getLoc(), q.getType(), k.getType(), v.getType(), q, k, v,
+      c.forward(op.getResult()),
       c.forward(op.getLse()), dout, tokens, op.getNumHeadsAttr(),
       op.getNumKvHeadsAttr(), op.getHeadDimAttr(), op.getScaleAttr(),
       op.getMaskAttr(), op.getEodAttr());
@@ -163,7 +165,7 @@ LogicalResult crossEntropy(CrossEntropyOp op, GradientContext &c) {
   Value dlogits = c.builder.create<CrossEntropyGradOp>(
       op.getLoc(), op.getLogits().getType(), c.forward(op.getLogits()),
       c.forward(op.getLabels()), c.forward(op.getLossMask()),
-      c.forward(op.getRowMax()), c.forward(op.getSumExp()), dloss);
+      c.forward(op.getRowMax()), c.forward(op.getSumExp()), dloss, Value());
   c.accumulate(op.getLogits(), dlogits);
   return success();
 }

@@ -62,6 +62,12 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
       // Group kinds in first-use order (SetVector of strings: unique, ordered).
       SmallVector<std::string> kinds;
       SmallVector<Location> locs;
+      auto need = [&](StringRef kind, Location loc) {
+        if (llvm::is_contained(kinds, kind))
+          return;
+        kinds.push_back(kind.str());
+        locs.push_back(loc);
+      };
       WalkResult walk = func.walk([&](Operation *op) {
         FailureOr<std::string> key = failure();
         if (auto c = dyn_cast<mesh::AllReduceOp>(op))
@@ -76,21 +82,20 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
           key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
         else {
           // Ops whose kernels read where this rank's slice lies (a
-          // vocab-parallel table's rows, dropout's global indices) find it
-          // in the group that splits it.
-          auto positioned = lowering::positionedDim(op);
+          // vocab-parallel table's rows, dropout's global indices, a
+          // context-parallel rank's token positions) find it in the group
+          // that splits it.
+          auto positioned = lowering::positionedDims(op);
           if (failed(positioned))
             return WalkResult::interrupt();
-          if (!*positioned || (*positioned)->group.empty())
-            return WalkResult::advance();
-          key = (*positioned)->group;
+          for (const lowering::PositionedDim &d : *positioned)
+            if (!d.group.empty())
+              need(d.group, op->getLoc());
+          return WalkResult::advance();
         }
         if (failed(key))
           return WalkResult::interrupt();
-        if (!llvm::is_contained(kinds, *key)) {
-          kinds.push_back(*key);
-          locs.push_back(op->getLoc());
-        }
+        need(*key, op->getLoc());
         return WalkResult::advance();
       });
       if (walk.wasInterrupted())

@@ -196,15 +196,55 @@ public:
   /// this rank, starts in the global tensor, and its group's handle (null
   /// when the dim is whole).
   FailureOr<std::pair<Value, Value>> sliceOf(Operation *op, int64_t localSize) {
-    auto positioned = lowering::positionedDim(op);
+    auto positioned = lowering::positionedDims(op);
     if (failed(positioned))
       return failure();
-    if (!*positioned || (*positioned)->group.empty())
+    assert(positioned->size() <= 1 && "an op with one positioned dim");
+    return sliceOf(op, positioned->empty() ? lowering::PositionedDim()
+                                           : positioned->front(),
+                   localSize);
+  }
+  FailureOr<std::pair<Value, Value>>
+  sliceOf(Operation *op, const lowering::PositionedDim &d, int64_t localSize) {
+    if (d.group.empty())
       return std::make_pair(i64(0), Value());
-    FailureOr<Value> h = groupHandle(op, (*positioned)->group);
+    FailureOr<Value> h = groupHandle(op, d.group);
     if (failed(h))
       return failure();
     return std::make_pair(sliceStart(*h, localSize), *h);
+  }
+  /// The global sequence positions [B, L] of this rank's L tokens along the
+  /// positioned dim `d` (an int32 buffer), or a null pointer when they are
+  /// 0, 1, ... (the kernels' default).
+  FailureOr<Value> sequencePositions(Operation *op,
+                                     const lowering::PositionedDim &d) {
+    if (d.isIdentity())
+      return null();
+    auto type = cast<RankedTensorType>(d.value.getType());
+    Value buffer = ptr(alloc(RankedTensorType::get(
+        {type.getDimSize(tfm::kBatchDim), type.getDimSize(d.dim)},
+        b.getI32Type())));
+    if (failed(writeSequencePositions(op, d, buffer)))
+      return failure();
+    return buffer;
+  }
+  /// Writes them into the int32 [B, L] buffer `buffer` (a pointer).
+  LogicalResult writeSequencePositions(Operation *op,
+                                       const lowering::PositionedDim &d,
+                                       Value buffer) {
+    auto type = cast<RankedTensorType>(d.value.getType());
+    int64_t batch = type.getDimSize(tfm::kBatchDim), local = type.getDimSize(d.dim);
+    auto slice = sliceOf(op, d, local);
+    if (failed(slice))
+      return failure();
+    // The whole dim is the local one times the split's group size.
+    Value global = slice->second ? groupTimes(slice->second, local) : i64(local);
+    int64_t numChunks = d.chunks.empty() ? 1 : int64_t(d.chunks.size());
+    Value chunk = b.create<arith::DivSIOp>(loc, global, i64(numChunks));
+    call("loomrt_sequence_positions",
+         {i64(batch), i64(local), slice->first, chunk, i32(int32_t(numChunks)),
+          d.chunks.empty() ? null() : int64Array(d.chunks), buffer});
+    return success();
   }
   /// Where this rank's slice of a split starts (the first vocabulary id of
   /// a vocab-parallel table, say): its index in the group of `commHandle`
@@ -230,6 +270,11 @@ public:
   }
   Value load(Value scalarMemref) {
     return b.create<memref::LoadOp>(loc, scalarMemref, ValueRange());
+  }
+  /// Element `i` of a 1-d memref.
+  Value loadAt(Value memref, int64_t i) {
+    return b.create<memref::LoadOp>(
+        loc, memref, ValueRange{b.create<arith::ConstantIndexOp>(loc, i)});
   }
   void store(Value value, Value scalarMemref) {
     b.create<memref::StoreOp>(loc, value, scalarMemref, ValueRange());
@@ -331,6 +376,15 @@ FailureOr<SmallVector<Value>> lower(PositionIdsOp op, PositionIdsOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getType());
   std::optional<int64_t> eod = op.getResetAtEod();
+  // A piece of the sequence (context parallelism): its tokens' positions.
+  auto dims = lowering::positionedDims(op);
+  if (failed(dims))
+    return failure();
+  if (!dims->front().isIdentity()) {
+    if (failed(e.writeSequencePositions(op, dims->front(), e.ptr(out))))
+      return failure();
+    return SmallVector<Value>{out};
+  }
   e.call("loomrt_position_ids",
          {e.i64(dim(out, 0)), e.i64(dim(out, 1)), e.ptr(a.getTokens()),
           e.i32(eod ? *eod : 0), e.i32(eod ? 1 : 0), e.ptr(out)});
@@ -450,18 +504,36 @@ Value documentIds(OpT op, Value tokens, Emitter &e) {
   return doc;
 }
 
+/// The global positions of the queries' and the keys' tokens (null
+/// pointers where they are 0, 1, ...): the causal mask compares them, so a
+/// context-parallel rank's queries attend exactly as in the whole sequence.
+template <typename OpT>
+FailureOr<std::pair<Value, Value>> queryKeyPositions(OpT op, Emitter &e) {
+  auto dims = lowering::positionedDims(op);
+  if (failed(dims))
+    return failure();
+  auto q = e.sequencePositions(op, (*dims)[0]);
+  auto k = e.sequencePositions(op, (*dims)[1]);
+  if (failed(q) || failed(k))
+    return failure();
+  return std::make_pair(*q, *k);
+}
+
 template <>
 FailureOr<SmallVector<Value>> lower(AttentionOp op, AttentionOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getResult().getType());
   Value lse = e.alloc(op.getLse().getType());
   Value doc = documentIds(op, a.getTokens(), e);
+  auto pos = queryKeyPositions(op, e);
+  if (failed(pos))
+    return failure();
   e.call("loomrt_attention_forward",
          {e.dtype(out), e.i64(dim(out, 0)), e.i64(dim(out, 1)),
           e.i64(dim(a.getKey(), 1)), e.i64(op.getNumHeads()),
           e.i64(op.getNumKvHeads()), e.i64(op.getHeadDim()),
-          e.f32(op.getScale().convertToDouble()), e.i32(1), e.null(),
-          e.null(), doc, doc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
+          e.f32(op.getScale().convertToDouble()), e.i32(1), pos->first,
+          pos->second, doc, doc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
           e.ptr(a.getValue()), e.ptr(out), e.ptr(lse)});
   return SmallVector<Value>{out, lse};
 }
@@ -473,12 +545,15 @@ FailureOr<SmallVector<Value>> lower(AttentionGradOp op,
   Value dk = e.alloc(op.getKeyGrad().getType());
   Value dv = e.alloc(op.getValueGrad().getType());
   Value doc = documentIds(op, a.getTokens(), e);
+  auto pos = queryKeyPositions(op, e);
+  if (failed(pos))
+    return failure();
   e.call("loomrt_attention_backward",
          {e.dtype(dq), e.i64(dim(dq, 0)), e.i64(dim(dq, 1)),
           e.i64(dim(dk, 1)), e.i64(op.getNumHeads()),
           e.i64(op.getNumKvHeads()), e.i64(op.getHeadDim()),
-          e.f32(op.getScale().convertToDouble()), e.i32(1), e.null(),
-          e.null(), doc, doc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
+          e.f32(op.getScale().convertToDouble()), e.i32(1), pos->first,
+          pos->second, doc, doc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
           e.ptr(a.getValue()), e.ptr(a.getOut()), e.ptr(a.getLse()),
           e.ptr(a.getOutGrad()), e.ptr(dq), e.ptr(dk), e.ptr(dv), e.i32(0)});
   return SmallVector<Value>{dq, dk, dv};
@@ -618,11 +693,11 @@ FailureOr<SmallVector<Value>> lower(DropoutOp op, DropoutOp::Adaptor a,
   // rank * L_k * inner within a global row of g * L_k * inner.
   Value rows = e.i64(1), cols = e.i64(n), offset = e.i64(0),
         rowStride = e.i64(n);
-  auto positioned = lowering::positionedDim(op);
+  auto positioned = lowering::positionedDims(op);
   if (failed(positioned))
     return failure();
-  if (*positioned && !(*positioned)->group.empty()) {
-    int64_t k = (*positioned)->dim;
+  if (!positioned->empty()) {
+    int64_t k = positioned->front().dim;
     ArrayRef<int64_t> shape = cast<ShapedType>(op.getType()).getShape();
     int64_t outer = 1, local = 1;
     for (int64_t i = 0; i < int64_t(shape.size()); ++i)
@@ -738,11 +813,32 @@ FailureOr<SmallVector<Value>> lower(CeTargetLogitOp op,
 }
 
 template <>
-FailureOr<SmallVector<Value>> lower(CeLossOp op, CeLossOp::Adaptor a,
+FailureOr<SmallVector<Value>> lower(CeLossSumOp op, CeLossSumOp::Adaptor a,
                                     Emitter &e) {
-  return SmallVector<Value>{lossKernel(a.getRowMax(), a.getSumExp(),
-                                       a.getTarget(), a.getLossMask(),
-                                       op.getType(), e)};
+  Value parts = e.alloc(op.getType());
+  e.call("loomrt_ce_loss_from_parts",
+         {e.i64(numElements(a.getRowMax())), e.ptr(a.getRowMax()),
+          e.ptr(a.getSumExp()), e.ptr(a.getTarget()), e.ptr(a.getLossMask()),
+          e.null(), e.ptr(parts), e.offsetPtr(e.ptr(parts), sizeof(float))});
+  return SmallVector<Value>{parts};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(LossMeanOp op, LossMeanOp::Adaptor a,
+                                    Emitter &e) {
+  Value loss = e.alloc(op.getType());
+  e.store(e.safeDivide(e.loadAt(a.getParts(), 0), e.loadAt(a.getParts(), 1)),
+          loss);
+  return SmallVector<Value>{loss};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(TokenCountOp op, TokenCountOp::Adaptor a,
+                                    Emitter &e) {
+  Value count = e.alloc(op.getType());
+  e.call("loomrt_mask_sum", {e.i64(numElements(a.getLossMask())),
+                             e.ptr(a.getLossMask()), e.ptr(count)});
+  return SmallVector<Value>{count};
 }
 
 /// The softmax from the forward's row statistics, on this rank's slice of
@@ -755,11 +851,16 @@ FailureOr<SmallVector<Value>> lower(CrossEntropyGradOp op,
   auto slice = e.sliceOf(op, vl);
   if (failed(slice))
     return failure();
-  // The mask's sum (loss_from_parts's other results are not needed: the row
-  // maxima stand in for the targets).
-  Value maskSum =
-      lossParts(a.getRowMax(), a.getSumExp(), a.getRowMax(), a.getLossMask(), e)
-          .second;
+  // The tokens the loss averages: given (with the tokens split, the whole
+  // batch's), or this op's mask's sum.
+  Value maskSum;
+  if (a.getCount()) {
+    maskSum = e.load(a.getCount());
+  } else {
+    Value count = e.allocF32(-1);
+    e.call("loomrt_mask_sum", {e.i64(n), e.ptr(a.getLossMask()), e.ptr(count)});
+    maskSum = e.load(count);
+  }
   e.call("loomrt_ce_vocab_parallel_backward",
          {e.dtype(out), e.i64(n), e.i64(vl), e.ptr(logits),
           e.ptr(a.getLabels()), slice->first, e.ptr(a.getRowMax()),
@@ -947,7 +1048,8 @@ struct LowerToRuntimePass
         RuntimeCallPattern<DropoutOp>, RuntimeCallPattern<CastOp>,
         RuntimeCallPattern<CrossEntropyOp>, RuntimeCallPattern<CeRowMaxOp>,
         RuntimeCallPattern<CeSumExpOp>, RuntimeCallPattern<CeTargetLogitOp>,
-        RuntimeCallPattern<CeLossOp>, RuntimeCallPattern<CrossEntropyGradOp>,
+        RuntimeCallPattern<CeLossSumOp>, RuntimeCallPattern<LossMeanOp>,
+        RuntimeCallPattern<TokenCountOp>, RuntimeCallPattern<CrossEntropyGradOp>,
         RuntimeCallPattern<PermuteChunksOp>,
         CollectivePattern<mesh::AllReduceOp>,
         CollectivePattern<mesh::AllGatherOp>,

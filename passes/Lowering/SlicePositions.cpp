@@ -15,22 +15,24 @@
 using namespace mlir;
 using namespace loom;
 using namespace loom::tfm;
+using loom::lowering::PositionedDim;
 
-/// Dim `dim` of `v` (its distribution's axes there) as `op`'s kernel sees it.
-static FailureOr<std::optional<lowering::PositionedDim>>
-splitOf(Operation *op, Value v, int64_t dim) {
+using Dims = SmallVector<lowering::PositionedDim>;
+
+/// Dim `dim` of `v` (its distribution's axes there) as `op`'s kernel sees
+/// it; `reordered` says whether the kernel takes a chunk order.
+static FailureOr<lowering::PositionedDim>
+splitOf(Operation *op, Value v, int64_t dim, bool reordered = false) {
   DistAttr dist = getDist(v);
   if (!dist)
-    return std::optional<lowering::PositionedDim>(
-        lowering::PositionedDim{v, dim, ""});
+    return lowering::PositionedDim{v, dim, "", {}};
   DimDist d = dist.getDim(dim);
-  if (!d.isNatural())
+  if (!d.isNatural() && !reordered)
     return op->emitOpError() << "reads the global positions of dim " << dim
                              << " of a value " << describe(dist)
                              << ", a chunk order its kernel does not take";
   if (d.isWhole())
-    return std::optional<lowering::PositionedDim>(
-        lowering::PositionedDim{v, dim, ""});
+    return lowering::PositionedDim{v, dim, "", d.chunks};
   FailureOr<MeshAxesInfo> mesh = MeshAxesInfo::lookup(op, dist.getMesh());
   if (failed(mesh))
     return failure();
@@ -38,28 +40,51 @@ splitOf(Operation *op, Value v, int64_t dim) {
       op, dist.getMesh().getValue(), mesh->indices(d.axes));
   if (failed(group))
     return failure();
-  return std::optional<lowering::PositionedDim>(
-      lowering::PositionedDim{v, dim, *group});
+  return lowering::PositionedDim{v, dim, *group, d.chunks};
 }
 
-FailureOr<std::optional<lowering::PositionedDim>>
-lowering::positionedDim(Operation *op) {
-  using Result = FailureOr<std::optional<PositionedDim>>;
+/// The dims `dims` gives, or its failure.
+static FailureOr<Dims>
+collect(std::initializer_list<FailureOr<lowering::PositionedDim>> dims) {
+  Dims out;
+  for (const auto &d : dims) {
+    if (failed(d))
+      return failure();
+    out.push_back(*d);
+  }
+  return out;
+}
+
+FailureOr<Dims> lowering::positionedDims(Operation *op) {
+  using Result = FailureOr<Dims>;
   return llvm::TypeSwitch<Operation *, Result>(op)
       // The rows of the vocabulary a table (or its gradient) holds.
-      .Case([&](EmbeddingOp e) { return splitOf(op, e.getTable(), 0); })
-      .Case([&](EmbeddingGradOp e) { return splitOf(op, e.getResult(), 0); })
+      .Case([&](EmbeddingOp e) { return collect({splitOf(op, e.getTable(), 0)}); })
+      .Case([&](EmbeddingGradOp e) {
+        return collect({splitOf(op, e.getResult(), 0)});
+      })
       // The vocabulary ids of the logits' columns.
-      .Case([&](CeTargetLogitOp c) { return splitOf(op, c.getLogits(), 2); })
-      .Case([&](CrossEntropyGradOp c) { return splitOf(op, c.getLogits(), 2); })
-      // Position ids count from the start of the whole sequence.
+      .Case([&](CeTargetLogitOp c) {
+        return collect({splitOf(op, c.getLogits(), 2)});
+      })
+      .Case([&](CrossEntropyGradOp c) {
+        return collect({splitOf(op, c.getLogits(), 2)});
+      })
+      // Position ids count from the start of the whole sequence; reset at
+      // documents, they depend on every earlier token.
       .Case([&](PositionIdsOp p) -> Result {
-        Result r = splitOf(op, p.getTokens(), kSeqDim);
-        if (succeeded(r) && *r && !(*r)->group.empty())
+        auto d = splitOf(op, p.getTokens(), kSeqDim, /*reordered=*/true);
+        if (succeeded(d) && !d->isIdentity() && p.getResetAtEod())
           return op->emitOpError()
-                 << "computes position ids of a sequence split over "
-                 << (*r)->group << ", which the runtime does not do yet";
-        return r;
+                 << "resets position ids at documents of a sequence split "
+                    "over "
+                 << d->group << ", which the runtime does not do yet";
+        return collect({d});
+      })
+      // The causal mask compares the queries' and keys' global positions.
+      .Case<AttentionOp, AttentionGradOp>([&](auto a) {
+        return collect({splitOf(op, a.getQuery(), kSeqDim, true),
+                        splitOf(op, a.getKey(), kSeqDim, true)});
       })
       // The mask is keyed by each element's global index.
       .Case([&](DropoutOp d) -> Result {
@@ -67,10 +92,10 @@ lowering::positionedDim(Operation *op) {
         std::optional<PositionedDim> found;
         int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
         for (int64_t k = 0; k < rank; ++k) {
-          Result r = splitOf(op, x, k);
+          auto r = splitOf(op, x, k);
           if (failed(r))
             return failure();
-          if ((*r)->group.empty())
+          if (r->group.empty())
             continue;
           if (found)
             return op->emitOpError()
@@ -79,7 +104,7 @@ lowering::positionedDim(Operation *op) {
                    << "); its kernel takes one split dim";
           found = *r;
         }
-        return found;
+        return found ? Dims{*found} : Dims{};
       })
-      .Default([](Operation *) { return std::optional<PositionedDim>(); });
+      .Default([](Operation *) { return Dims{}; });
 }

@@ -38,8 +38,8 @@ def TfmSetPlan : Pass<"tfm-set-plan", "mlir::ModuleOp"> {
     Option<"sequenceParallel", "sp", "bool", "false",
            "Sequence parallelism (with tp)">,
     ListOption<"cpCommType", "cp-comm-type", "std::string",
-               "Context-parallel communication: p2p, a2a, allgather, "
-               "a2a+p2p; one value, or one per layer">,
+               "Context-parallel communication: p2p, a2a, allgather "
+               "(or all_gather), a2a+p2p; one value, or one per layer">,
     ListOption<"hierarchicalCpSizes", "hierarchical-cp-sizes", "int64_t",
                "Sizes of hierarchical context parallelism, inner first">,
     Option<"order", "order", "std::string", "\"tp-cp-ep-dp-pp\"",

@@ -32,8 +32,9 @@ struct SetPlanPass : plan::impl::TfmSetPlanBase<SetPlanPass> {
     ArrayAttr commTypes;
     if (!cpCommType.empty()) {
       SmallVector<Attribute> types;
+      // TransformerEngine spells it all_gather, Megatron's help allgather.
       for (const std::string &t : cpCommType)
-        types.push_back(b.getStringAttr(t));
+        types.push_back(b.getStringAttr(t == "all_gather" ? "allgather" : t));
       commTypes = b.getArrayAttr(types);
     }
     DenseI64ArrayAttr hierarchical;

@@ -6,12 +6,13 @@
 //
 // Walks every function in program order (forward blocks before the
 // backward blocks that reuse their decisions) and asks each op's
-// propagation rule how to distribute it. Values enter replicated
-// (function arguments without a distribution) and leave a tfm.block in the
-// residual stream's layout, partial sums reduced (Megatron reduces the
-// vocab-parallel embedding and the head's input gradient before they leave
-// those layers, and a partial activation saved for backward would be
-// reduced twice). Parameter gradients are the exception: they may leave
+// propagation rule how to distribute it. Batch inputs (tokens, labels, loss
+// mask) enter with their sequence split over cp in Megatron's load-balanced
+// chunks, other arguments without a distribution replicated. Values leave a
+// tfm.block in the residual stream's layout, partial sums reduced (Megatron
+// reduces the vocab-parallel embedding and the head's input gradient before
+// they leave those layers, and a partial activation saved for backward
+// would be reduced twice). Parameter gradients are the exception: they may leave
 // partial, summed with their other contributions, and leave the function
 // distributed like their parameters.
 //
@@ -44,9 +45,18 @@ public:
 
   LogicalResult run(func::FuncOp func) {
     Block &body = func.getBody().front();
-    for (BlockArgument arg : body.getArguments())
-      if (isa<RankedTensorType>(arg.getType()) && !tfm::getDist(arg))
-        Propagation::setDist(arg, p.replicated());
+    for (BlockArgument arg : body.getArguments()) {
+      if (!isa<RankedTensorType>(arg.getType()) || tfm::getDist(arg))
+        continue;
+      // Batch inputs enter in the plan's layout (context parallelism
+      // splits their sequence), everything else replicated.
+      FailureOr<DistAttr> d = p.replicated();
+      if (func.getArgAttr(arg.getArgNumber(), tfm::kInputArgAttrName))
+        d = p.batchInput(arg, func);
+      if (failed(d))
+        return failure();
+      Propagation::setDist(arg, *d);
+    }
     if (failed(walk(body)))
       return failure();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -150,9 +160,9 @@ struct PropagateDistributionPass
     }
     auto plan = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
     // The mesh axes carry the plan's order tokens (tfm-materialize-mesh).
-    Propagation p(&getContext(), FlatSymbolRefAttr::get(*mesh), *axes,
-                  rankgen::dimName(rankgen::Dim::TP), plan.getTp(),
-                  plan.isSequenceParallel());
+    Propagation p(&getContext(), FlatSymbolRefAttr::get(*mesh), *axes, plan,
+                  rankgen::dimName(rankgen::Dim::TP),
+                  rankgen::dimName(rankgen::Dim::CP));
     Walker walker(p);
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal() && failed(walker.run(func)))

@@ -6,6 +6,8 @@
 
 #include "passes/Sharding/Propagation.h"
 
+#include "dialects/Tfm/ChunkOrder.h"
+
 using namespace mlir;
 using namespace loom;
 using namespace loom::sharding;
@@ -15,10 +17,11 @@ using tfm::DimDist;
 #include "passes/Sharding/PropagationInterface.cpp.inc"
 
 Propagation::Propagation(MLIRContext *ctx, FlatSymbolRefAttr mesh,
-                         const tfm::MeshAxesInfo &axes, StringRef tpAxis,
-                         int64_t tpSize, bool sequenceParallel)
-    : mesh(mesh), axes(axes), tpAxis(tpAxis.str()), tpSize(tpSize),
-      sp(sequenceParallel), b(ctx) {}
+                         const tfm::MeshAxesInfo &axes, tfm::PlanAttr plan,
+                         StringRef tpAxis, StringRef cpAxis)
+    : mesh(mesh), axes(axes), planAttr(plan), tpAxis(tpAxis.str()),
+      cpAxis(cpAxis.str()), tpSize(plan.getTp()), cpSize(plan.getCp()),
+      sp(plan.isSequenceParallel()), b(ctx) {}
 
 DistAttr Propagation::wholeOverTp(DistAttr d) const {
   if (tp().empty())
@@ -60,8 +63,30 @@ FailureOr<DistAttr> Propagation::residual(Value v, Operation *where) const {
   if (seq % parts != 0)
     return where->emitError() << "sequence length " << seq
                               << " is not divisible by tp " << tpSize
+                              << (cp().empty() ? "" : " x cp ")
+                              << (cp().empty() ? "" : std::to_string(cpSize))
                               << " (sequence parallelism)";
   return splitAlso(d, tfm::kSeqDim, tp());
+}
+
+bool Propagation::sequenceOverCp(Value v) const {
+  return !cp().empty() &&
+         cast<RankedTensorType>(v.getType()).getRank() > tfm::kSeqDim &&
+         llvm::is_contained(tfm::getDist(v).getAxes(tfm::kSeqDim), cp());
+}
+
+FailureOr<DistAttr> Propagation::batchInput(Value v, Operation *where) const {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (cp().empty() || type.getRank() <= tfm::kSeqDim)
+    return replicated();
+  int64_t seq = type.getDimSize(tfm::kSeqDim);
+  if (seq % (2 * cpSize) != 0)
+    return where->emitError()
+           << "sequence length " << seq << " is not divisible by 2 x cp = "
+           << 2 * cpSize
+           << " (context parallelism cuts it into 2 x cp chunks)";
+  return replicated().withDim(tfm::kSeqDim,
+                              DimDist{{cp()}, tfm::zigzagOrder(cpSize)});
 }
 
 bool Propagation::featuresSplit(Value v) const {

@@ -24,11 +24,11 @@ namespace loom::sharding {
 
 class Propagation {
 public:
-  /// Distributes over `mesh` (the plan's dense world) with tensor
-  /// parallelism over axis `tpAxis` of size `tpSize` (1: none).
+  /// Distributes over `mesh` (the plan's dense world) by `plan`: tensor
+  /// parallelism over axis `tpAxis`, context parallelism over `cpAxis`.
   Propagation(mlir::MLIRContext *ctx, mlir::FlatSymbolRefAttr mesh,
-              const tfm::MeshAxesInfo &axes, llvm::StringRef tpAxis,
-              int64_t tpSize, bool sequenceParallel);
+              const tfm::MeshAxesInfo &axes, tfm::PlanAttr plan,
+              llvm::StringRef tpAxis, llvm::StringRef cpAxis);
 
   //===--------------------------------------------------------------------===//
   // The plan
@@ -37,6 +37,10 @@ public:
   /// The tensor-parallel axis, or empty when tp is 1 (nothing is split).
   llvm::StringRef tp() const { return tpSize > 1 ? tpAxis : llvm::StringRef(); }
   int64_t tpRanks() const { return tpSize; }
+  /// The context-parallel axis, or empty when cp is 1.
+  llvm::StringRef cp() const { return cpSize > 1 ? cpAxis : llvm::StringRef(); }
+  int64_t cpRanks() const { return cpSize; }
+  tfm::PlanAttr plan() const { return planAttr; }
   tfm::DistAttr replicated() const { return tfm::DistAttr::replicated(mesh); }
 
   //===--------------------------------------------------------------------===//
@@ -57,6 +61,14 @@ public:
   /// Whether the last dim of `v` is split over tp (Megatron's "parallel"
   /// activations between a column- and a row-parallel linear).
   bool featuresSplit(mlir::Value v) const;
+  /// Whether the sequence of `v` is split over cp (context parallelism).
+  bool sequenceOverCp(mlir::Value v) const;
+  /// How a batch input [batch, seq] (tokens, labels, loss mask) enters:
+  /// with context parallelism its sequence split over cp in Megatron's
+  /// load-balanced order of 2·cp chunks. Fails with an error at `where`
+  /// when the sequence does not divide.
+  mlir::FailureOr<tfm::DistAttr> batchInput(mlir::Value v,
+                                            mlir::Operation *where) const;
 
   //===--------------------------------------------------------------------===//
   // Changing the IR
@@ -105,8 +117,9 @@ private:
 
   mlir::FlatSymbolRefAttr mesh;
   const tfm::MeshAxesInfo &axes;
-  std::string tpAxis;
-  int64_t tpSize;
+  tfm::PlanAttr planAttr;
+  std::string tpAxis, cpAxis;
+  int64_t tpSize, cpSize;
   bool sp;
   mlir::OpBuilder b;
   llvm::StringMap<tfm::DistAttr> params;

@@ -16,6 +16,9 @@
 //                                sequence split over tp)
 //   embedding of token ids       vocab-parallel table, a partial sum out
 //   cross_entropy of split logits  vocab-parallel pieces, statistics reduced
+//   or of split rows             the loss's sum and token count reduced
+//   attention of split queries   context parallelism by the layer's
+//                                cp_comm_type (k and v gathered whole)
 //
 // What an op computes given those choices is its distribution rule's
 // (dialects/Tfm/TfmDistributionRules.cpp); every rule here ends by typing
@@ -118,9 +121,9 @@ struct LinearRule : Model<LinearRule, LinearOp> {
 struct LinearGradRule : Model<LinearGradRule, LinearGradOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<LinearGradOp>(o);
-    if (p.tp().empty())
-      return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
-    // The forward's decision, read off the weight.
+    // The forward's decision, read off the weight. The output gradient's
+    // tokens are the input's (a key or value gradient summed over the
+    // context-parallel ranks' queries is reduce-scattered back here).
     DistAttr w = getDist(op.getWeight());
     Value x = op.getInput();
     int64_t last = rankOf(x) - 1;
@@ -329,9 +332,37 @@ LogicalResult repeatedKvPair(Operation *op, int64_t kvHeads, int64_t headDim,
   return repeatedKv(op, 2, kvHeads, headDim, p);
 }
 
+/// Context parallelism: the queries keep their piece of the sequence; how
+/// the keys and values meet them is the layer's cp_comm_type. `allgather`
+/// (Megatron/TE's all_gather): k and v gathered whole over cp, in order;
+/// in backward they are gathered again and their gradients, partial sums
+/// over cp, reduce-scattered back (by the reshards of their uses).
+template <typename OpT>
+LogicalResult contextParallel(OpT op, Propagation &p) {
+  if (!p.sequenceOverCp(op.getQuery()))
+    return success();
+  auto block = op->template getParentOfType<BlockOp>();
+  int64_t layer = block && block.getIndex() ? *block.getIndex() : 0;
+  StringRef type = p.plan().getCpCommTypeOfLayer(layer);
+  if (type != "allgather")
+    return op.emitError() << "cp_comm_type " << type << " (layer " << layer
+                          << ") is not implemented yet; allgather is";
+  if (op.getTokens())
+    return op.emitError() << "document masks (reset_attention_mask) under "
+                             "context parallelism are not implemented yet";
+  for (unsigned i : {1u, 2u}) {
+    DistAttr d = getDist(op->getOperand(i));
+    if (failed(p.require(op, i, d.withDim(kSeqDim, DimDist()))))
+      return failure();
+  }
+  return success();
+}
+
 struct AttentionRule : Model<AttentionRule, AttentionOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<AttentionOp>(o);
+    if (failed(contextParallel(op, p)))
+      return failure();
     if (p.tp().empty())
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     FailureOr<bool> repeat = repeatKv(op, p);
@@ -349,6 +380,8 @@ struct AttentionRule : Model<AttentionRule, AttentionOp> {
 struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<AttentionGradOp>(o);
+    if (failed(contextParallel(op, p)))
+      return failure();
     if (p.tp().empty())
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     FailureOr<bool> repeat = repeatKv(op, p);
@@ -396,8 +429,17 @@ template <typename OpT> struct RopeRule : Model<RopeRule<OpT>, OpT> {
         failed(p.require(o, 0, p.wholeOverTp(getDist(x)))))
       return failure();
     x = op.getInput();
-    if (failed(p.require(o, 1, getDist(op.getPositions())
-                                   .withDim(0, getDist(x).getDim(0))
+    // A key gradient summed over the context-parallel ranks' queries is
+    // reduce-scattered to its tokens first: each rank rotates its own.
+    DistAttr pos = getDist(op.getPositions());
+    if (getDist(x).isPartial() &&
+        failed(p.require(o, 0, getDist(x)
+                                   .withoutPartial()
+                                   .withDim(0, pos.getDim(0))
+                                   .withDim(1, pos.getDim(1)))))
+      return failure();
+    x = op.getInput();
+    if (failed(p.require(o, 1, pos.withDim(0, getDist(x).getDim(0))
                                    .withDim(1, getDist(x).getDim(1)))))
       return failure();
     return p.inferResults(o);
@@ -408,18 +450,26 @@ template <typename OpT> struct RopeRule : Model<RopeRule<OpT>, OpT> {
 // The loss
 //===----------------------------------------------------------------------===//
 
+/// Whether the rows of the [batch, seq] value `rows` are split over ranks.
+bool rowsSplit(Value rows) {
+  DistAttr d = getDist(rows);
+  return !d.getDim(kBatchDim).isWhole() || !d.getDim(kSeqDim).isWhole();
+}
+
 struct CrossEntropyRule : Model<CrossEntropyRule, CrossEntropyOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<CrossEntropyOp>(o);
     Value logits = op.getLogits();
-    if (!p.featuresSplit(logits)) {
+    if (!p.featuresSplit(logits) && !rowsSplit(op.getLabels())) {
       if (failed(p.require(o, 0, p.wholeOverTp(getDist(logits)))))
         return failure();
       return p.inferResults(o);
     }
-    // Vocab-parallel (Megatron's _VocabParallelCrossEntropy): row maxima,
-    // sums of exponentials and target logits of each slice, each reduced
-    // over tp; the loss from the whole statistics.
+    // In pieces: row maxima, sums of exponentials and target logits of each
+    // slice of the vocabulary, each reduced over its split (Megatron's
+    // _VocabParallelCrossEntropy); then the masked sum of row losses and
+    // the token count, reduced over the rows' split (context parallelism:
+    // Megatron's [loss_sum, num_tokens]), and their quotient.
     OpBuilder &b = p.builder();
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(op);
@@ -428,34 +478,51 @@ struct CrossEntropyRule : Model<CrossEntropyRule, CrossEntropyOp> {
     auto rowMax = b.create<CeRowMaxOp>(loc, stats, logits);
     auto sumExp = b.create<CeSumExpOp>(loc, stats, logits, rowMax);
     auto target = b.create<CeTargetLogitOp>(loc, stats, logits, op.getLabels());
-    auto loss = b.create<CeLossOp>(loc, op.getLoss().getType(), rowMax, sumExp,
-                                   target, op.getLossMask());
+    auto parts = b.create<CeLossSumOp>(
+        loc, RankedTensorType::get({2}, b.getF32Type()), rowMax, sumExp,
+        target, op.getLossMask());
+    auto loss = b.create<LossMeanOp>(loc, op.getLoss().getType(), parts);
     DistAttr rows = getDist(op.getLabels());
     if (failed(p.inferResults(rowMax)) ||
         failed(p.require(sumExp, 1, rows)) || failed(p.inferResults(sumExp)) ||
         failed(p.inferResults(target)))
       return failure();
     for (unsigned i = 0; i < 4; ++i)
-      if (failed(p.require(loss, i, rows)))
+      if (failed(p.require(parts, i, rows)))
         return failure();
-    if (failed(p.inferResults(loss)))
+    if (failed(p.inferResults(parts)) ||
+        failed(p.require(loss, 0, p.replicated())) ||
+        failed(p.inferResults(loss)))
       return failure();
-    op.getLoss().replaceAllUsesWith(loss);
-    op.getRowMax().replaceAllUsesWith(loss.getRowMax());
-    op.getSumExp().replaceAllUsesWith(loss.getSumExp());
+    op.getLoss().replaceAllUsesWith(loss.getLoss());
+    op.getRowMax().replaceAllUsesWith(parts.getRowMax());
+    op.getSumExp().replaceAllUsesWith(parts.getSumExp());
     op.erase();
     return success();
   }
 };
 
 /// Operands that must be whole over tp: the statistics and the loss's
-/// gradient; the logits as they arrive.
+/// gradient; the logits as they arrive. With the rows split, the mean's
+/// denominator is the whole batch's token count, reduced over the split.
 struct CrossEntropyGradRule
     : Model<CrossEntropyGradRule, CrossEntropyGradOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<CrossEntropyGradOp>(o);
     for (unsigned i = 1; i < o->getNumOperands(); ++i)
       if (failed(p.require(o, i, p.wholeOverTp(getDist(o->getOperand(i))))))
         return failure();
+    if (rowsSplit(op.getLabels()) && !op.getCount()) {
+      OpBuilder &b = p.builder();
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(op);
+      auto count = b.create<TokenCountOp>(op.getLoc(), op.getGrad().getType(),
+                                          op.getLossMask());
+      op.getCountMutable().assign(count);
+      if (failed(p.inferResults(count)) ||
+          failed(p.require(o, o->getNumOperands() - 1, p.replicated())))
+        return failure();
+    }
     return p.inferResults(o);
   }
 };

@@ -12,6 +12,10 @@
 //    target splits over them (reduce_scatter), or whole (all_reduce).
 //      partial = sum[tp]          -> [[], [tp]]       reduce_scatter dim 1
 //      partial = sum[tp]          -> replicated       all_reduce
+//    A whole dim the target keeps in another chunk order is reordered
+//    first (a sum's terms reorder alike):
+//      partial = sum[cp]          -> [[], [cp] zigzag(2)]
+//                                    permute_chunks [0,3,1,2], reduce_scatter
 // 2. Split axes the target does not keep are gathered, from the minor end
 //    of a dim's axes; a single axis that moves to another dim is an
 //    all_to_all instead.
@@ -105,8 +109,12 @@ LogicalResult Resharder::reducePartials(DistAttr to) {
   // A sum the target splits a dim over: reduce-scatter that dim.
   for (int64_t d = 0; d < rank() && kind == mesh::ReductionKind::Sum; ++d) {
     DimDist from = cur().getDim(d), want = to.getDim(d);
-    if (from.chunks != want.chunks ||
-        keptPrefix(from, want) != from.axes.size())
+    // A whole dim is reordered first (a partial sum reorders like its
+    // terms), so that the scatter leaves each rank its chunks.
+    bool reorder = from.isWhole() && from.chunks != want.chunks;
+    if ((from.chunks != want.chunks && !reorder) ||
+        keptPrefix(reorder ? DimDist{{}, want.chunks} : from, want) !=
+            from.axes.size())
       continue;
     SmallVector<StringRef> scatter;
     for (size_t i = from.axes.size(); i < want.axes.size(); ++i) {
@@ -116,6 +124,13 @@ LogicalResult Resharder::reducePartials(DistAttr to) {
     }
     if (scatter.empty())
       continue;
+    if (reorder) {
+      DistAttr next = cur().withDim(d, DimDist{{}, want.chunks});
+      v = b.create<tfm::PermuteChunksOp>(
+          loc, tfm::withDist(v.getType(), next), v, d,
+          tfm::chunkOrderBetween(from.chunks, want.chunks));
+      from = cur().getDim(d);
+    }
     SmallVector<StringRef> partial = cur().getPartialAxes(), axes = from.axes;
     llvm::erase_if(partial, [&](StringRef a) {
       return llvm::is_contained(scatter, a);

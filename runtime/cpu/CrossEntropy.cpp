@@ -179,6 +179,12 @@ extern "C" void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
   *mask_sum = float(maskSum(mask, n));
 }
 
+extern "C" void loomrt_mask_sum(int64_t n, const float *mask, float *sum) {
+  LOOMRT_CHECK(n >= 0, "negative row count %lld", (long long)n);
+  LOOMRT_CHECK(sum && (n == 0 || mask), "NULL tensor");
+  *sum = float(maskSum(mask, n));
+}
+
 extern "C" void loomrt_ce_vocab_parallel_backward(
     loomrt_dtype dtype, int64_t n, int64_t Vl, const void *logits,
     const int32_t *labels, int64_t vocab_start, const float *row_max,

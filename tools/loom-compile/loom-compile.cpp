@@ -12,6 +12,7 @@
 
 #include "loom/Driver/Compiler.h"
 #include "loom/InitAll.h"
+#include "loom/Support/ListFlags.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -19,6 +20,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -46,6 +48,17 @@ static cl::opt<int64_t> cp("cp", cl::init(1), cl::desc("Context-parallel size"),
                            cl::cat(category));
 static cl::alias cpLong("context-parallel-size", cl::aliasopt(cp),
                         cl::desc("Alias for --cp"));
+static cl::list<std::string> cpCommType(
+    "cp-comm-type",
+    cl::desc("Context-parallel attention: p2p (default), allgather (or "
+             "all_gather), a2a or a2a+p2p; one for every layer or one per "
+             "layer, space- or comma-separated (implemented: allgather)"),
+    cl::CommaSeparated, cl::value_desc("type"), cl::cat(category));
+static cl::list<int64_t> hierarchicalCp(
+    "hierarchical-context-parallel-sizes",
+    cl::desc("Sizes of hierarchical context parallelism (a2a+p2p), inner "
+             "first; their product is cp"),
+    cl::CommaSeparated, cl::value_desc("a p"), cl::cat(category));
 static cl::opt<int64_t> pp("pp", cl::init(1),
                            cl::desc("Pipeline-parallel size"),
                            cl::cat(category));
@@ -108,8 +121,30 @@ static int error(const Twine &message) {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
+  // Megatron's list flags take space-separated values.
+  auto isCommTypes = [](const std::string &word) {
+    for (StringRef t : llvm::split(word, ','))
+      if (!llvm::is_contained(
+              ArrayRef<StringRef>{"p2p", "a2a", "allgather", "all_gather",
+                                  "a2a+p2p"},
+              t))
+        return false;
+    return true;
+  };
+  auto isSizes = [](const std::string &word) {
+    for (StringRef n : llvm::split(word, ','))
+      if (!loom::isDecimal(n.str()))
+        return false;
+    return true;
+  };
+  std::vector<std::string> storage;
+  std::vector<const char *> args = loom::joinListFlags(
       argc, argv,
+      {{"cp-comm-type", isCommTypes},
+       {"hierarchical-context-parallel-sizes", isSizes}},
+      storage);
+  cl::ParseCommandLineOptions(
+      int(args.size()), args.data(),
       "Loom ahead-of-time compiler: tfm IR + parallel plan -> per-rank "
       "executables, manifest.json and a launcher\n");
 
@@ -139,6 +174,9 @@ int main(int argc, char **argv) {
   options.ep = ep;
   options.etp = etp;
   options.sequenceParallel = sp;
+  options.cpCommType.assign(cpCommType.begin(), cpCommType.end());
+  options.hierarchicalCpSizes.assign(hierarchicalCp.begin(),
+                                     hierarchicalCp.end());
   options.order = order;
   options.numMicrobatches = numMicrobatches;
   options.train = train;

@@ -34,6 +34,10 @@ struct CompileOptions {
   /// Parallel sizes (Megatron meanings); see #tfm.plan.
   int64_t tp = 1, cp = 1, dp = 1, pp = 1, vpp = 1, ep = 1, etp = 0;
   bool sequenceParallel = false;
+  /// Context-parallel communication, one type or one per layer (empty: the
+  /// default, p2p), and the hierarchical sizes of a2a+p2p.
+  std::vector<std::string> cpCommType;
+  std::vector<int64_t> hierarchicalCpSizes;
   std::string order = "tp-cp-ep-dp-pp";
   /// Also build @train_step (forward + backward); off: forward only.
   bool train = false;

@@ -279,6 +279,15 @@ void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
 void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
                          int32_t eod, int32_t reset, int32_t *pos);
 
+/* pos [B,L] int32: the global sequence positions of a rank's L tokens when
+ * the sequence is stored in `num_chunks` chunks of `chunk` tokens, stored
+ * chunk j being global chunk order[j] (order NULL: the natural order), and
+ * the rank holds stored tokens [start, start + L). Context parallelism's
+ * load-balanced layout is order = 0, 2cp-1, 1, 2cp-2, ... */
+void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
+                               int64_t chunk, int32_t num_chunks,
+                               const int64_t *order, int32_t *pos);
+
 /*===----------------------------------------------------------------------===*
  * Attention (softmax(q k^T * scale + mask) v, GQA, with log-sum-exp)
  *===----------------------------------------------------------------------===*/
@@ -449,6 +458,8 @@ void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
  *   dlogits[i,j] = (exp(logits[i,j] - row_max[i]) / sum_exp[i]
  *                   - [labels[i] == vocab_start + j]) * mask_i * grad_scale
  * where the caller passes grad_scale = dloss / (global) sum(mask). */
+/* *sum = sum_i mask[i] over n elements (the loss's token count). */
+void loomrt_mask_sum(int64_t n, const float *mask, float *sum);
 void loomrt_ce_vocab_parallel_backward(loomrt_dtype dtype, int64_t n,
                                        int64_t Vl, const void *logits,
                                        const int32_t *labels,

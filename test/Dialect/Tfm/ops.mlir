@@ -164,9 +164,22 @@ func.func @loss_pieces(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %m
   %e = tfm.ce_sum_exp %logits, %m : tensor<2x8x64xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
   // CHECK: %[[T:.*]] = tfm.ce_target_logit %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8xf32>
   %t = tfm.ce_target_logit %logits, %labels : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8xf32>
-  // CHECK: tfm.ce_loss %[[M]], %[[E]], %[[T]], %{{.*}} : tensor<2x8xf32> -> tensor<f32>
-  %l = tfm.ce_loss %m, %e, %t, %mask : tensor<2x8xf32> -> tensor<f32>
+  // CHECK: %[[P:.*]] = tfm.ce_loss_sum %[[M]], %[[E]], %[[T]], %{{.*}} : tensor<2x8xf32> -> tensor<2xf32>
+  %p = tfm.ce_loss_sum %m, %e, %t, %mask : tensor<2x8xf32> -> tensor<2xf32>
+  // CHECK: tfm.loss_mean %[[P]] : tensor<2xf32> -> tensor<f32>
+  %l = tfm.loss_mean %p : tensor<2xf32> -> tensor<f32>
+  // CHECK: tfm.token_count %{{.*}} : tensor<2x8xf32> -> tensor<f32>
+  %n = tfm.token_count %mask : tensor<2x8xf32> -> tensor<f32>
   return %l : tensor<f32>
+}
+
+// The gradient with the whole batch's token count (context parallelism).
+// CHECK-LABEL: func.func @loss_grad_count
+func.func @loss_grad_count(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %mask: tensor<2x8xf32>,
+                           %m: tensor<2x8xf32>, %e: tensor<2x8xf32>, %g: tensor<f32>, %n: tensor<f32>) -> tensor<2x8x64xf32> {
+  // CHECK: tfm.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} count %{{.*}} : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>, tensor<f32>
+  %d = tfm.cross_entropy_grad %logits, %labels, %mask, %m, %e, %g count %n : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>, tensor<f32>
+  return %d : tensor<2x8x64xf32>
 }
 
 // CHECK-LABEL: func.func @permute_chunks

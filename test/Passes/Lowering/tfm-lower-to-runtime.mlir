@@ -101,7 +101,7 @@ func.func @embedding_rope_loss(%t: tensor<2x8xi32>, %table: tensor<64x32xf32>, %
 // The softmax comes from the forward's statistics: no pass over the logits
 // before the gradient's.
 // CHECK-NOT: call @loomrt_ce_local
-// CHECK: call @loomrt_ce_loss_from_parts
+// CHECK: call @loomrt_mask_sum
 // CHECK: call @loomrt_ce_vocab_parallel_backward
 // CHECK: call @loomrt_attention_backward
 // CHECK: call @loomrt_rope_backward
@@ -232,7 +232,8 @@ func.func @vocab_parallel(%t: tensor<2x4xi32, #tfm.dist<@dense>>, %table: tensor
   %mx = tfm.ce_row_max %logits : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>> -> tensor<2x4xf32, #tfm.dist<@dense, partial = max[tp]>>
   %se = tfm.ce_sum_exp %logits, %rmax : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<2x4xf32, #tfm.dist<@dense>> -> tensor<2x4xf32, #tfm.dist<@dense, partial = sum[tp]>>
   %tg = tfm.ce_target_logit %logits, %t : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<2x4xi32, #tfm.dist<@dense>> -> tensor<2x4xf32, #tfm.dist<@dense, partial = sum[tp]>>
-  %l = tfm.ce_loss %rmax, %rsum, %rmax, %m : tensor<2x4xf32, #tfm.dist<@dense>> -> tensor<f32, #tfm.dist<@dense>>
+  %p = tfm.ce_loss_sum %rmax, %rsum, %rmax, %m : tensor<2x4xf32, #tfm.dist<@dense>> -> tensor<2xf32, #tfm.dist<@dense>>
+  %l = tfm.loss_mean %p : tensor<2xf32, #tfm.dist<@dense>> -> tensor<f32, #tfm.dist<@dense>>
   %d = tfm.cross_entropy_grad %logits, %t, %m, %rmax, %rsum, %g : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<2x4xi32, #tfm.dist<@dense>>, tensor<2x4xf32, #tfm.dist<@dense>>, tensor<f32, #tfm.dist<@dense>>
   %dt = tfm.embedding_grad %t, %dy : tensor<2x4xi32, #tfm.dist<@dense>>, tensor<2x4x8xf32, #tfm.dist<@dense>> -> tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>
   return

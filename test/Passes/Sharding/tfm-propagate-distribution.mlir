@@ -99,7 +99,8 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
   // CHECK: %[[T:.*]] = tfm.ce_target_logit %[[L]], %{{.*}} : {{.*}} -> tensor<1x4xf32, #tfm.dist<@dense, partial = sum[tp]>>
   // CHECK: %[[EW:.*]] = tfm.reshard %[[E]]
   // CHECK: %[[TW:.*]] = tfm.reshard %[[T]]
-  // CHECK: tfm.ce_loss %[[MW]], %[[EW]], %[[TW]], %{{.*}} : tensor<1x4xf32, #tfm.dist<@dense>> -> tensor<f32, #tfm.dist<@dense>>
+  // CHECK: %[[P:.*]] = tfm.ce_loss_sum %[[MW]], %[[EW]], %[[TW]], %{{.*}} : tensor<1x4xf32, #tfm.dist<@dense>> -> tensor<2xf32, #tfm.dist<@dense>>
+  // CHECK: tfm.loss_mean %[[P]] : tensor<2xf32, #tfm.dist<@dense>> -> tensor<f32, #tfm.dist<@dense>>
   // CHECK-NOT: tfm.cross_entropy
   func.func @loss(%x: tensor<1x4x8xf32>, %l: tensor<1x4xi32>, %m: tensor<1x4xf32>) -> tensor<f32> {
     %loss = tfm.block head ins(%x, %l, %m : tensor<1x4x8xf32>, tensor<1x4xi32>, tensor<1x4xf32>) -> tensor<f32> {

@@ -206,7 +206,8 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
     // CHECK: %[[TG:.*]] = tfm.ce_target_logit %[[LOGITS]], %{{.*}}
     // CHECK: %[[SER:.*]] = mesh.all_reduce %[[SE]] on @dense mesh_axes = [3] :
     // CHECK: %[[TGR:.*]] = mesh.all_reduce %[[TG]] on @dense mesh_axes = [3] :
-    // CHECK: tfm.ce_loss %[[MAXR]], %[[SER]], %[[TGR]], %{{.*}} : tensor<1x4xf32, #tfm.dist<@dense>> -> tensor<f32, #tfm.dist<@dense>>
+    // CHECK: %[[PARTS:.*]] = tfm.ce_loss_sum %[[MAXR]], %[[SER]], %[[TGR]], %{{.*}} : tensor<1x4xf32, #tfm.dist<@dense>> -> tensor<2xf32, #tfm.dist<@dense>>
+    // CHECK: tfm.loss_mean %[[PARTS]] : tensor<2xf32, #tfm.dist<@dense>> -> tensor<f32, #tfm.dist<@dense>>
     %loss = tfm.block head ins(%h, %l, %m : tensor<1x4x8xf32>, tensor<1x4xi32>, tensor<1x4xf32>) -> tensor<f32> {
     ^bb0(%x: tensor<1x4x8xf32>, %y: tensor<1x4xi32>, %z: tensor<1x4xf32>):
       %w = tfm.get_param @wte : tensor<32x8xf32>
