@@ -218,16 +218,51 @@ Dists normGrads(Operation *op, Value x, Value dy, ValueRange weights,
 /// position), queries split or reordered on it as they come (context
 /// parallelism: each rank attends with its own query rows). The results: the
 /// output like the query, the log-sum-exp [B, N, S] from its dims.
+/// With `ring` (context parallelism's p2p), k and v are split on the
+/// sequence like the queries, over the ring's axis alone in Megatron's
+/// load-balanced order: the ring brings every rank's block to every rank.
+LogicalResult ringOperands(Operation *op, Value q, Value k, Value v,
+                           StringAttr ring) {
+  DimDist seq = getDist(q).getDim(kSeqDim);
+  FailureOr<MeshAxesInfo> mesh = MeshAxesInfo::lookup(op, getDist(q).getMesh());
+  if (failed(mesh))
+    return failure();
+  if (!mesh->index(ring.getValue()))
+    return op->emitOpError() << "the ring's axis " << ring
+                             << " is not an axis of the mesh";
+  std::optional<int64_t> pairs = zigzagPairs(seq.chunks);
+  if (seq.axes != ArrayRef<StringRef>{ring.getValue()} || !pairs ||
+      *pairs != mesh->size(ring.getValue()))
+    return op->emitOpError()
+           << "the query is " << of(q) << "; ring attention over "
+           << ring.getValue()
+           << " needs its sequence split over it alone, in the load-balanced "
+              "order of 2 chunks per rank";
+  for (auto [what, val] :
+       {std::pair<StringRef, Value>{"the key", k}, {"the value", v}})
+    if (getDist(val).getDim(kSeqDim) != seq)
+      return op->emitOpError() << what << " is " << of(val)
+                               << "; ring attention needs it split like the "
+                                  "query on the sequence";
+  return success();
+}
+
 Dists attentionOperands(Operation *op, Value q, Value k, Value v,
-                        Value tokens, Value lse) {
+                        Value tokens, Value lse, StringAttr ring) {
   for (auto [what, val] : {std::pair<StringRef, Value>{"the query", q},
                            {"the key", k},
                            {"the value", v}})
     if (failed(notPartial(op, what, val, "attention needs whole values")))
       return failure();
+  if (ring) {
+    if (tokens)
+      return op->emitOpError() << "ring attention takes no document mask";
+    if (failed(ringOperands(op, q, k, v, ring)))
+      return failure();
+  }
   for (auto [what, val] :
        {std::pair<StringRef, Value>{"the key", k}, {"the value", v}})
-    if (!getDist(val).getDim(kSeqDim).isWhole())
+    if (!ring && !getDist(val).getDim(kSeqDim).isWhole())
       return op->emitOpError()
              << what << " is " << of(val)
              << "; attention needs every key and value of the sequence";
@@ -488,12 +523,13 @@ Dists RopeGradOp::inferResultDistributions() { return ropeRule(*this); }
 
 Dists AttentionOp::inferResultDistributions() {
   return attentionOperands(*this, getQuery(), getKey(), getValue(),
-                           getTokens(), getLse());
+                           getTokens(), getLse(), getRingAttr());
 }
 
 Dists AttentionGradOp::inferResultDistributions() {
   Value q = getQuery(), k = getKey(), v = getValue();
-  Dists fwd = attentionOperands(*this, q, k, v, getTokens(), getLse());
+  Dists fwd =
+      attentionOperands(*this, q, k, v, getTokens(), getLse(), getRingAttr());
   if (failed(fwd))
     return failure();
   if (getDist(getLse()) != (*fwd)[1])
@@ -503,8 +539,11 @@ Dists AttentionGradOp::inferResultDistributions() {
                         "attention's gradient needs whole values")))
     return failure();
   // Every rank's query rows contribute to every key's gradient: with the
-  // queries' sequence split, dk and dv are partial sums over that split.
-  SmallVector<StringRef> rows = axesOfDims(q, {kSeqDim});
+  // queries' sequence split, dk and dv are partial sums over that split,
+  // unless the ring brings each block's gradient back to its owner.
+  SmallVector<StringRef> rows;
+  if (!getRingAttr())
+    rows = axesOfDims(q, {kSeqDim});
   FailureOr<DistAttr> dk = make(*this, k, dimsOf(k), rows);
   FailureOr<DistAttr> dv = make(*this, v, dimsOf(v), rows);
   if (failed(dk) || failed(dv))

@@ -596,6 +596,79 @@ LogicalResult CeLossSumOp::verify() {
 LogicalResult LossMeanOp::verify() { return checkParts(*this, getParts()); }
 
 //===----------------------------------------------------------------------===//
+// Ring attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult RingShiftOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "shifts no tensors";
+  if (getInputs().getTypes() != getResults().getTypes())
+    return emitOpError() << "results must have the types of the inputs";
+  return success();
+}
+
+/// A section's operands: q [B, L, N*D], k and v [B, L, Nkv*D], the output
+/// like q and log-sum-exp `lse` [B, N, L]; L even (two chunks).
+template <typename OpT>
+static LogicalResult verifySection(OpT op, Value out, Value lse) {
+  Operation *o = op.getOperation();
+  Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+  if (failed(checkRank(o, "query", q, 3, "[batch, seq, heads*head_dim]")) ||
+      failed(checkShape(o, "key", k,
+                        {tensorOf(q).getDimSize(0), tensorOf(q).getDimSize(1),
+                         op.getNumKvHeads() * op.getHeadDim()},
+                        "query batch and sequence, num_kv_heads * head_dim")) ||
+      failed(checkShape(o, "value", v, tensorOf(k).getShape(), "key shape")) ||
+      failed(checkShape(o, "out", out, tensorOf(q).getShape(),
+                        "query shape")) ||
+      failed(checkShape(o, "lse", lse,
+                        {tensorOf(q).getDimSize(0), op.getNumHeads(),
+                         tensorOf(q).getDimSize(1)},
+                        "[batch, num_heads, seq]")))
+    return failure();
+  if (tensorOf(q).getDimSize(2) != op.getNumHeads() * op.getHeadDim())
+    return op.emitOpError() << "query feature size is not num_heads * head_dim";
+  // The format prints one type for each of these pairs.
+  if (v.getType() != k.getType() || out.getType() != q.getType())
+    return op.emitOpError() << "value must have the key's type and out the "
+                               "query's";
+  if (tensorOf(q).getDimSize(1) % 2 != 0)
+    return op.emitOpError() << "local sequence " << tensorOf(q).getDimSize(1)
+                            << " is not two equal chunks";
+  return success();
+}
+
+LogicalResult AttentionSectionOp::verify() {
+  if (failed(verifySection(*this, getResult(), getResultLse())))
+    return failure();
+  if (getMerge().empty())
+    return getKvFrom() == 0
+               ? success()
+               : emitOpError() << "the first step (nothing to merge into) "
+                                  "must be the diagonal, kv_from 0";
+  if (getMerge().size() != 2 || getMerge()[0].getType() != getType(0) ||
+      getMerge()[1].getType() != getType(1))
+    return emitOpError() << "merge must be the output and log-sum-exp so far, "
+                            "typed like the results";
+  return success();
+}
+
+LogicalResult AttentionSectionGradOp::verify() {
+  if (failed(verifySection(*this, getOut(), getLse())))
+    return failure();
+  if (getOutGrad().getType() != getQuery().getType())
+    return emitOpError() << "out_grad must have the query's type";
+  if (!getGrads().empty() &&
+      (getGrads().size() != 3 ||
+       getGrads()[0].getType() != getQueryGrad().getType() ||
+       getGrads()[1].getType() != getKeyGrad().getType() ||
+       getGrads()[2].getType() != getValueGrad().getType()))
+    return emitOpError() << "grads must be the query, key and value "
+                            "gradients so far (or none)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Distribution ops
 //===----------------------------------------------------------------------===//
 
@@ -708,6 +781,20 @@ static void printGradTypes(OpAsmPrinter &p, Operation *, Type input,
                            Type weight, Type dx, Type dw) {
   printGradTypes(p, {input, weight}, {dx, dw});
 }
+
+// Results typed like operands: nothing to print, the types are copied.
+static ParseResult parseSameTypes(OpAsmParser &, Type like, Type &result) {
+  result = like;
+  return success();
+}
+static void printSameTypes(OpAsmPrinter &, Operation *, Type, Type) {}
+static ParseResult parseSameTypes(OpAsmParser &, TypeRange like,
+                                  SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, like);
+  return success();
+}
+static void printSameTypes(OpAsmPrinter &, Operation *, TypeRange,
+                           TypeRange) {}
 
 // Binary elementwise ops print one type when the operands and the result
 // share it, else all three: `tensor<A>, tensor<B> -> tensor<R>`.

@@ -473,6 +473,12 @@ def Tfm_AttentionOp : Tfm_Op<"attention", [Pure,
     masked, scaled scores `[B, N, S]` in f32, which the backward pass and ring
     attention's merging of partial results use.
 
+    With `ring "cp"` (context parallelism's p2p), q, k and v are each rank's
+    pieces of the sequence, split over mesh axis `cp` in Megatron's
+    load-balanced chunk order; the op is the attention over the whole
+    sequence, which tfm-expand-ring-attention computes by passing k and v
+    around the ring (`tfm.ring_shift`, `tfm.attention_section`).
+
     ```mlir
     %o, %lse = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16
         scale 2.500000e-01 mask causal
@@ -484,13 +490,14 @@ def Tfm_AttentionOp : Tfm_Op<"attention", [Pure,
                        Tfm_FloatTensor:$value, Optional<Tfm_IdTensor>:$tokens,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        I64Attr:$head_dim, F64Attr:$scale, Tfm_MaskKind:$mask,
-                       OptionalAttr<I64Attr>:$eod);
+                       OptionalAttr<I64Attr>:$eod, OptionalAttr<StrAttr>:$ring);
   let results = (outs Tfm_FloatTensor:$result, Tfm_StatTensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`tokens` $tokens^)? `heads` $num_heads
     `kv_heads` $num_kv_heads `head_dim` $head_dim `scale` $scale `mask` $mask
-    (`eod` $eod^)? attr-dict `:` type($query) `,` type($key) `,` type($value)
-    (`,` type($tokens)^)? `->` type($result) `,` type($lse)
+    (`eod` $eod^)? (`ring` $ring^)? attr-dict `:` type($query) `,`
+    type($key) `,` type($value) (`,` type($tokens)^)? `->` type($result) `,`
+    type($lse)
   }];
   let hasVerifier = 1;
 }
@@ -520,13 +527,14 @@ def Tfm_AttentionGradOp : Tfm_Op<"attention_grad", [Pure,
                        Optional<Tfm_IdTensor>:$tokens,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        I64Attr:$head_dim, F64Attr:$scale, Tfm_MaskKind:$mask,
-                       OptionalAttr<I64Attr>:$eod);
+                       OptionalAttr<I64Attr>:$eod, OptionalAttr<StrAttr>:$ring);
   let results = (outs Tfm_FloatTensor:$query_grad, Tfm_FloatTensor:$key_grad,
                       Tfm_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $out `,` $lse `,` $out_grad
     (`tokens` $tokens^)? `heads` $num_heads `kv_heads` $num_kv_heads
-    `head_dim` $head_dim `scale` $scale `mask` $mask (`eod` $eod^)? attr-dict
+    `head_dim` $head_dim `scale` $scale `mask` $mask (`eod` $eod^)?
+    (`ring` $ring^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,` type($lse)
     (`,` type($tokens)^)?
     `` custom<GradTypes>(ref(type($key)), ref(type($value)), type($key_grad),
@@ -1004,6 +1012,131 @@ def Tfm_PermuteChunksOp : Tfm_Op<"permute_chunks", [Pure,
   let assemblyFormat = [{
     $input `dim` $dim `order` $order attr-dict `:` type($input) `->`
     type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Ring attention (context parallelism's p2p), per rank
+//===----------------------------------------------------------------------===//
+
+// Upstream mesh.shift moves one tensor and LLVM 19 does not lower it; a ring
+// step moves k and v (in backward also their gradients) as one grouped
+// exchange, which is what TransformerEngine does and what the runtime's p2p
+// batches express.
+def Tfm_RingShiftOp : Tfm_Op<"ring_shift", [Pure]> {
+  let summary = "passes tensors one step around a ring of ranks";
+  let description = [{
+    Every rank of each group of mesh axis `axis` sends its `inputs` to the
+    rank `offset` places further (group rank `r + offset` mod the group
+    size) and returns what it receives from `r - offset`, all as one grouped
+    point-to-point exchange (even ranks post their sends first, odd ranks
+    their receives: Megatron's order). Ring attention moves k and v with it.
+    Per-rank IR: the results are the same tensors of another rank.
+
+    ```mlir
+    %k1, %v1 = tfm.ring_shift %k, %v on @dense axis "cp" offset 1
+        : tensor<1x8x32xf32>, tensor<1x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Tfm_AnyStaticTensor>:$inputs,
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis,
+                       I64Attr:$offset);
+  let results = (outs Variadic<Tfm_AnyStaticTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `on` $mesh `axis` $axis `offset` $offset attr-dict `:`
+    type($inputs) custom<SameTypes>(ref(type($inputs)), type($results))
+  }];
+  let hasVerifier = 1;
+}
+
+class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure]> {
+  code sectionDoc = [{
+    The key/value block is that of cp rank `(r + kv_from) mod n` of the ring
+    of mesh axis `axis` (`r` this rank, `n` the ring's size); which
+    section of the tile is computed follows from the two ranks
+    (TransformerEngine's AttnFuncWithCPAndKVP2P): the diagonal when it is
+    this rank's own block (a causal mask on local indices is exact in the
+    load-balanced layout), the lower section (every query row, the block's
+    first half of keys, no mask) for a block of a lower rank, the upper
+    section (the second half of query rows, every key, no mask) for a
+    higher one. Every section but the diagonal costs half a tile.
+  }];
+}
+
+def Tfm_AttentionSectionOp : Tfm_SectionOp<"attention_section"> {
+  let summary = "one step of ring attention: a tile merged into the result";
+  let description = sectionDoc # [{
+
+    Merges the tile's softmax-weighted values into `merge` (the output and
+    log-sum-exp of earlier steps) by their log-sum-exps; without them (the
+    first step, which must be the diagonal: `kv_from 0`) the tile is the
+    result.
+
+    ```mlir
+    %o2, %lse2 = tfm.attention_section %q, %k1, %v1
+        merge(%o1, %lse1 : tensor<1x8x64xf32>, tensor<1x4x8xf32>) kv_from -1
+        on @dense axis "cp" heads 4 kv_heads 2 head_dim 16
+        scale 2.500000e-01 : tensor<1x8x64xf32>, tensor<1x8x32xf32>
+        -> tensor<1x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$query, Tfm_FloatTensor:$key,
+                       Tfm_FloatTensor:$value, Variadic<AnyRankedTensor>:$merge,
+                       I64Attr:$kv_from, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$num_heads,
+                       I64Attr:$num_kv_heads, I64Attr:$head_dim,
+                       F64Attr:$scale);
+  let results = (outs Tfm_FloatTensor:$result, Tfm_StatTensor:$result_lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`merge` `(` $merge^ `:` type($merge) `)`)?
+    `kv_from` $kv_from `on` $mesh `axis` $axis `heads` $num_heads
+    `kv_heads` $num_kv_heads `head_dim` $head_dim `scale` $scale attr-dict
+    `:` type($query) `,` type($key) `->` type($result_lse)
+    custom<SameTypes>(ref(type($key)), type($value))
+    custom<SameTypes>(ref(type($query)), type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_AttentionSectionGradOp : Tfm_SectionOp<"attention_section_grad"> {
+  let summary = "one step of ring attention's backward";
+  let description = sectionDoc # [{
+
+    From the final (merged) output and log-sum-exp and the output gradient,
+    adds the tile's gradients to the query gradient and to the block's key
+    and value gradients (`grads`, the three accumulators; none: they start
+    at zero).
+
+    ```mlir
+    %dq, %dk, %dv = tfm.attention_section_grad %q, %k1, %v1, %o, %lse, %do
+        grads(%dq0, %dk0, %dv0 : tensor<1x8x64xf32>, tensor<1x8x32xf32>,
+        tensor<1x8x32xf32>) kv_from 1 on @dense axis "cp" heads 4
+        kv_heads 2 head_dim 16 scale 2.500000e-01
+        : tensor<1x8x64xf32>, tensor<1x8x32xf32>, tensor<1x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$query, Tfm_FloatTensor:$key,
+                       Tfm_FloatTensor:$value, Tfm_FloatTensor:$out,
+                       Tfm_StatTensor:$lse, Tfm_FloatTensor:$out_grad,
+                       Variadic<Tfm_FloatTensor>:$grads, I64Attr:$kv_from,
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       I64Attr:$head_dim, F64Attr:$scale);
+  let results = (outs Tfm_FloatTensor:$query_grad, Tfm_FloatTensor:$key_grad,
+                      Tfm_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $out `,` $lse `,` $out_grad
+    (`grads` `(` $grads^ `:` type($grads) `)`)? `kv_from` $kv_from `on`
+    $mesh `axis` $axis `heads` $num_heads `kv_heads` $num_kv_heads
+    `head_dim` $head_dim `scale` $scale attr-dict `:` type($query) `,`
+    type($key) `,` type($lse)
+    custom<SameTypes>(ref(type($key)), type($value))
+    custom<SameTypes>(ref(type($query)), type($out))
+    custom<SameTypes>(ref(type($query)), type($out_grad))
+    custom<SameTypes>(ref(type($query)), type($query_grad))
+    custom<SameTypes>(ref(type($key)), type($key_grad))
+    custom<SameTypes>(ref(type($key)), type($value_grad))
   }];
   let hasVerifier = 1;
 }

@@ -6,12 +6,14 @@
 
 #include "Collectives.h"
 
+#include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
+using namespace loom;
 using namespace loom::driver;
 
 CollectiveVolume &CollectiveVolume::operator+=(const CollectiveVolume &o) {
@@ -23,6 +25,8 @@ CollectiveVolume &CollectiveVolume::operator+=(const CollectiveVolume &o) {
   reduceScatterBytes += o.reduceScatterBytes;
   allToAlls += o.allToAlls;
   allToAllBytes += o.allToAllBytes;
+  sends += o.sends;
+  sendBytes += o.sendBytes;
   return *this;
 }
 
@@ -37,12 +41,23 @@ std::string CollectiveVolume::str() const {
   if (allToAlls)
     s += llvm::formatv(", {0} all-to-all(s) of {1} bytes", allToAlls,
                        allToAllBytes);
+  if (sends)
+    s += llvm::formatv(", {0} p2p send(s) of {1} bytes", sends, sendBytes);
   return s;
 }
 
 static int64_t bytesOf(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
   return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+}
+
+/// The size of mesh axis `axis` of the mesh of `op`'s query (1 if unknown:
+/// the verifier has checked it).
+static int64_t ringSize(Operation *op, StringRef axis) {
+  auto dist = tfm::getDist(op->getOperand(0));
+  auto mesh = dist ? tfm::MeshAxesInfo::lookup(op, dist.getMesh())
+                   : FailureOr<tfm::MeshAxesInfo>(failure());
+  return succeeded(mesh) && mesh->index(axis) ? mesh->size(axis) : 1;
 }
 
 static void count(Operation *op, CollectiveVolume &v) {
@@ -58,6 +73,14 @@ static void count(Operation *op, CollectiveVolume &v) {
   } else if (auto c = dyn_cast<mesh::AllToAllOp>(op)) {
     ++v.allToAlls;
     v.allToAllBytes += bytesOf(c.getInput());
+  } else if (auto a = dyn_cast<tfm::AttentionOp>(op); a && a.getRing()) {
+    int64_t hops = ringSize(op, *a.getRing()) - 1;
+    v.sends += 2 * hops;
+    v.sendBytes += hops * (bytesOf(a.getKey()) + bytesOf(a.getValue()));
+  } else if (auto g = dyn_cast<tfm::AttentionGradOp>(op); g && g.getRing()) {
+    int64_t hops = ringSize(op, *g.getRing()) - 1;
+    v.sends += 4 * hops;
+    v.sendBytes += 2 * hops * (bytesOf(g.getKey()) + bytesOf(g.getValue()));
   }
 }
 

@@ -52,6 +52,7 @@ void loom::buildTfmShardPipeline(OpPassManager &pm) {
 
 void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(lowering::createTfmInlineBlocks());
+  pm.addNestedPass<func::FuncOp>(lowering::createTfmExpandRingAttention());
   pm.addPass(lowering::createTfmParamsToArgs());
   pm.addPass(lowering::createTfmCommsToArgs());
 }

@@ -50,6 +50,33 @@ FailureOr<std::string> lowering::groupKindOf(Operation *collective,
   return mesh->groupKind(names);
 }
 
+FailureOr<std::optional<std::pair<std::string, int64_t>>>
+lowering::ringGroupOf(Operation *op) {
+  using Result = std::optional<std::pair<std::string, int64_t>>;
+  FlatSymbolRefAttr meshName;
+  StringRef axis;
+  if (auto s = dyn_cast<tfm::RingShiftOp>(op))
+    std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
+  else if (auto s = dyn_cast<tfm::AttentionSectionOp>(op))
+    std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
+  else if (auto s = dyn_cast<tfm::AttentionSectionGradOp>(op))
+    std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
+  else
+    return Result();
+  FailureOr<tfm::MeshAxesInfo> mesh = tfm::MeshAxesInfo::lookup(op, meshName);
+  if (failed(mesh))
+    return failure();
+  std::optional<int16_t> index = mesh->index(axis);
+  if (!index)
+    return op->emitOpError() << "rings over " << axis
+                             << ", which is not an axis of " << meshName;
+  FailureOr<std::string> kind =
+      groupKindOf(op, meshName.getValue(), ArrayRef<int16_t>{*index});
+  if (failed(kind))
+    return failure();
+  return Result(std::make_pair(*kind, mesh->size(axis)));
+}
+
 namespace {
 
 struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
@@ -80,7 +107,14 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
           key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
         else if (auto c = dyn_cast<mesh::AllSliceOp>(op))
           key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
-        else {
+        else if (auto ring = lowering::ringGroupOf(op); failed(ring)) {
+          return WalkResult::interrupt();
+        } else if (*ring) {
+          // Ring attention's hops and sections (which one depends on the
+          // rank) use the ring's group.
+          need((*ring)->first, op->getLoc());
+          return WalkResult::advance();
+        } else {
           // Ops whose kernels read where this rank's slice lies (a
           // vocab-parallel table's rows, dropout's global indices, a
           // context-parallel rank's token positions) find it in the group

@@ -124,6 +124,21 @@ public:
   Value addI64(Value v, int64_t c) {
     return b.create<arith::AddIOp>(loc, v, i64(c));
   }
+  Value remI64(Value v, int64_t c) {
+    return b.create<arith::RemSIOp>(loc, v, i64(c));
+  }
+  Value toI64(Value i32Value) {
+    return b.create<arith::ExtSIOp>(loc, b.getI64Type(), i32Value);
+  }
+  Value toI32(Value i64Value) {
+    return b.create<arith::TruncIOp>(loc, b.getI32Type(), i64Value);
+  }
+  /// `lhs < rhs ? ifLess : otherwise` (signed).
+  Value selectLess(Value lhs, Value rhs, Value ifLess, Value otherwise) {
+    Value less =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lhs, rhs);
+    return b.create<arith::SelectOp>(loc, less, ifLess, otherwise);
+  }
   Value f32(double v) {
     return b.create<arith::ConstantFloatOp>(loc, APFloat(float(v)),
                                             b.getF32Type());
@@ -557,6 +572,150 @@ FailureOr<SmallVector<Value>> lower(AttentionGradOp op,
           e.ptr(a.getValue()), e.ptr(a.getOut()), e.ptr(a.getLse()),
           e.ptr(a.getOutGrad()), e.ptr(dq), e.ptr(dk), e.ptr(dv), e.i32(0)});
   return SmallVector<Value>{dq, dk, dv};
+}
+
+//===----------------------------------------------------------------------===//
+// Ring attention (context parallelism's p2p)
+//===----------------------------------------------------------------------===//
+
+/// The ring's communicator handle, this rank's place in it and its size.
+struct Ring {
+  Value handle, rank;
+  int64_t size;
+};
+
+FailureOr<Ring> ringOf(Operation *op, Emitter &e) {
+  auto group = lowering::ringGroupOf(op);
+  if (failed(group))
+    return failure();
+  FailureOr<Value> h = e.groupHandle(op, (*group)->first);
+  if (failed(h))
+    return failure();
+  Value rank = e.toI64(e.callValue("loomrt_comm_rank", {*h}));
+  return Ring{*h, rank, (*group)->second};
+}
+
+/// (rank + offset) mod size, for any offset.
+Value ringPeer(const Ring &ring, int64_t offset, Emitter &e) {
+  int64_t n = ring.size, shift = ((offset % n) + n) % n;
+  return e.remI64(e.addI64(ring.rank, shift), n);
+}
+
+/// One grouped exchange: every input to rank r + offset, every result from
+/// r - offset (the runtime posts them in Megatron's even/odd order).
+template <>
+FailureOr<SmallVector<Value>> lower(RingShiftOp op, RingShiftOp::Adaptor a,
+                                    Emitter &e) {
+  FailureOr<Ring> ring = ringOf(op, e);
+  if (failed(ring))
+    return failure();
+  int64_t offset = static_cast<int64_t>(op.getOffset()); // signed
+  Value to = e.toI32(ringPeer(*ring, offset, e));
+  Value from = e.toI32(ringPeer(*ring, -offset, e));
+  // Every result buffer exists before the batch: the sends read their
+  // inputs only in p2p_end, and an input whose last use is its send must not
+  // give its memory to a buffer the batch receives into.
+  SmallVector<Value> results;
+  for (Type type : op.getResultTypes())
+    results.push_back(e.alloc(type));
+  e.call("loomrt_p2p_begin", {ring->handle});
+  for (auto [in, out] : llvm::zip(a.getInputs(), results)) {
+    Value n = e.i64(numElements(out));
+    e.call("loomrt_send", {ring->handle, e.dtype(in), e.ptr(in), n, to});
+    e.call("loomrt_recv", {ring->handle, e.dtype(out), e.ptr(out), n, from});
+  }
+  e.call("loomrt_p2p_end", {ring->handle});
+  return results;
+}
+
+/// loomrt.h's LOOMRT_SECTION_* (the ABI fixes these values).
+enum RingSection : int32_t { kDiagonal = 0, kLower = 1, kUpper = 2 };
+
+/// The section of the tile of rank (r + kv_from)'s block: the diagonal for
+/// the rank's own block, else lower for a lower rank's and upper for a
+/// higher one's, chosen at run time.
+template <typename OpT>
+FailureOr<Value> sectionOf(OpT op, Emitter &e) {
+  FailureOr<Ring> ring = ringOf(op, e);
+  if (failed(ring))
+    return failure();
+  // I64Attr reads back unsigned; the offset is signed.
+  int64_t from = static_cast<int64_t>(op.getKvFrom());
+  if (from % ring->size == 0)
+    return e.i32(kDiagonal);
+  Value owner = ringPeer(*ring, from, e);
+  return e.selectLess(owner, ring->rank, e.i32(kLower), e.i32(kUpper));
+}
+
+/// A fresh copy of `buffer` (a memref of tensor type `type`).
+Value copyOf(Value buffer, Type type, Emitter &e) {
+  Value out = e.alloc(type);
+  int64_t bytes = numElements(out) *
+                  (cast<ShapedType>(type).getElementTypeBitWidth() / 8);
+  e.call("loomrt_copy_2d", {e.ptr(out), e.i64(bytes), e.ptr(buffer),
+                            e.i64(bytes), e.i64(1), e.i64(bytes)});
+  return out;
+}
+
+/// A zeroed buffer of tensor type `type`.
+Value zeros(Type type, Emitter &e) {
+  Value out = e.alloc(type);
+  int64_t bytes = numElements(out) *
+                  (cast<ShapedType>(type).getElementTypeBitWidth() / 8);
+  e.call("loomrt_zero", {e.ptr(out), e.i64(bytes)});
+  return out;
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(AttentionSectionOp op,
+                                    AttentionSectionOp::Adaptor a, Emitter &e) {
+  Value q = a.getQuery();
+  int64_t batch = dim(q, 0), local = dim(q, 1);
+  if (a.getMerge().empty()) {
+    // The first step: the diagonal, a causal mask on local indices.
+    Value out = e.alloc(op.getResult().getType());
+    Value lse = e.alloc(op.getResultLse().getType());
+    e.call("loomrt_attention_forward",
+           {e.dtype(out), e.i64(batch), e.i64(local), e.i64(local),
+            e.i64(op.getNumHeads()), e.i64(op.getNumKvHeads()),
+            e.i64(op.getHeadDim()), e.f32(op.getScale().convertToDouble()),
+            e.i32(1), e.null(), e.null(), e.null(), e.null(), e.ptr(q),
+            e.ptr(a.getKey()), e.ptr(a.getValue()), e.ptr(out), e.ptr(lse)});
+    return SmallVector<Value>{out, lse};
+  }
+  FailureOr<Value> section = sectionOf(op, e);
+  if (failed(section))
+    return failure();
+  Value out = copyOf(a.getMerge()[0], op.getResult().getType(), e);
+  Value lse = copyOf(a.getMerge()[1], op.getResultLse().getType(), e);
+  e.call("loomrt_attention_section_forward",
+         {e.dtype(out), e.i64(batch), e.i64(local), e.i64(op.getNumHeads()),
+          e.i64(op.getNumKvHeads()), e.i64(op.getHeadDim()),
+          e.f32(op.getScale().convertToDouble()), *section, e.ptr(q),
+          e.ptr(a.getKey()), e.ptr(a.getValue()), e.ptr(out), e.ptr(lse)});
+  return SmallVector<Value>{out, lse};
+}
+
+template <>
+FailureOr<SmallVector<Value>> lower(AttentionSectionGradOp op,
+                                    AttentionSectionGradOp::Adaptor a,
+                                    Emitter &e) {
+  FailureOr<Value> section = sectionOf(op, e);
+  if (failed(section))
+    return failure();
+  SmallVector<Value> grads;
+  for (auto [i, type] : llvm::enumerate(op.getResultTypes()))
+    grads.push_back(a.getGrads().empty() ? zeros(type, e)
+                                         : copyOf(a.getGrads()[i], type, e));
+  Value q = a.getQuery();
+  e.call("loomrt_attention_section_backward",
+         {e.dtype(q), e.i64(dim(q, 0)), e.i64(dim(q, 1)),
+          e.i64(op.getNumHeads()), e.i64(op.getNumKvHeads()),
+          e.i64(op.getHeadDim()), e.f32(op.getScale().convertToDouble()),
+          *section, e.ptr(q), e.ptr(a.getKey()), e.ptr(a.getValue()),
+          e.ptr(a.getOut()), e.ptr(a.getLse()), e.ptr(a.getOutGrad()),
+          e.ptr(grads[0]), e.ptr(grads[1]), e.ptr(grads[2])});
+  return grads;
 }
 
 int32_t geluCode(GeluApprox approx) { return approx == GeluApprox::tanh; }
@@ -1049,7 +1208,9 @@ struct LowerToRuntimePass
         RuntimeCallPattern<CrossEntropyOp>, RuntimeCallPattern<CeRowMaxOp>,
         RuntimeCallPattern<CeSumExpOp>, RuntimeCallPattern<CeTargetLogitOp>,
         RuntimeCallPattern<CeLossSumOp>, RuntimeCallPattern<LossMeanOp>,
-        RuntimeCallPattern<TokenCountOp>, RuntimeCallPattern<CrossEntropyGradOp>,
+        RuntimeCallPattern<TokenCountOp>, RuntimeCallPattern<RingShiftOp>,
+        RuntimeCallPattern<AttentionSectionOp>,
+        RuntimeCallPattern<AttentionSectionGradOp>, RuntimeCallPattern<CrossEntropyGradOp>,
         RuntimeCallPattern<PermuteChunksOp>,
         CollectivePattern<mesh::AllReduceOp>,
         CollectivePattern<mesh::AllGatherOp>,

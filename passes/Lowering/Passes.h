@@ -26,6 +26,12 @@ mlir::FailureOr<std::string> groupKindOf(mlir::Operation *collective,
                                          llvm::StringRef mesh,
                                          llvm::ArrayRef<int16_t> axes);
 
+/// The group kind and size of the ring a ring-attention op (tfm.ring_shift,
+/// tfm.attention_section, tfm.attention_section_grad) runs on; nullopt for
+/// other ops.
+mlir::FailureOr<std::optional<std::pair<std::string, int64_t>>>
+ringGroupOf(mlir::Operation *op);
+
 #define GEN_PASS_DECL
 #include "passes/Lowering/Passes.h.inc"
 

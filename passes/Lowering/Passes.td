@@ -38,6 +38,42 @@ def TfmInlineBlocks : Pass<"tfm-inline-blocks", "mlir::func::FuncOp"> {
   let dependentDialects = ["loom::tfm::TfmDialect"];
 }
 
+def TfmExpandRingAttention
+    : Pass<"tfm-expand-ring-attention", "mlir::func::FuncOp"> {
+  let summary = "write ring attention (context parallelism's p2p) step by step";
+  let description = [{
+    Rewrites every `tfm.attention ... ring "cp"` (each rank's pieces of the
+    sequence in Megatron's load-balanced layout) into TransformerEngine's
+    ring (AttnFuncWithCPAndKVP2P): the diagonal tile of the rank's own k and
+    v, then cp - 1 steps that each pass k and v one rank on
+    (`tfm.ring_shift`, offset 1) and merge the tile of the block received,
+    lower or upper section, by log-sum-exp (`tfm.attention_section`).
+
+    The backward (`tfm.attention_grad ... ring`) runs the ring the other
+    way: starting from the block of rank r + 1 (the last block the forward
+    received, when the forward is in the same function; else shifted once
+    more), each step adds the tile's gradients to dq and to the block's dk
+    and dv, then passes k, v, dk and dv on (offset -1), so that after cp - 1
+    steps each block's gradient arrives at its owner with the diagonal tile
+    last: cp - 1 hops of k and v and cp - 1 of dk and dv.
+
+    ```mlir
+    %o, %lse = tfm.attention %q, %k, %v heads 4 kv_heads 4 head_dim 16
+        scale 0.25 mask causal ring "cp" : ...
+    // becomes (cp 2)
+    %o0, %l0 = tfm.attention_section %q, %k, %v kv_from 0 on @dense axis "cp" ...
+    %k1, %v1 = tfm.ring_shift %k, %v on @dense axis "cp" offset 1 : ...
+    %o, %lse = tfm.attention_section %q, %k1, %v1 merge(%o0, %l0 : ...)
+        kv_from -1 on @dense axis "cp" ...
+    ```
+
+    Runs on per-rank IR after tfm-inline-blocks (so that a backward finds
+    its forward) and before tfm-comms-to-args (the new ops need the ring's
+    communicator).
+  }];
+  let dependentDialects = ["loom::tfm::TfmDialect"];
+}
+
 def TfmParamsToArgs : Pass<"tfm-params-to-args", "mlir::ModuleOp"> {
   let summary = "pass parameters into functions as arguments";
   let description = [{

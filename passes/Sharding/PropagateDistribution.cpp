@@ -52,7 +52,7 @@ public:
       // splits their sequence), everything else replicated.
       FailureOr<DistAttr> d = p.replicated();
       if (func.getArgAttr(arg.getArgNumber(), tfm::kInputArgAttrName))
-        d = p.batchInput(arg, func);
+        d = p.batchInput(arg, arg.getLoc());
       if (failed(d))
         return failure();
       Propagation::setDist(arg, *d);

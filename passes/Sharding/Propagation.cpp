@@ -75,13 +75,13 @@ bool Propagation::sequenceOverCp(Value v) const {
          llvm::is_contained(tfm::getDist(v).getAxes(tfm::kSeqDim), cp());
 }
 
-FailureOr<DistAttr> Propagation::batchInput(Value v, Operation *where) const {
+FailureOr<DistAttr> Propagation::batchInput(Value v, Location where) const {
   auto type = cast<RankedTensorType>(v.getType());
   if (cp().empty() || type.getRank() <= tfm::kSeqDim)
     return replicated();
   int64_t seq = type.getDimSize(tfm::kSeqDim);
   if (seq % (2 * cpSize) != 0)
-    return where->emitError()
+    return mlir::emitError(where)
            << "sequence length " << seq << " is not divisible by 2 x cp = "
            << 2 * cpSize
            << " (context parallelism cuts it into 2 x cp chunks)";

@@ -68,7 +68,7 @@ public:
   /// load-balanced order of 2·cp chunks. Fails with an error at `where`
   /// when the sequence does not divide.
   mlir::FailureOr<tfm::DistAttr> batchInput(mlir::Value v,
-                                            mlir::Operation *where) const;
+                                            mlir::Location where) const;
 
   //===--------------------------------------------------------------------===//
   // Changing the IR

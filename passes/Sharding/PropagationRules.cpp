@@ -333,10 +333,13 @@ LogicalResult repeatedKvPair(Operation *op, int64_t kvHeads, int64_t headDim,
 }
 
 /// Context parallelism: the queries keep their piece of the sequence; how
-/// the keys and values meet them is the layer's cp_comm_type. `allgather`
-/// (Megatron/TE's all_gather): k and v gathered whole over cp, in order;
-/// in backward they are gathered again and their gradients, partial sums
-/// over cp, reduce-scattered back (by the reshards of their uses).
+/// the keys and values meet them is the layer's cp_comm_type.
+///  - `allgather` (Megatron/TE's all_gather): k and v gathered whole over
+///    cp, in order; in backward they are gathered again and their
+///    gradients, partial sums over cp, reduce-scattered back (by the
+///    reshards of their uses).
+///  - `p2p`: k and v stay split like the queries and the op becomes ring
+///    attention over cp (tfm-expand-ring-attention writes the ring).
 template <typename OpT>
 LogicalResult contextParallel(OpT op, Propagation &p) {
   if (!p.sequenceOverCp(op.getQuery()))
@@ -344,15 +347,19 @@ LogicalResult contextParallel(OpT op, Propagation &p) {
   auto block = op->template getParentOfType<BlockOp>();
   int64_t layer = block && block.getIndex() ? *block.getIndex() : 0;
   StringRef type = p.plan().getCpCommTypeOfLayer(layer);
-  if (type != "allgather")
+  if (type != "allgather" && type != "p2p")
     return op.emitError() << "cp_comm_type " << type << " (layer " << layer
-                          << ") is not implemented yet; allgather is";
+                          << ") is not implemented yet; p2p and allgather are";
   if (op.getTokens())
     return op.emitError() << "document masks (reset_attention_mask) under "
                              "context parallelism are not implemented yet";
+  DimDist seq = getDist(op.getQuery()).getDim(kSeqDim);
+  if (type == "p2p")
+    op.setRingAttr(p.builder().getStringAttr(p.cp()));
   for (unsigned i : {1u, 2u}) {
     DistAttr d = getDist(op->getOperand(i));
-    if (failed(p.require(op, i, d.withDim(kSeqDim, DimDist()))))
+    if (failed(p.require(op, i,
+                         d.withDim(kSeqDim, type == "p2p" ? seq : DimDist()))))
       return failure();
   }
   return success();
@@ -470,6 +477,13 @@ struct CrossEntropyRule : Model<CrossEntropyRule, CrossEntropyOp> {
     // _VocabParallelCrossEntropy); then the masked sum of row losses and
     // the token count, reduced over the rows' split (context parallelism:
     // Megatron's [loss_sum, num_tokens]), and their quotient.
+    // The logits' rows are the labels'.
+    DistAttr rows = getDist(op.getLabels());
+    if (failed(p.require(o, 0, getDist(logits)
+                                   .withDim(kBatchDim, rows.getDim(kBatchDim))
+                                   .withDim(kSeqDim, rows.getDim(kSeqDim)))))
+      return failure();
+    logits = op.getLogits();
     OpBuilder &b = p.builder();
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(op);
@@ -482,7 +496,6 @@ struct CrossEntropyRule : Model<CrossEntropyRule, CrossEntropyOp> {
         loc, RankedTensorType::get({2}, b.getF32Type()), rowMax, sumExp,
         target, op.getLossMask());
     auto loss = b.create<LossMeanOp>(loc, op.getLoss().getType(), parts);
-    DistAttr rows = getDist(op.getLabels());
     if (failed(p.inferResults(rowMax)) ||
         failed(p.require(sumExp, 1, rows)) || failed(p.inferResults(sumExp)) ||
         failed(p.inferResults(target)))
@@ -512,6 +525,12 @@ struct CrossEntropyGradRule
     for (unsigned i = 1; i < o->getNumOperands(); ++i)
       if (failed(p.require(o, i, p.wholeOverTp(getDist(o->getOperand(i))))))
         return failure();
+    DistAttr rows = getDist(op.getLabels());
+    if (failed(p.require(o, 0,
+                         getDist(op.getLogits())
+                             .withDim(kBatchDim, rows.getDim(kBatchDim))
+                             .withDim(kSeqDim, rows.getDim(kSeqDim)))))
+      return failure();
     if (rowsSplit(op.getLabels()) && !op.getCount()) {
       OpBuilder &b = p.builder();
       OpBuilder::InsertionGuard guard(b);

@@ -336,6 +336,58 @@ void loomrt_attention_backward(loomrt_dtype dtype, int64_t B, int64_t S,
                                const void *dout, void *dq, void *dk, void *dv,
                                int32_t accumulate);
 
+/* Ring attention sections of causal context parallelism (TransformerEngine's
+ * AttnFuncWithCPAndKVP2P), for Megatron's load-balanced layout: with cp
+ * ranks and c = L/2, cp rank r holds the L = 2c tokens [chunk r ; chunk
+ * 2cp-1-r] of every sequence (global chunks of c tokens; L must be even).
+ * q [B,L,Nq*D] are this rank's queries, k and v [B,L,Nkv*D] the block of
+ * cp rank j (GQA as in loomrt_attention_forward), o [B,L,Nq*D] (dtype) and
+ * lse [B,Nq,L] f32. `section` says how rank j relates to r (no positions
+ * needed):
+ *   LOOMRT_SECTION_DIAGONAL j == r: all queries, all keys, causal mask on
+ *                           local indices (key i' visible from query i iff
+ *                           i' <= i, exact since chunk r < chunk 2cp-1-r);
+ *   LOOMRT_SECTION_LOWER    j < r: all queries, only kv half 0 (the block's
+ *                           first c keys, chunk j), no mask;
+ *   LOOMRT_SECTION_UPPER    j > r: only query half 1 (rows c..2c-1, chunk
+ *                           2cp-1-r), all keys, no mask.
+ * Pieces of a section that are not listed are fully masked and skipped.
+ * All work goes through the other entry points (forward, merge, backward,
+ * copies), so these behave the same on every backend. */
+#define LOOMRT_SECTION_DIAGONAL 0
+#define LOOMRT_SECTION_LOWER 1
+#define LOOMRT_SECTION_UPPER 2
+
+/* Computes the tile (o normalized within it, its lse) and merges it into the
+ * accumulators in place exactly as loomrt_attention_merge does; rows outside
+ * the section (half 0 for UPPER) are left untouched. Start a ring from
+ * o_acc = 0, lse_acc = -inf (or from the DIAGONAL tile's plain forward with
+ * causal = 1) and merge one section per cp rank j, in any order. The tile
+ * lives in temporary backend memory (loomrt_alloc), so on the cuda backend
+ * the call waits for the rank's queued work as loomrt_free does. */
+void loomrt_attention_section_forward(loomrt_dtype dtype, int64_t B, int64_t L,
+                                      int64_t Nq, int64_t Nkv, int64_t D,
+                                      float scale, int32_t section,
+                                      const void *q, const void *k,
+                                      const void *v, void *o_acc,
+                                      float *lse_acc);
+
+/* Adds the tile's gradients (always accumulates: zero the buffers before the
+ * first tile): dq (all rows; half 1 only for UPPER) and dk, dv of rank j's
+ * block (half 0 only for LOWER). o and lse are the FINAL (merged) results
+ * of this rank's queries, dout the gradient of o, all [B,L,...] as above;
+ * the sum over every j of r's tiles gives r's dq, and the sum over every r
+ * of the tiles with block j gives j's dk, dv. UPPER copies the half-1 lse
+ * rows to temporary memory (and so waits like the forward); DIAGONAL and
+ * LOWER need none. */
+void loomrt_attention_section_backward(loomrt_dtype dtype, int64_t B, int64_t L,
+                                       int64_t Nq, int64_t Nkv, int64_t D,
+                                       float scale, int32_t section,
+                                       const void *q, const void *k,
+                                       const void *v, const void *o,
+                                       const float *lse, const void *dout,
+                                       void *dq, void *dk, void *dv);
+
 /*===----------------------------------------------------------------------===*
  * Activations (elementwise, n elements)
  *===----------------------------------------------------------------------===*/

@@ -317,3 +317,48 @@ func.func @split_dropout(%x: tensor<2x4x8xf32, #tfm.dist<@dense, [[], [tp]]>>, %
   %y = tfm.dropout %x p 0.1 seed 7 : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [tp]]>>
   return %y : tensor<2x4x8xf32, #tfm.dist<@dense, [[], [tp]]>>
 }
+
+// -----
+
+// Context parallelism. A ring step: every result buffer first, then one
+// grouped exchange with the next rank (r + 1 mod 3) and the previous
+// (r + 2 mod 3). A tile's section is chosen at run time from the block's
+// owner, rank (r - 1) mod 3 here: lower (1) below this rank, upper (2)
+// above; the merge works on copies of the running result. The backward's
+// gradients start at zero.
+// CHECK-LABEL: func.func @ring
+// CHECK-SAME: %[[CP:[^:]*]]: !llvm.ptr {tfm.comm = "cp"}
+// CHECK-DAG: %[[THREE:.*]] = arith.constant 3 : i64
+// CHECK: %[[H:.*]] = llvm.load %[[CP]]
+// CHECK: %[[R32:.*]] = call @loomrt_comm_rank(%[[H]])
+// CHECK: %[[R:.*]] = arith.extsi %[[R32]]
+// CHECK: %[[NEXT:.*]] = arith.remsi %{{.*}}, %[[THREE]]
+// CHECK: %[[PREV:.*]] = arith.remsi %{{.*}}, %[[THREE]]
+// CHECK: memref.alloc() {{.*}} : memref<1x4x16xf32>
+// CHECK: memref.alloc() {{.*}} : memref<1x4x16xf32>
+// CHECK: call @loomrt_p2p_begin(%[[H]])
+// CHECK: call @loomrt_send(%[[H]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: call @loomrt_recv(
+// CHECK: call @loomrt_send(
+// CHECK: call @loomrt_recv(
+// CHECK: call @loomrt_p2p_end(%[[H]])
+// CHECK: %[[OWNER:.*]] = arith.remsi %{{.*}}, %[[THREE]]
+// CHECK: %[[BELOW:.*]] = arith.cmpi slt, %[[OWNER]], %{{.*}}
+// CHECK: %[[SECTION:.*]] = arith.select %[[BELOW]], %{{.*}}, %{{.*}} : i32
+// CHECK: call @loomrt_copy_2d(
+// CHECK: call @loomrt_copy_2d(
+// CHECK: call @loomrt_attention_section_forward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SECTION]],
+// CHECK: call @loomrt_zero(
+// CHECK: call @loomrt_zero(
+// CHECK: call @loomrt_zero(
+// CHECK: call @loomrt_attention_section_backward(
+#r = #tfm.dist<@dense, [[], [cp] zigzag(3)]>
+#rs = #tfm.dist<@dense, [[], [], [cp] zigzag(3)]>
+mesh.mesh @dense(shape = 1x1x3x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+func.func @ring(%q: tensor<1x4x16xf32, #r>, %k: tensor<1x4x16xf32, #r>, %o: tensor<1x4x16xf32, #r>, %lse: tensor<1x2x4xf32, #rs>,
+                %cp: !llvm.ptr {tfm.comm = "cp"}) -> (tensor<1x4x16xf32, #r>, tensor<1x4x16xf32, #r>) {
+  %k1, %v1 = tfm.ring_shift %k, %k on @dense axis "cp" offset 1 : tensor<1x4x16xf32, #r>, tensor<1x4x16xf32, #r>
+  %o1, %l1 = tfm.attention_section %q, %k1, %v1 merge(%o, %lse : tensor<1x4x16xf32, #r>, tensor<1x2x4xf32, #rs>) kv_from -1 on @dense axis "cp" heads 2 kv_heads 2 head_dim 8 scale 0.35 : tensor<1x4x16xf32, #r>, tensor<1x4x16xf32, #r> -> tensor<1x2x4xf32, #rs>
+  %dq, %dk, %dv = tfm.attention_section_grad %q, %k1, %v1, %o1, %l1, %o1 kv_from 1 on @dense axis "cp" heads 2 kv_heads 2 head_dim 8 scale 0.35 : tensor<1x4x16xf32, #r>, tensor<1x4x16xf32, #r>, tensor<1x2x4xf32, #rs>
+  return %o1, %dk : tensor<1x4x16xf32, #r>, tensor<1x4x16xf32, #r>
+}

@@ -358,3 +358,305 @@ TEST(AttentionTest, Bf16Forward) {
   expectClose(got.o, want.o, 1e-2, 1.0 / 128, "o");
   expectClose(got.lse, want.lse, 1e-5, 1e-5, "lse (f32 from bf16 inputs)");
 }
+
+//===----------------------------------------------------------------------===//
+// Ring attention sections (loomrt_attention_section_*): every cp rank of a
+// context-parallel ring simulated in one process, against attention over the
+// whole sequence.
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One sequence batch split over cp ranks in Megatron's load-balanced layout:
+/// rank r holds global chunks r and 2cp-1-r of c tokens each.
+struct CpLayout {
+  int64_t cp, c, B, S, L;
+  CpLayout(int64_t cp, int64_t c, int64_t B)
+      : cp(cp), c(c), B(B), S(2 * cp * c), L(2 * c) {}
+  /// The global token of rank r's local token i.
+  int64_t global(int64_t r, int64_t i) const {
+    return i < c ? r * c + i : (2 * cp - 1 - r) * c + (i - c);
+  }
+  /// Rank r's rows of a [B,S,width] tensor, as [B,L,width].
+  std::vector<float> rows(const std::vector<float> &full, int64_t width,
+                          int64_t r) const {
+    std::vector<float> out;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < L; ++i) {
+        auto row = full.begin() + (b * S + global(r, i)) * width;
+        out.insert(out.end(), row, row + width);
+      }
+    return out;
+  }
+  /// Rank r's entries of a [B,N,S] lse, as [B,N,L].
+  std::vector<float> lse(const std::vector<float> &full, int64_t N,
+                         int64_t r) const {
+    std::vector<float> out;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < N; ++h)
+        for (int64_t i = 0; i < L; ++i)
+          out.push_back(full[size_t((b * N + h) * S + global(r, i))]);
+    return out;
+  }
+  /// The section of rank r's queries against the block of rank j.
+  static int32_t section(int64_t r, int64_t j) {
+    return j == r  ? LOOMRT_SECTION_DIAGONAL
+           : j < r ? LOOMRT_SECTION_LOWER
+                   : LOOMRT_SECTION_UPPER;
+  }
+};
+
+struct Whole {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+/// Causal attention over the whole sequence (forward, then backward from
+/// its own o and lse), through the runtime's f32 kernels.
+Whole wholeSequence(const Problem &p) {
+  Whole w{std::vector<float>(p.q.size()),
+          std::vector<float>(size_t(p.B * p.Nq * p.S)),
+          std::vector<float>(p.q.size()), std::vector<float>(p.k.size()),
+          std::vector<float>(p.v.size())};
+  loomrt_attention_forward(LOOMRT_F32, p.B, p.S, p.S, p.Nq, p.Nkv, p.D, p.scale,
+                           1, nullptr, nullptr, nullptr, nullptr, p.q.data(),
+                           p.k.data(), p.v.data(), w.o.data(), w.lse.data());
+  loomrt_attention_backward(
+      LOOMRT_F32, p.B, p.S, p.S, p.Nq, p.Nkv, p.D, p.scale, 1, nullptr, nullptr,
+      nullptr, nullptr, p.q.data(), p.k.data(), p.v.data(), w.o.data(),
+      w.lse.data(), p.dout.data(), w.dq.data(), w.dk.data(), w.dv.data(), 0);
+  return w;
+}
+
+const int64_t kRingNq = 4, kRingNkv = 2, kRingD = 8, kRingC = 3, kRingB = 2;
+} // namespace
+
+TEST(AttentionSectionTest, RingForwardEqualsWholeSequence) {
+  for (int64_t cp : {1, 2, 3, 4}) {
+    SCOPED_TRACE("cp=" + std::to_string(cp));
+    const CpLayout lay(cp, kRingC, kRingB);
+    Problem p(kRingB, lay.S, lay.S, kRingNq, kRingNkv, kRingD,
+              uint32_t(20 + cp));
+    const int64_t qW = p.Nq * p.D, kvW = p.Nkv * p.D;
+    const Whole want = wholeSequence(p);
+    for (int64_t r = 0; r < cp; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      const std::vector<float> q = lay.rows(p.q, qW, r);
+      const std::vector<float> wantO = lay.rows(want.o, qW, r);
+      const std::vector<float> wantLse = lay.lse(want.lse, p.Nq, r);
+      for (bool fromEmpty : {true, false}) {
+        SCOPED_TRACE(fromEmpty ? "from o=0, lse=-inf, blocks cp-1..0"
+                               : "from a causal forward, ring order");
+        std::vector<float> o(q.size(), 0.0f),
+            lse(wantLse.size(), -std::numeric_limits<float>::infinity());
+        std::vector<int64_t> order;
+        if (fromEmpty) {
+          // Any order: upper triangles before the diagonal, onto nothing.
+          for (int64_t j = cp - 1; j >= 0; --j)
+            order.push_back(j);
+        } else {
+          // TE's ring: step i brings the block of rank (r - i) mod cp.
+          const std::vector<float> k = lay.rows(p.k, kvW, r),
+                                   v = lay.rows(p.v, kvW, r);
+          loomrt_attention_forward(LOOMRT_F32, p.B, lay.L, lay.L, p.Nq, p.Nkv,
+                                   p.D, p.scale, 1, nullptr, nullptr, nullptr,
+                                   nullptr, q.data(), k.data(), v.data(),
+                                   o.data(), lse.data());
+          for (int64_t i = 1; i < cp; ++i)
+            order.push_back((r - i + cp) % cp);
+        }
+        for (int64_t j : order) {
+          const std::vector<float> k = lay.rows(p.k, kvW, j),
+                                   v = lay.rows(p.v, kvW, j);
+          loomrt_attention_section_forward(
+              LOOMRT_F32, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale,
+              CpLayout::section(r, j), q.data(), k.data(), v.data(), o.data(),
+              lse.data());
+        }
+        expectClose(o, wantO, 1e-5, 1e-5, "ring o");
+        expectClose(lse, wantLse, 1e-5, 1e-5, "ring lse");
+      }
+    }
+  }
+}
+
+TEST(AttentionSectionTest, RingBackwardEqualsWholeSequence) {
+  for (int64_t cp : {1, 2, 3, 4}) {
+    SCOPED_TRACE("cp=" + std::to_string(cp));
+    const CpLayout lay(cp, kRingC, kRingB);
+    Problem p(kRingB, lay.S, lay.S, kRingNq, kRingNkv, kRingD,
+              uint32_t(30 + cp));
+    const int64_t qW = p.Nq * p.D, kvW = p.Nkv * p.D;
+    const Whole want = wholeSequence(p);
+    // dk/dv of every block, summed over the ranks whose queries see it.
+    std::vector<std::vector<float>> dk(static_cast<size_t>(cp)),
+        dv(static_cast<size_t>(cp));
+    for (int64_t j = 0; j < cp; ++j) {
+      dk[size_t(j)].assign(size_t(p.B * lay.L * kvW), 0.0f);
+      dv[size_t(j)].assign(size_t(p.B * lay.L * kvW), 0.0f);
+    }
+    for (int64_t r = 0; r < cp; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      const std::vector<float> q = lay.rows(p.q, qW, r),
+                               o = lay.rows(want.o, qW, r),
+                               dout = lay.rows(p.dout, qW, r),
+                               lse = lay.lse(want.lse, p.Nq, r);
+      std::vector<float> dq(q.size(), 0.0f);
+      // The backward ring: step i uses the block of rank (r + 1 + i) mod cp.
+      for (int64_t i = 0; i < cp; ++i) {
+        const int64_t j = (r + 1 + i) % cp;
+        const std::vector<float> k = lay.rows(p.k, kvW, j),
+                                 v = lay.rows(p.v, kvW, j);
+        loomrt_attention_section_backward(
+            LOOMRT_F32, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale,
+            CpLayout::section(r, j), q.data(), k.data(), v.data(), o.data(),
+            lse.data(), dout.data(), dq.data(), dk[size_t(j)].data(),
+            dv[size_t(j)].data());
+      }
+      expectClose(dq, lay.rows(want.dq, qW, r), 1e-5, 1e-4, "ring dq");
+    }
+    for (int64_t j = 0; j < cp; ++j) {
+      SCOPED_TRACE("block " + std::to_string(j));
+      expectClose(dk[size_t(j)], lay.rows(want.dk, kvW, j), 1e-5, 1e-4,
+                  "ring dk");
+      expectClose(dv[size_t(j)], lay.rows(want.dv, kvW, j), 1e-5, 1e-4,
+                  "ring dv");
+    }
+  }
+}
+
+TEST(AttentionSectionTest, SectionsLeaveOtherHalvesUntouched) {
+  // UPPER reads and writes only query half 1 (o, lse, dq); LOWER only kv
+  // half 0 (dk, dv). The untouched halves keep their bits, NaN included.
+  const CpLayout lay(2, kRingC, kRingB);
+  const int64_t L = lay.L, c = lay.c;
+  Problem p(kRingB, L, L, kRingNq, kRingNkv, kRingD, 40);
+  const int64_t qW = p.Nq * p.D, kvW = p.Nkv * p.D;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto half = [&](int64_t i) { return i < c ? 0 : 1; };
+  std::vector<float> o(p.q.size(), 0.0f), lse(size_t(p.B * p.Nq * L));
+  for (size_t x = 0; x < o.size(); ++x)
+    if (half(int64_t(x / size_t(qW)) % L) == 0)
+      o[x] = nan;
+  for (size_t x = 0; x < lse.size(); ++x)
+    lse[x] = half(int64_t(x) % L) == 0
+                 ? nan
+                 : -std::numeric_limits<float>::infinity();
+  loomrt_attention_section_forward(
+      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_UPPER,
+      p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data());
+  for (size_t x = 0; x < o.size(); ++x)
+    EXPECT_EQ(std::isnan(o[x]), half(int64_t(x / size_t(qW)) % L) == 0) << x;
+  for (size_t x = 0; x < lse.size(); ++x)
+    EXPECT_EQ(std::isnan(lse[x]), half(int64_t(x) % L) == 0) << x;
+
+  // Backward with finite o, lse: UPPER leaves dq half 0 alone, LOWER dk/dv
+  // half 1.
+  KernelOut f = runForward(p);
+  std::vector<float> dq(p.q.size(), 7.0f), dk(p.k.size(), 0.0f),
+      dv(p.v.size(), 0.0f);
+  loomrt_attention_section_backward(
+      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_UPPER,
+      p.q.data(), p.k.data(), p.v.data(), f.o.data(), f.lse.data(),
+      p.dout.data(), dq.data(), dk.data(), dv.data());
+  for (size_t x = 0; x < dq.size(); ++x)
+    if (half(int64_t(x / size_t(qW)) % L) == 0)
+      EXPECT_EQ(dq[x], 7.0f) << x;
+  std::fill(dk.begin(), dk.end(), 7.0f);
+  std::fill(dv.begin(), dv.end(), 7.0f);
+  loomrt_attention_section_backward(
+      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_LOWER,
+      p.q.data(), p.k.data(), p.v.data(), f.o.data(), f.lse.data(),
+      p.dout.data(), dq.data(), dk.data(), dv.data());
+  size_t changed = 0;
+  for (size_t x = 0; x < dk.size(); ++x) {
+    const bool h1 = half(int64_t(x / size_t(kvW)) % L) == 1;
+    if (h1) {
+      EXPECT_EQ(dk[x], 7.0f) << x;
+      EXPECT_EQ(dv[x], 7.0f) << x;
+    } else {
+      changed += dk[x] != 7.0f;
+    }
+  }
+  EXPECT_GT(changed, dk.size() / 4) << "LOWER must add into kv half 0";
+}
+
+TEST(AttentionSectionTest, Bf16RingForwardAndBackward) {
+  // bf16 storage: every merge and every accumulated gradient rounds once
+  // more than the whole-sequence kernel, so the tolerance is a few bf16
+  // ulps; lse stays f32.
+  const int64_t cp = 3;
+  const CpLayout lay(cp, kRingC, kRingB);
+  Problem p(kRingB, lay.S, lay.S, kRingNq, kRingNkv, kRingD, 50);
+  for (auto *t : {&p.q, &p.k, &p.v, &p.dout})
+    *t = rounded(*t, LOOMRT_BF16);
+  const int64_t qW = p.Nq * p.D, kvW = p.Nkv * p.D;
+  const Whole want = wholeSequence(p);
+  const loomrt_dtype bf = LOOMRT_BF16;
+  std::vector<Buf> dk, dv;
+  for (int64_t j = 0; j < cp; ++j) {
+    dk.emplace_back(bf, std::vector<float>(size_t(p.B * lay.L * kvW), 0.0f));
+    dv.emplace_back(bf, std::vector<float>(size_t(p.B * lay.L * kvW), 0.0f));
+  }
+  for (int64_t r = 0; r < cp; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const Buf q(bf, lay.rows(p.q, qW, r));
+    Buf o(bf, std::vector<float>(q.size(), 0.0f));
+    std::vector<float> lse(size_t(p.B * p.Nq * lay.L),
+                           -std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < cp; ++j) {
+      const Buf k(bf, lay.rows(p.k, kvW, j)), v(bf, lay.rows(p.v, kvW, j));
+      loomrt_attention_section_forward(
+          bf, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale, CpLayout::section(r, j),
+          q.data(), k.data(), v.data(), o.data(), lse.data());
+    }
+    expectClose(o.values(), lay.rows(want.o, qW, r), 1e-2, 1.0 / 128,
+                "bf16 ring o");
+    expectClose(lse, lay.lse(want.lse, p.Nq, r), 1e-5, 1e-5, "bf16 ring lse");
+
+    const Buf wantO(bf, lay.rows(want.o, qW, r)),
+        dout(bf, lay.rows(p.dout, qW, r));
+    const std::vector<float> wantLse = lay.lse(want.lse, p.Nq, r);
+    Buf dq(bf, std::vector<float>(q.size(), 0.0f));
+    for (int64_t j = 0; j < cp; ++j) {
+      const Buf k(bf, lay.rows(p.k, kvW, j)), v(bf, lay.rows(p.v, kvW, j));
+      loomrt_attention_section_backward(
+          bf, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale, CpLayout::section(r, j),
+          q.data(), k.data(), v.data(), wantO.data(), wantLse.data(),
+          dout.data(), dq.data(), dk[size_t(j)].data(), dv[size_t(j)].data());
+    }
+    expectClose(dq.values(), lay.rows(want.dq, qW, r), 1e-2, 1.0 / 64,
+                "bf16 ring dq");
+  }
+  for (int64_t j = 0; j < cp; ++j) {
+    SCOPED_TRACE("block " + std::to_string(j));
+    expectClose(dk[size_t(j)].values(), lay.rows(want.dk, kvW, j), 1e-2,
+                1.0 / 64, "bf16 ring dk");
+    expectClose(dv[size_t(j)].values(), lay.rows(want.dv, kvW, j), 1e-2,
+                1.0 / 64, "bf16 ring dv");
+  }
+}
+
+TEST(AttentionSectionDeathTest, MisuseAbortsWithTheFunctionName) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> t(64, 0.0f);
+  float *x = t.data();
+  EXPECT_DEATH(loomrt_attention_section_forward(LOOMRT_F32, 1, 3, 1, 1, 4, 1.0f,
+                                                LOOMRT_SECTION_LOWER, x, x, x,
+                                                x, x),
+               "loomrt_attention_section_forward: L = 3 local tokens is odd");
+  EXPECT_DEATH(loomrt_attention_section_backward(LOOMRT_F32, 1, 2, 1, 1, 4,
+                                                 1.0f, 3, x, x, x, x, x, x, x,
+                                                 x, x),
+               "loomrt_attention_section_backward: bad section 3");
+  EXPECT_DEATH(loomrt_attention_section_forward(LOOMRT_F32, 1, 2, 1, 1, 4, 1.0f,
+                                                LOOMRT_SECTION_UPPER, x,
+                                                nullptr, x, x, x),
+               "loomrt_attention_section_forward: NULL tensor");
+  EXPECT_DEATH(loomrt_attention_section_backward(LOOMRT_F32, -1, 2, 1, 1, 4,
+                                                 1.0f, LOOMRT_SECTION_DIAGONAL,
+                                                 x, x, x, x, x, x, x, x, x),
+               "loomrt_attention_section_backward: bad sizes");
+  EXPECT_DEATH(loomrt_attention_section_forward(LOOMRT_F32, 1, 2, 3, 2, 4, 1.0f,
+                                                LOOMRT_SECTION_DIAGONAL, x, x,
+                                                x, x, x),
+               "not a multiple of 2 kv heads");
+}

@@ -1,0 +1,54 @@
+// RUN: loom-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tfm-expand-ring-attention))' | FileCheck %s
+
+// Ring attention over cp 3 (each rank's 4 of 12 tokens). Forward: the
+// diagonal tile of the rank's own block, then two steps that pass k and v to
+// the next rank and merge the tile of the block received (of rank r - 1,
+// then r - 2). Backward: from the block of rank r + 1 (the last one the
+// forward received, reused), each step adds the tile's gradients and passes
+// k, v, dk and dv to the previous rank; the third step is the rank's own
+// block: 2 hops of k and v forward, 2 of k, v, dk and dv backward.
+
+#q = #tfm.dist<@dense, [[], [cp] zigzag(3)]>
+#s = #tfm.dist<@dense, [[], [], [cp] zigzag(3)]>
+// CHECK-LABEL: func.func @train
+// CHECK:      %[[O0:.*]], %[[L0:.*]] = tfm.attention_section %arg0, %arg1, %arg2 kv_from 0 on @dense axis "cp"
+// CHECK-NEXT: %[[KV1:.*]]:2 = tfm.ring_shift %arg1, %arg2 on @dense axis "cp" offset 1
+// CHECK-NEXT: %[[O1:.*]], %[[L1:.*]] = tfm.attention_section %arg0, %[[KV1]]#0, %[[KV1]]#1 merge(%[[O0]], %[[L0]] : {{.*}}) kv_from -1
+// CHECK-NEXT: %[[KV2:.*]]:2 = tfm.ring_shift %[[KV1]]#0, %[[KV1]]#1 on @dense axis "cp" offset 1
+// CHECK-NEXT: %[[O:.*]], %[[L:.*]] = tfm.attention_section %arg0, %[[KV2]]#0, %[[KV2]]#1 merge(%[[O1]], %[[L1]] : {{.*}}) kv_from -2
+// CHECK-NEXT: %[[DQ0:[^,]*]], %[[DK0:[^,]*]], %[[DV0:[^ ]*]] = tfm.attention_section_grad %arg0, %[[KV2]]#0, %[[KV2]]#1, %[[O]], %[[L]], %arg3 kv_from 1
+// CHECK-NEXT: %[[B1:.*]]:4 = tfm.ring_shift %[[KV2]]#0, %[[KV2]]#1, %[[DK0]], %[[DV0]] on @dense axis "cp" offset -1
+// CHECK-NEXT: %[[DQ1:[^,]*]], %[[DK1:[^,]*]], %[[DV1:[^ ]*]] = tfm.attention_section_grad %arg0, %[[B1]]#0, %[[B1]]#1, %[[O]], %[[L]], %arg3 grads(%[[DQ0]], %[[B1]]#2, %[[B1]]#3 : {{.*}}) kv_from 2
+// CHECK-NEXT: %[[B2:.*]]:4 = tfm.ring_shift %[[B1]]#0, %[[B1]]#1, %[[DK1]], %[[DV1]] on @dense axis "cp" offset -1
+// CHECK-NEXT: %[[DQ2:[^,]*]], %[[DK2:[^,]*]], %[[DV2:[^ ]*]] = tfm.attention_section_grad %arg0, %[[B2]]#0, %[[B2]]#1, %[[O]], %[[L]], %arg3 grads(%[[DQ1]], %[[B2]]#2, %[[B2]]#3 : {{.*}}) kv_from 3
+// CHECK-NEXT: return %[[O]], %[[DQ2]], %[[DK2]], %[[DV2]]
+// CHECK-NOT: tfm.attention
+module attributes {tfm.plan = #tfm.plan<cp = 3>, tfm.local_shapes} {
+  mesh.mesh @dense(shape = 1x1x3x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  func.func @train(%q: tensor<1x4x16xf32, #q>, %k: tensor<1x4x16xf32, #q>, %v: tensor<1x4x16xf32, #q>, %do: tensor<1x4x16xf32, #q>)
+      -> (tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>) {
+    %o, %lse = tfm.attention %q, %k, %v heads 2 kv_heads 2 head_dim 8 scale 0.35 mask causal ring "cp" : tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q> -> tensor<1x4x16xf32, #q>, tensor<1x2x4xf32, #s>
+    %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %lse, %do heads 2 kv_heads 2 head_dim 8 scale 0.35 mask causal ring "cp" : tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>, tensor<1x2x4xf32, #s>
+    return %o, %dq, %dk, %dv : tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>, tensor<1x4x16xf32, #q>
+  }
+}
+
+// -----
+
+// A backward without its forward in the function starts by fetching the
+// block of rank r + 1.
+// CHECK-LABEL: func.func @backward_only
+// CHECK: %[[KV:.*]]:2 = tfm.ring_shift %{{.*}}, %{{.*}} on @dense axis "cp" offset -1
+// CHECK-NEXT: tfm.attention_section_grad %{{.*}}, %[[KV]]#0, %[[KV]]#1, {{.*}} kv_from 1
+// CHECK-NEXT: tfm.ring_shift {{.*}} offset -1
+// CHECK-NEXT: tfm.attention_section_grad {{.*}} kv_from 2
+#q2 = #tfm.dist<@dense, [[], [cp] zigzag(2)]>
+#s2 = #tfm.dist<@dense, [[], [], [cp] zigzag(2)]>
+module attributes {tfm.plan = #tfm.plan<cp = 2>, tfm.local_shapes} {
+  mesh.mesh @dense(shape = 1x1x2x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  func.func @backward_only(%q: tensor<1x4x16xf32, #q2>, %k: tensor<1x4x16xf32, #q2>, %o: tensor<1x4x16xf32, #q2>,
+                           %lse: tensor<1x2x4xf32, #s2>, %do: tensor<1x4x16xf32, #q2>) -> tensor<1x4x16xf32, #q2> {
+    %dq, %dk, %dv = tfm.attention_grad %q, %k, %k, %o, %lse, %do heads 2 kv_heads 2 head_dim 8 scale 0.35 mask causal ring "cp" : tensor<1x4x16xf32, #q2>, tensor<1x4x16xf32, #q2>, tensor<1x4x16xf32, #q2>, tensor<1x2x4xf32, #s2>
+    return %dk : tensor<1x4x16xf32, #q2>
+  }
+}

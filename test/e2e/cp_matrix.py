@@ -1,0 +1,375 @@
+#!/usr/bin/python3
+# ===- cp_matrix.py - Context-parallel plans vs cp 1 ----------------------===#
+#
+# Part of the Loom project.
+#
+# ===-----------------------------------------------------------------------===#
+#
+# Context parallelism splits every sequence over cp ranks (Megatron's
+# load-balanced chunks), so attention has to see the other ranks' keys and
+# values with the right causal mask and global positions, and the loss has
+# to be reduced over the split. Near initialization the loss sits at
+# ln(vocab) whatever the mask or the positions are, so a wrong one hides;
+# hence, for gpt-tiny and llama-tiny:
+#   1. a STRUCTURED token file (tokens() below: each sample is one of a few
+#      templates, named by its first token; every later token depends on
+#      the template, its position and the previous token, so predicting it
+#      needs attention back to position 0, for most tokens in another cp
+#      rank's chunk, and the right positions), on which the model is
+#      pretrained at cp 1 (PRETRAIN_STEPS steps at a high lr) far below
+#      ln(512) = 6.24;
+#      every run below starts from that checkpoint (--load, without its
+#      optimizer file: AdamW starts from zero at iteration 0). The samples
+#      also hold an end-of-document token at a position that depends on the
+#      template, which the loss mask leaves out (docs/MANIFEST.md, Data): the
+#      cp ranks of a micro-batch hold unequal numbers of loss tokens, which
+#      the [sum, count] reduction of the loss has to get right. loom-compile
+#      writes "eod_token_id": null whatever loom-import was told
+#      (--eod-token-id only serves the reset options), so the script sets it
+#      in every manifest.json it compiles, as test/Run's manifests do;
+#   2. cp 1 (dp 1 and dp 2) is checked against the independent PyTorch
+#      implementation (torch_reference.py grads and train, float64) from the
+#      same checkpoint: first-step gradients, loss curve, grad norms and the
+#      parameters after STEPS AdamW steps;
+#   3. every plan of
+#        cp in {2, 4} x comm types x {tp 1, tp 2 with SP} x dp in {1, 2}
+#      (plus, with more than one comm type, a per-layer mix) trains STEPS
+#      steps from the same checkpoint on the same data and is checked
+#      against cp 1 with the same dp (dp changes the global batch): the loss
+#      and the gradient norm of every step (1e-5 relative), every gradient
+#      of the first step (--dump-grads, 1e-5 normwise) and every parameter
+#      after the last step (1e-5 normwise; GPT-2's key bias, whose exact
+#      gradient is zero, within what Adam can move it), and the replicas of
+#      every parameter (cp ranks hold whole copies) hold the same bytes
+#      after every step (--check-weight-hash-interval 1);
+#   4. the report's communication volumes of @train_step are printed (not
+#      yet checked against an analytic formula).
+# Without --full, a slice that covers each comm type at least once and both
+# models, cp 2 and 4, tp 2 with SP and dp 2 (slice_matrix() below) keeps CI
+# short.
+#
+#   cp_matrix.py --bin BUILD/bin --work DIR --examples DIR
+#       [--comm-types allgather,p2p,...] [--full] [--perturb PLAN]
+#
+# --perturb PLAN is a negative control: that plan reads its tokens shifted
+# by one, so the run must fail with a mismatch.
+#
+# ===-----------------------------------------------------------------------===#
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from torch_reference import read_safetensors  # noqa: E402
+from tp_matrix import close, compare, metrics, reported  # noqa: E402
+
+REFERENCE = os.path.join(HERE, "torch_reference.py")
+
+# The plans' geometry: seq 32 divides into 2 * cp * tp chunks for cp 4 with
+# tp 2 and SP.
+B, S, VOCAB = 2, 32, 512
+# The compared runs: a small learning rate keeps Adam from turning f32
+# rounding differences in tiny gradient components (the reduction order
+# differs between plans) into parameter differences of order lr (see
+# tp_matrix.py); parameters are compared at 1e-5.
+STEPS, LR = 5, 1e-4
+OPT = ["--lr", str(LR), "--min-lr", "1e-5", "--lr-warmup-steps", "0",
+       "--lr-decay-steps", str(STEPS), "--weight-decay", "0.01",
+       "--clip-grad", "1.0"]
+# Pretraining: bigger micro-batches (the parameters do not depend on them)
+# and a high learning rate.
+PRETRAIN_B, PRETRAIN_STEPS = 16, 50
+PRETRAIN_OPT = ["--lr", "5e-3", "--lr-warmup-steps", "5", "--min-lr", "1e-3"]
+PRETRAINED_BELOW = 3.0  # nats; ln(512) = 6.24 at initialization
+
+# The token file: TEMPLATES templates over an alphabet of ALPHABET tokens;
+# template k's samples start with the marker VOCAB - TEMPLATES + k.
+TEMPLATES, ALPHABET, SAMPLES = 16, 64, 1024
+EOD = ALPHABET  # only ever at template k's position eod_position(k)
+
+
+def eod_position(k):
+    return 1 + (11 * k) % (S - 1)
+
+
+def tokens(path):
+    """SAMPLES samples of S tokens (+1, the last label). Sample j uses
+    template k (a fixed pseudo-random choice); token p of it is
+    (T[k][p] + token[p-1]) mod ALPHABET, except the EOD at eod_position(k)."""
+    state = [2024]
+
+    def rnd():
+        state[0] = (state[0] * 1103515245 + 12345) % (1 << 31)
+        return state[0] >> 8
+
+    table = [[rnd() % ALPHABET for _ in range(S)] for _ in range(TEMPLATES)]
+    out = []
+    for _ in range(SAMPLES):
+        k = rnd() % TEMPLATES
+        row = [VOCAB - TEMPLATES + k]
+        for p in range(1, S):
+            prev = row[p - 1] if p > 1 else 0
+            row.append(EOD if p == eod_position(k) else (table[k][p] + prev) % ALPHABET)
+        out += row
+    out.append(0)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<%di" % len(out), *out))
+
+
+def run(cmd):
+    try:
+        p = subprocess.run(cmd, text=True, capture_output=True)
+    except OSError as e:
+        sys.exit("FAIL: %s: %s" % (" ".join(cmd), e))
+    if p.returncode != 0:
+        sys.exit("FAIL: %s\n%s%s" % (" ".join(cmd), p.stdout, p.stderr))
+    return p.stdout
+
+
+def compile_plan(cmd, out):
+    """loom-compile, then the EOD of the loss mask in out/manifest.json."""
+    text = run(cmd)
+    path = os.path.join(out, "manifest.json")
+    with open(path) as f:
+        manifest = f.read()
+    null = '"eod_token_id": null'
+    if manifest.count(null) != 1:
+        sys.exit("FAIL: %s: expected one %s" % (path, null))
+    with open(path, "w") as f:
+        f.write(manifest.replace(null, '"eod_token_id": %d' % EOD))
+    return text
+
+
+class Plan:
+    def __init__(self, model, cp, tp, sp, dp, comm):
+        self.model, self.cp, self.tp, self.sp, self.dp = model, cp, tp, sp, dp
+        self.comm = comm  # one type for every layer, or a list, one per layer
+
+    @property
+    def name(self):
+        comm = self.comm if isinstance(self.comm, str) else "[%s]" % ",".join(self.comm or [])
+        return "%s-cp%d-tp%d%s-dp%d%s" % (self.model, self.cp, self.tp,
+                                          "-sp" if self.sp else "", self.dp,
+                                          "-" + comm if self.cp > 1 else "")
+
+    def flags(self):
+        f = ["--cp", str(self.cp), "--tp", str(self.tp), "--dp", str(self.dp)]
+        if self.sp:
+            f.append("--sp")
+        if self.cp > 1:
+            comms = [self.comm] if isinstance(self.comm, str) else list(self.comm)
+            f += ["--cp-comm-type"] + comms  # Megatron's space-separated list
+            if "a2a+p2p" in comms:
+                # Hierarchical: an a2a group of 2 inside, p2p across.
+                f += ["--hierarchical-context-parallel-sizes", "2", str(self.cp // 2)]
+        return f
+
+
+def full_matrix(models, comms, layers):
+    for model in models:
+        for cp in (2, 4):
+            for tp, sp in ((1, False), (2, True)):
+                for dp in (1, 2):
+                    for comm in comms:
+                        yield Plan(model, cp, tp, sp, dp, comm)
+                    if len(comms) > 1:
+                        yield Plan(model, cp, tp, sp, dp,
+                                   [comms[l % len(comms)] for l in range(layers[model])])
+
+
+def slice_matrix(comms, layers):
+    """gpt-tiny cp 2; llama-tiny cp 4 with tp 2 and SP; llama-tiny cp 2 with
+    dp 2; as many more of these shapes as it takes for every comm type to
+    appear; with several comm types, llama-tiny cp 2 with a per-layer mix."""
+    shapes = [("gpt-tiny", 2, 1, False, 1), ("llama-tiny", 4, 2, True, 1),
+              ("llama-tiny", 2, 1, False, 2)]
+    for i in range(max(len(shapes), len(comms))):
+        yield Plan(*shapes[i % len(shapes)], comms[i % len(comms)])
+    if len(comms) > 1:
+        yield Plan("llama-tiny", 2, 1, False, 1,
+                   [comms[l % len(comms)] for l in range(layers["llama-tiny"])])
+
+
+def volumes(v):
+    """The report's volumes, in words."""
+    def one(part):
+        (ar, arb), (ag, agb), (rs, rsb) = v[part]
+        return "%d all-reduce(s) %d B, %d all-gather(s) %d B, %d reduce-scatter(s) %d B" % (
+            ar, arb, ag, agb, rs, rsb)
+    return "forward %s; backward %s" % (one("forward"), one("backward"))
+
+
+SENDS = r"\n    %s: [^\n]*?(\d+) p2p send\(s\) of (\d+) bytes"
+
+
+def ring_sends(report):
+    """The report's p2p sends (count, bytes), forward and backward."""
+    out = {}
+    for part in ("forward", "backward"):
+        m = re.search(SENDS % part, report)
+        out[part] = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    return out
+
+
+def ring_analytic(config, plan):
+    """TransformerEngine's ring per micro-batch: each p2p layer passes its
+    rank's k and v (b * s/cp tokens of kv/tp heads) cp - 1 times forward, and
+    k, v, dk and dv cp - 1 times backward."""
+    with open(config) as f:
+        c = json.load(f)
+    heads = c.get("n_head") or c["num_attention_heads"]
+    kv = c.get("num_key_value_heads", heads)
+    hidden = c.get("n_embd") or c["hidden_size"]
+    comms = [plan.comm] * layers_of(config) if isinstance(plan.comm, str) else plan.comm
+    rings = sum(1 for t in comms if t == "p2p") if plan.cp > 1 else 0
+    local_kv = max(kv // plan.tp, 1)  # kv heads repeated when tp exceeds them
+    tensor = B * (S // plan.cp) * local_kv * (hidden // heads) * 4
+    hops = rings * (plan.cp - 1)
+    return {"forward": (2 * hops, 2 * hops * tensor),
+            "backward": (4 * hops, 4 * hops * tensor)}
+
+
+def layers_of(config):
+    with open(config) as f:
+        c = json.load(f)
+    return c.get("n_layer") or c["num_hidden_layers"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--examples", required=True)
+    ap.add_argument("--comm-types", default="allgather",
+                    help="comma-separated: allgather, p2p, a2a, a2a+p2p")
+    ap.add_argument("--full", action="store_true", help="every plan, not the slice")
+    ap.add_argument("--perturb", metavar="PLAN",
+                    help="negative control: PLAN reads its tokens shifted by one")
+    args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # in order with the FAIL lines
+    comms = [c for c in args.comm_types.split(",") if c]
+    tool = lambda name: os.path.join(args.bin, name)
+    os.makedirs(args.work, exist_ok=True)
+    started = time.time()
+
+    data_file = os.path.join(args.work, "tokens.i32")
+    tokens(data_file)
+    data = ["--data", data_file, "--data-format", "int32"]
+    shifted = os.path.join(args.work, "shifted.i32")
+    with open(data_file, "rb") as f, open(shifted, "wb") as g:
+        g.write(f.read()[4:] + struct.pack("<i", 0))
+
+    models = ("gpt-tiny", "llama-tiny")
+    layers = {m: layers_of(os.path.join(args.examples, m + ".json")) for m in models}
+    plans = list(full_matrix(models, comms, layers) if args.full
+                 else slice_matrix(comms, layers))
+    if args.perturb and args.perturb not in [p.name for p in plans]:
+        sys.exit("--perturb %s: no such plan (%s)"
+                 % (args.perturb, ", ".join(p.name for p in plans)))
+    # Adam moves an element by at most lr (1 - beta1) / sqrt(1 - beta2) a
+    # step (Kingma & Ba 2.1), in each of the two runs.
+    key_bias_bound = 2 * LR * STEPS * (1 - 0.9) / math.sqrt(1 - 0.999)
+
+    for model in models:
+        mine = [p for p in plans if p.model == model]
+        if not mine:
+            continue
+        config = os.path.join(args.examples, model + ".json")
+        # 1. Pretrain at cp 1 on the structured data.
+        mlir = os.path.join(args.work, model + ".mlir")
+        run([tool("loom-import"), config, "--micro-batch-size", str(B),
+             "--seq-length", str(S), "-o", mlir])
+        pre_mlir = os.path.join(args.work, model + "-pretrain.mlir")
+        pre = os.path.join(args.work, model + "-pretrain")
+        run([tool("loom-import"), config, "--micro-batch-size", str(PRETRAIN_B),
+             "--seq-length", str(S), "-o", pre_mlir])
+        compile_plan([tool("loom-compile"), pre_mlir, "--train", "-o", pre, "--quiet"], pre)
+        run([tool("loom-run"), pre, "--train", "--steps", str(PRETRAIN_STEPS),
+             "--seed", "5"] + data + PRETRAIN_OPT
+            + ["--metrics-jsonl", pre + ".jsonl", "--save", pre + ".safetensors"])
+        loss, _ = metrics(pre + ".jsonl")
+        print("%s: pretrained at cp 1, loss %.3f -> %.3f in %d steps"
+              % (model, loss[0], loss[-1], len(loss)))
+        if not loss[-1] < PRETRAINED_BELOW:
+            sys.exit("FAIL: %s: pretraining left the loss at %.3f (want < %g)"
+                     % (model, loss[-1], PRETRAINED_BELOW))
+        # The model file alone: AdamW starts from zero at iteration 0.
+        start = os.path.join(args.work, model + "-start.safetensors")
+        shutil.copyfile(pre + ".safetensors", start)
+
+        base = {}
+        for p in [Plan(model, 1, 1, False, dp, None)
+                  for dp in sorted({p.dp for p in mine})] + mine:
+            out = os.path.join(args.work, p.name)
+            report = compile_plan([tool("loom-compile"), mlir, "--train", "-o", out,
+                                   "--quiet", "--report"] + p.flags(), out)
+            vol = reported(report)
+            sends, want = ring_sends(report), ring_analytic(config, p)
+            if sends != want:
+                sys.exit("FAIL: %s: the report's ring sends %s, TransformerEngine's %s"
+                         % (p.name, sends, want))
+            jsonl, ckpt, grads = out + ".jsonl", out + ".safetensors", out + ".grads"
+            log = run([tool("loom-run"), out, "--train", "--steps", str(STEPS),
+                       "--seed", "5", "--load", start]
+                      + (data if p.name != args.perturb else
+                         ["--data", shifted, "--data-format", "int32"])
+                      + OPT + ["--metrics-jsonl", jsonl, "--save", ckpt,
+                               "--dump-grads", grads,
+                               "--check-weight-hash-interval", "1"])
+            if "resuming" in log:
+                sys.exit("FAIL: %s resumed an optimizer state:\n%s" % (p.name, log))
+            loss, norm = metrics(jsonl)
+            if p.cp == 1:
+                # 2. cp 1 against PyTorch from the same checkpoint.
+                common = ["--config", config, "--manifest",
+                          os.path.join(out, "manifest.json"), "--checkpoint", start] + data
+                g = run(["/usr/bin/python3", REFERENCE, "grads", "--grads", grads]
+                        + common)
+                t = run(["/usr/bin/python3", REFERENCE, "train", "--metrics", jsonl,
+                         "--final", ckpt, "--steps", str(STEPS)] + common + OPT)
+                worst = lambda text, prefix: max(
+                    float(l.rsplit("relative difference", 1)[1].split()[0])
+                    for l in text.splitlines()
+                    if l.startswith(prefix) and "relative difference" in l)
+                print("%s: losses %s; matches PyTorch (loss within %.1e, gradients "
+                      "within %.1e, parameters within %.1e)"
+                      % (p.name, ["%.6f" % x for x in loss], worst(t, "step "),
+                         worst(g, "gradient "), worst(t, "final ")))
+                base[p.dp] = (loss, norm, ckpt, grads)
+                continue
+            b = base[p.dp]
+            if not close(loss, b[0]) or not close(norm, b[1]):
+                sys.exit("FAIL: %s: losses %s grad norms %s, cp 1: %s %s"
+                         % (p.name, loss, norm, b[0], b[1]))
+            for path in (grads, ckpt):  # compare()'s max() would skip a NaN
+                bad = [k for k, t in read_safetensors(path).items()
+                       if not bool(t.isfinite().all())]
+                if bad:
+                    sys.exit("FAIL: %s: %s holds non-finite values in %s"
+                             % (p.name, path, ", ".join(bad)))
+            try:  # compare() exits on GPT-2's key bias, naming the tensor
+                gworst = compare(grads, b[3], lambda t: 1e-5 * float(t.abs().max()))
+                pworst = compare(ckpt, b[2], lambda t: key_bias_bound)
+            except SystemExit as e:
+                sys.exit("FAIL: %s: %s" % (p.name, e.code))
+            if not (gworst <= 1e-5 and pworst <= 1e-5):
+                sys.exit("FAIL: %s: gradients differ from cp 1 by %.2e, parameters "
+                         "by %.2e" % (p.name, gworst, pworst))
+            print("%s: matches cp 1 (gradients within %.1e, parameters within %.1e)"
+                  % (p.name, gworst, pworst))
+            print("  volume per micro-batch: %s; ring sends %s" % (volumes(vol), sends))
+    print("context-parallel matrix passes: %d plans in %.0f s"
+          % (len(plans), time.time() - started))
+
+
+if __name__ == "__main__":
+    main()
