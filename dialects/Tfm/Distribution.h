@@ -67,8 +67,8 @@ public:
   /// axes' names in the plan's order, fastest first ("tp", "tp-cp"). Mesh
   /// axes are the order reversed, so that is descending mesh position.
   std::string groupKind(llvm::ArrayRef<llvm::StringRef> axes) const;
-  /// Checks that the mesh has every axis `dist` names, in mesh order within
-  /// each dim; emits an error at `where` otherwise.
+  /// Checks that the mesh has every axis `dist` names (in any order within
+  /// a dim); emits an error at `where` otherwise.
   mlir::LogicalResult verify(DistAttr dist, mlir::Operation *where) const;
 
 private:

@@ -332,6 +332,25 @@ LogicalResult repeatedKvPair(Operation *op, int64_t kvHeads, int64_t headDim,
   return repeatedKv(op, 2, kvHeads, headDim, p);
 }
 
+/// The cp_comm_type of `op`'s layer when its queries' sequence is split over
+/// cp, else empty. Fails for what is not implemented yet.
+template <typename OpT>
+FailureOr<StringRef> cpCommType(OpT op, Propagation &p) {
+  if (!p.sequenceOverCp(op.getQuery()))
+    return StringRef();
+  auto block = op->template getParentOfType<BlockOp>();
+  int64_t layer = block && block.getIndex() ? *block.getIndex() : 0;
+  StringRef type = p.plan().getCpCommTypeOfLayer(layer);
+  if (type != "allgather" && type != "p2p" && type != "a2a")
+    return op.emitError() << "cp_comm_type " << type << " (layer " << layer
+                          << ") is not implemented yet; p2p, allgather and "
+                             "a2a are";
+  if (op.getTokens())
+    return op.emitError() << "document masks (reset_attention_mask) under "
+                             "context parallelism are not implemented yet";
+  return type;
+}
+
 /// Context parallelism: the queries keep their piece of the sequence; how
 /// the keys and values meet them is the layer's cp_comm_type.
 ///  - `allgather` (Megatron/TE's all_gather): k and v gathered whole over
@@ -340,55 +359,159 @@ LogicalResult repeatedKvPair(Operation *op, int64_t kvHeads, int64_t headDim,
 ///    reshards of their uses).
 ///  - `p2p`: k and v stay split like the queries and the op becomes ring
 ///    attention over cp (tfm-expand-ring-attention writes the ring).
+///  - `a2a` (Ulysses): after tensor parallelism, ulysses() below.
 template <typename OpT>
 LogicalResult contextParallel(OpT op, Propagation &p) {
-  if (!p.sequenceOverCp(op.getQuery()))
-    return success();
-  auto block = op->template getParentOfType<BlockOp>();
-  int64_t layer = block && block.getIndex() ? *block.getIndex() : 0;
-  StringRef type = p.plan().getCpCommTypeOfLayer(layer);
-  if (type != "allgather" && type != "p2p")
-    return op.emitError() << "cp_comm_type " << type << " (layer " << layer
-                          << ") is not implemented yet; p2p and allgather are";
-  if (op.getTokens())
-    return op.emitError() << "document masks (reset_attention_mask) under "
-                             "context parallelism are not implemented yet";
+  FailureOr<StringRef> type = cpCommType(op, p);
+  if (failed(type) || type->empty() || *type == "a2a")
+    return failure(failed(type));
   DimDist seq = getDist(op.getQuery()).getDim(kSeqDim);
-  if (type == "p2p")
+  bool ring = *type == "p2p";
+  if (ring)
     op.setRingAttr(p.builder().getStringAttr(p.cp()));
   for (unsigned i : {1u, 2u}) {
     DistAttr d = getDist(op->getOperand(i));
-    if (failed(p.require(op, i,
-                         d.withDim(kSeqDim, type == "p2p" ? seq : DimDist()))))
+    if (failed(p.require(op, i, d.withDim(kSeqDim, ring ? seq : DimDist()))))
       return failure();
   }
   return success();
 }
 
+/// `d` in Ulysses' layout: the sequence gathered (its chunks kept in the
+/// load-balanced order: the kernel reads every token's position), the heads
+/// split over cp as well.
+DistAttr ulyssesLayout(DistAttr d, int64_t rank, StringRef cp) {
+  SmallVector<StringRef> heads = d.getAxes(rank - 1);
+  heads.push_back(cp);
+  DimDist seq = d.getDim(kSeqDim);
+  return d.withDim(kSeqDim, DimDist{{}, seq.chunks}).withAxes(rank - 1, heads);
+}
+
+/// `d` back in the residual layout of context parallelism: the sequence
+/// split over cp like `like`'s, the heads whole over cp.
+DistAttr sequenceLayout(DistAttr d, int64_t rank, DistAttr like, StringRef cp) {
+  SmallVector<StringRef> heads = d.getAxes(rank - 1);
+  llvm::erase(heads, cp);
+  return d.withDim(kSeqDim, like.getDim(kSeqDim)).withAxes(rank - 1, heads);
+}
+
+/// Ulysses (a2a, TE's AttnFuncWithCPAndQKVOA2A): the operands `operands`
+/// (q, k, v and in backward out and its gradient) are exchanged, heads for
+/// sequence, with an all-to-all over cp; each rank attends with its share of
+/// the heads over the whole sequence; the results `results` go back the
+/// same way. The query heads of a tp rank must divide over cp; kv heads
+/// that do not are repeated (TE refuses that case) and, in backward, their
+/// copies' gradients summed. Returns the kv repeat factor.
+template <typename OpT>
+FailureOr<int64_t> ulyssesOperands(OpT op, Propagation &p,
+                                   ArrayRef<unsigned> operands) {
+  int64_t cp = p.cpRanks(), tp = p.tpRanks();
+  int64_t heads = op.getNumHeads() / tp, kv = op.getNumKvHeads() / tp;
+  if (heads % cp != 0)
+    return op.emitError() << "a2a context parallelism splits each tp rank's "
+                          << heads << " query heads over cp " << cp
+                          << ", which does not divide them";
+  if (op.getNumKvHeads() < tp)
+    return op.emitError() << "a2a context parallelism with fewer kv heads ("
+                          << op.getNumKvHeads() << ") than tp ranks (" << tp
+                          << ") is not implemented yet";
+  int64_t factor = 1;
+  if (kv % cp != 0) {
+    if (cp % kv != 0)
+      return op.emitError() << "a2a context parallelism: " << kv
+                            << " kv heads per tp rank and cp " << cp
+                            << ": one must divide the other";
+    factor = cp / kv;
+    // Each kv head repeated for the cp ranks whose query heads read it.
+    bool same = op.getKey() == op.getValue();
+    OpBuilder &b = p.builder();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op);
+    for (unsigned i : {1u, 2u}) {
+      if (i == 2 && same) {
+        op->setOperand(2, op->getOperand(1));
+        break;
+      }
+      Value x = op->getOperand(i);
+      auto type = cast<RankedTensorType>(x.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape.back() *= factor;
+      auto repeated = b.create<RepeatKvOp>(op.getLoc(), type.clone(shape), x,
+                                           factor, op.getHeadDim());
+      op->setOperand(i, repeated);
+      if (failed(p.inferResults(repeated)))
+        return failure();
+    }
+    op.setNumKvHeads(op.getNumKvHeads() * factor);
+  }
+  for (unsigned i : operands) {
+    Value x = op->getOperand(i);
+    int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+    if (failed(p.require(op, i, ulyssesLayout(getDist(x), rank, p.cp()))))
+      return failure();
+  }
+  return factor;
+}
+
+/// Reshards result `r` of `op` (typed in Ulysses' layout) back to the
+/// sequence layout of `like` for its users; with `factor` > 1 then sums the
+/// gradients of a kv head's copies.
+LogicalResult ulyssesResult(Operation *op, Value r, DistAttr like,
+                            int64_t factor, int64_t headDim, Propagation &p) {
+  OpBuilder &b = p.builder();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfter(op);
+  auto type = cast<RankedTensorType>(r.getType());
+  DistAttr back = sequenceLayout(getDist(r), type.getRank(), like, p.cp());
+  Value v = b.create<ReshardOp>(op->getLoc(), withDist(type, back), r);
+  r.replaceAllUsesExcept(v, v.getDefiningOp());
+  if (factor == 1)
+    return success();
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() /= factor;
+  auto summed = b.create<RepeatKvGradOp>(op->getLoc(), type.clone(shape), v,
+                                         factor, headDim);
+  v.replaceAllUsesExcept(summed, summed);
+  return p.inferResults(summed);
+}
+
 struct AttentionRule : Model<AttentionRule, AttentionOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<AttentionOp>(o);
-    if (failed(contextParallel(op, p)))
+    FailureOr<StringRef> cp = cpCommType(op, p);
+    if (failed(cp) || failed(contextParallel(op, p)))
       return failure();
-    if (p.tp().empty())
-      return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
-    FailureOr<bool> repeat = repeatKv(op, p);
-    if (failed(repeat))
-      return failure();
-    if (*repeat) {
-      if (failed(repeatedKvPair(o, op.getNumKvHeads(), op.getHeadDim(), p)))
+    if (!p.tp().empty()) {
+      FailureOr<bool> repeat = repeatKv(op, p);
+      if (failed(repeat))
         return failure();
-      op.setNumKvHeads(p.tpRanks());
+      if (*repeat) {
+        if (failed(repeatedKvPair(o, op.getNumKvHeads(), op.getHeadDim(), p)))
+          return failure();
+        op.setNumKvHeads(p.tpRanks());
+      }
+    } else {
+      p.settle(o);
     }
-    return p.inferResults(o);
+    if (*cp != "a2a")
+      return p.inferResults(o);
+    DistAttr like = getDist(op.getQuery());
+    FailureOr<int64_t> factor = ulyssesOperands(op, p, {0, 1, 2});
+    if (failed(factor) || failed(p.inferResults(o)))
+      return failure();
+    // The log-sum-exp stays in Ulysses' layout: the backward reads it so.
+    return ulyssesResult(o, op.getResult(), like, 1, op.getHeadDim(), p);
   }
 };
 
 struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<AttentionGradOp>(o);
-    if (failed(contextParallel(op, p)))
+    FailureOr<StringRef> cp = cpCommType(op, p);
+    if (failed(cp) || failed(contextParallel(op, p)))
       return failure();
+    if (*cp == "a2a")
+      return ulysses(op, p);
     if (p.tp().empty())
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     FailureOr<bool> repeat = repeatKv(op, p);
@@ -421,6 +544,42 @@ struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
           failed(p.inferResults(summed)))
         return failure();
     }
+    return success();
+  }
+
+  /// Ulysses' backward: q, k, v, the output and its gradient exchanged to
+  /// the heads layout (the log-sum-exp is in it already), the gradients
+  /// exchanged back.
+  static LogicalResult ulysses(AttentionGradOp op, Propagation &p) {
+    if (!p.tp().empty()) {
+      FailureOr<bool> repeat = repeatKv(op, p);
+      if (failed(repeat))
+        return failure();
+      if (*repeat)
+        return op.emitError() << "a2a context parallelism with fewer kv heads "
+                                 "than tp ranks is not implemented yet";
+    } else {
+      p.settle(op);
+    }
+    DistAttr like = getDist(op.getQuery());
+    int64_t kvBefore = op.getNumKvHeads();
+    FailureOr<int64_t> factor = ulyssesOperands(op, p, {0, 1, 2, 3, 5});
+    if (failed(factor))
+      return failure();
+    if (*factor > 1) {
+      // The gradients are those of the repeated k and v.
+      op.getKeyGrad().setType(op.getKey().getType());
+      op.getValueGrad().setType(op.getValue().getType());
+    }
+    if (failed(p.inferResults(op)))
+      return failure();
+    (void)kvBefore;
+    if (failed(ulyssesResult(op, op.getQueryGrad(), like, 1, op.getHeadDim(),
+                             p)))
+      return failure();
+    for (Value g : {op.getKeyGrad(), op.getValueGrad()})
+      if (failed(ulyssesResult(op, g, like, *factor, op.getHeadDim(), p)))
+        return failure();
     return success();
   }
 };

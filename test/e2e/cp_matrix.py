@@ -196,7 +196,7 @@ def slice_matrix(comms, layers):
         yield Plan(*shapes[i % len(shapes)], comms[i % len(comms)])
     if len(comms) > 1:
         yield Plan("llama-tiny", 2, 1, False, 1,
-                   [comms[l % len(comms)] for l in range(layers["llama-tiny"])])
+                   [comms[(l + 1) % len(comms)] for l in range(layers["llama-tiny"])])
 
 
 def volumes(v):
@@ -236,6 +236,18 @@ def ring_analytic(config, plan):
     hops = rings * (plan.cp - 1)
     return {"forward": (2 * hops, 2 * hops * tensor),
             "backward": (4 * hops, 4 * hops * tensor)}
+
+
+def a2a_fits(config, plan):
+    """Whether a2a layers of `plan` can split each tp rank's query heads over
+    cp."""
+    comms = [plan.comm] if isinstance(plan.comm, str) else list(plan.comm or [])
+    if plan.cp == 1 or "a2a" not in comms:
+        return True
+    with open(config) as f:
+        c = json.load(f)
+    heads = c.get("n_head") or c["num_attention_heads"]
+    return (heads // plan.tp) % plan.cp == 0
 
 
 def layers_of(config):
@@ -310,6 +322,18 @@ def main():
         for p in [Plan(model, 1, 1, False, dp, None)
                   for dp in sorted({p.dp for p in mine})] + mine:
             out = os.path.join(args.work, p.name)
+            if not a2a_fits(config, p):
+                # Ulysses splits each tp rank's query heads over cp: a plan
+                # where they do not divide is a named error.
+                bad = subprocess.run([tool("loom-compile"), mlir, "--train", "-o", out,
+                                      "--quiet"] + p.flags(), text=True,
+                                     capture_output=True)
+                if bad.returncode == 0 or "which does not divide them" not in bad.stderr:
+                    sys.exit("FAIL: %s: expected the error about query heads, got:\n%s"
+                             % (p.name, bad.stderr))
+                print("%s: rejected (query heads per tp rank do not divide over cp)"
+                      % p.name)
+                continue
             report = compile_plan([tool("loom-compile"), mlir, "--train", "-o", out,
                                    "--quiet", "--report"] + p.flags(), out)
             vol = reported(report)

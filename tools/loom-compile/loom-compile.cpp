@@ -152,6 +152,10 @@ int main(int argc, char **argv) {
   loom::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A user's error names the place and the problem; the op it was found on,
+  // printed whole (a module for plan errors), helps only a compiler
+  // developer, who can run loom-opt.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 

@@ -87,3 +87,38 @@ module attributes {tfm.plan = #tfm.plan<cp = 2>} {
     return %loss, %g : tensor<f32>, tensor<1x8x32xf32>
   }
 }
+
+// -----
+
+// a2a (Ulysses): q, k and v are exchanged, heads for sequence, by one
+// all-to-all over cp; the sequence stays in the load-balanced chunk order
+// (the kernel reads every token's position, so no reorder), each rank
+// attends with half the heads; the output goes back the same way.
+// CHECK-LABEL: func.func @ulysses
+// CHECK: %[[A:.*]] = tfm.reshard %{{.*}} : tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [cp] zigzag(2)]>> -> tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [] zigzag(2), [cp]]>>
+// CHECK: %[[O:.*]], %{{.*}} = tfm.attention %[[A]], %[[A]], %[[A]]
+// CHECK: tfm.reshard %[[O]] : tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [] zigzag(2), [cp]]>> -> tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [cp] zigzag(2)]>>
+// SHARD-LABEL: func.func @ulysses
+// SHARD: mesh.all_to_all %{{.*}} on @dense mesh_axes = [2] split_axis = 2 concat_axis = 1 : tensor<1x4x16xf32, {{.*}}> -> tensor<1x8x8xf32,
+// SHARD-NOT: tfm.permute_chunks
+// SHARD: tfm.attention {{.*}} heads 1 kv_heads 1
+// SHARD: mesh.all_to_all %{{.*}} on @dense mesh_axes = [2] split_axis = 1 concat_axis = 2 : tensor<1x8x8xf32, {{.*}}> -> tensor<1x4x16xf32,
+module attributes {tfm.plan = #tfm.plan<cp = 2, cp_comm_type = ["a2a"]>} {
+  mesh.mesh @dense(shape = 1x1x2x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @wte init(ones) : tensor<32x16xf32>
+  func.func @ulysses(%t: tensor<1x8xi32> {tfm.input = "tokens"}) -> tensor<1x8x16xf32> {
+    %x = tfm.block embedding ins(%t : tensor<1x8xi32>) -> tensor<1x8x16xf32> {
+    ^bb0(%ids: tensor<1x8xi32>):
+      %wte = tfm.get_param @wte : tensor<32x16xf32>
+      %e = tfm.embedding %ids, %wte : tensor<1x8xi32>, tensor<32x16xf32> -> tensor<1x8x16xf32>
+      tfm.yield %e : tensor<1x8x16xf32>
+    }
+    %o0 = tfm.block layer 0 ins(%x : tensor<1x8x16xf32>) -> tensor<1x8x16xf32> {
+    ^bb0(%h: tensor<1x8x16xf32>):
+      %o, %lse = tfm.attention %h, %h, %h heads 2 kv_heads 2 head_dim 8 scale 0.35 mask causal : tensor<1x8x16xf32>, tensor<1x8x16xf32>, tensor<1x8x16xf32> -> tensor<1x8x16xf32>, tensor<1x2x8xf32>
+      %s = tfm.add %o, %h : tensor<1x8x16xf32>
+      tfm.yield %s : tensor<1x8x16xf32>
+    }
+    return %o0 : tensor<1x8x16xf32>
+  }
+}

@@ -121,17 +121,6 @@ module attributes {tfm.local_shapes} {
 
 // -----
 
-// Test: the axes of a dim follow the mesh's order
-module attributes {tfm.local_shapes} {
-  mesh.mesh @dense(shape = 2x2) {tfm.mesh_axes = ["cp", "tp"]}
-  // expected-error-re @+1 {{distribution {{.*}} splits dim 0 over axes out of the mesh's order}}
-  func.func @f(%x: tensor<4xf32, #tfm.dist<@dense, [[tp, cp]]>>) {
-    return
-  }
-}
-
-// -----
-
 // Test: every value of sharded IR has a distribution
 module attributes {tfm.local_shapes} {
   mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
