@@ -70,7 +70,8 @@ void buildTfmPlanPipeline(mlir::OpPassManager &pm,
 void buildTfmShardPipeline(mlir::OpPassManager &pm);
 
 /// prepare: the part of the lowering that fixes entry signatures:
-/// tfm-inline-blocks, tfm-params-to-args, tfm-comms-to-args.
+/// tfm-inline-blocks, tfm-expand-ring-attention, tfm-params-to-args,
+/// tfm-comms-to-args.
 void buildTfmPrepareLoweringPipeline(mlir::OpPassManager &pm);
 
 /// tfm ops -> runtime calls on buffers: tfm-lower-to-runtime, results to

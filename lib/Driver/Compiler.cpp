@@ -7,9 +7,9 @@
 // The stages, as loom-compile prints them:
 //   1. plan           attach #tfm.plan, build the process groups and meshes
 //   2. differentiate  @train_step (with --train)
-//   3. shard          tensor-parallel layers
-//   4. prepare        inline blocks, parameters and communicators become
-//                     arguments
+//   3. shard          tensor- and context-parallel layers
+//   4. prepare        inline blocks, ring attention step by step,
+//                     parameters and communicators become arguments
 //   5. lower          tfm -> runtime calls -> LLVM dialect
 //   6. codegen        LLVM IR -> object file (in process)
 //   7. link           object + runtime -> one executable per rank
@@ -428,6 +428,32 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     placements[p.name] = *placement;
   }
   SmallVector<func::FuncOp> entryFuncs = entryPoints(module);
+  // The group the rank program reduces parameter gradients over: dp, or
+  // with context parallelism dp x cp, whose gradients leave the train step
+  // partial sums over cp (tfm-propagate-distribution), every one of them.
+  std::string gradientGroup = "dp";
+  for (func::FuncOp f : entryFuncs)
+    for (unsigned i = 0; i < f.getNumResults(); ++i) {
+      auto name =
+          f.getResultAttrOfType<StringAttr>(i, tfm::kGradResultAttrName);
+      if (!name)
+        continue;
+      tfm::DistAttr d = tfm::getDist(f.getResultTypes()[i]);
+      SmallVector<StringRef> partial;
+      if (d)
+        partial = d.getPartialAxes();
+      bool overCp = partial.size() == 1 &&
+                    partial[0] == rankgen::dimName(rankgen::Dim::CP) &&
+                    d.getReduction() == mesh::ReductionKind::Sum;
+      if (config.cp > 1 != overCp)
+        return fail("the gradient of " + name.getValue().str() + " leaves @" +
+                    f.getName().str() + " " + tfm::describe(d) +
+                    "; the rank program reduces gradients over " +
+                    (config.cp > 1 ? "dp x cp and needs them partial over cp"
+                                   : "dp and needs them whole"));
+      if (config.cp > 1)
+        gradientGroup = "dp-cp";
+    }
   SmallVector<std::pair<std::string, EntryVolume>> volumes;
   int64_t repeatedKv = 0;
   for (func::FuncOp f : entryFuncs) {
@@ -602,6 +628,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"vocab_size", vocab},
       {"eod_token_id", nullptr},
       {"groups", std::move(groups)},
+      {"gradient_group", gradientGroup},
       {"ranks", std::move(ranks)},
       {"params", std::move(paramsJson)},
       {"entries", std::move(entries)}};

@@ -6,7 +6,8 @@
 //
 // From tfm ops at local shapes to LLVM dialect code that calls the runtime:
 //
-//   tfm-inline-blocks -> tfm-params-to-args -> tfm-lower-to-runtime
+//   tfm-inline-blocks -> tfm-expand-ring-attention -> tfm-params-to-args
+//   -> tfm-comms-to-args -> tfm-lower-to-runtime
 //   -> (upstream: buffer-results-to-out-params, buffer deallocation,
 //       arith/memref/func to LLVM) -> tfm-emit-entry
 //

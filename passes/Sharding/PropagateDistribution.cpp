@@ -14,7 +14,8 @@
 // they leave those layers, and a partial activation saved for backward
 // would be reduced twice). Parameter gradients are the exception: they may leave
 // partial, summed with their other contributions, and leave the function
-// distributed like their parameters.
+// distributed like their parameters (partial over cp: the rank program
+// reduces them over dp x cp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,13 +62,21 @@ public:
       return failure();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     // Parameter gradients leave distributed like their parameters (a
-    // sequence-parallel norm's weight gradient is all-reduced here).
+    // sequence-parallel norm's weight gradient is all-reduced here), still
+    // partial over cp: the rank program sums them over dp x cp once a step,
+    // as Megatron reduces over its data-parallel group with cp.
     for (unsigned i = 0; i < ret.getNumOperands(); ++i)
       if (auto name = func.getResultAttrOfType<StringAttr>(
               i, tfm::kGradResultAttrName))
-        if (DistAttr d = p.paramDist(name.getValue()))
+        if (DistAttr d = p.paramDist(name.getValue())) {
+          DistAttr grad = tfm::getDist(ret.getOperand(i));
+          if (!p.cp().empty() &&
+              llvm::is_contained(grad.getPartialAxes(), p.cp()) &&
+              grad.getReduction() == mesh::ReductionKind::Sum)
+            d = d.withPartial({p.cp()});
           if (failed(p.require(ret, i, d)))
             return failure();
+        }
     func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
                                    ret.getOperandTypes()));
     return success();

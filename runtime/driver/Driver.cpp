@@ -453,6 +453,9 @@ private:
   float loss = 0.0f;
   FILE *metrics = nullptr;
   int64_t dpSize = 1, dpRank = 0;
+  // The group the gradients are reduced over and the distributed optimizer
+  // shards over: dp, or with context parallelism dp x cp.
+  int64_t gradSize = 1, gradRank = 0;
   int64_t samplesPerStep = 1;
 
   // Training (--train).
@@ -524,6 +527,7 @@ void Run::setUp() {
                   " but this job has " + std::to_string(worldSize));
     me = &m.ranks[rank];
     std::tie(dpSize, dpRank) = m.dataParallel(rank);
+    std::tie(gradSize, gradRank) = m.gradientParallel(rank);
     samplesPerStep = m.microBatchSize * m.numMicrobatches * dpSize;
     // The loss is averaged over each data-parallel group: its members must
     // all produce one or all not.
@@ -552,6 +556,9 @@ void Run::createCommunicators() {
   std::set<std::string> kinds;
   if (m.groups.count("dp") && m.groups.at("dp")[0].size() > 1)
     kinds.insert("dp");
+  if (m.groups.count(m.gradientGroup) &&
+      m.groups.at(m.gradientGroup)[0].size() > 1)
+    kinds.insert(m.gradientGroup);
   // Pipeline stages that share the tied embedding sum its gradients.
   if (opts.train && m.groups.count("embedding"))
     for (const auto &g : m.groups.at("embedding"))
@@ -614,9 +621,9 @@ void Run::setUpTraining() {
 
     // The distributed optimizer slices a flat buffer that every rank of
     // the data-parallel group must lay out alike.
-    distributed = opts.useDistributedOptimizer && dpSize > 1;
+    distributed = opts.useDistributedOptimizer && gradSize > 1;
     const std::vector<int32_t> *dpGroup =
-        distributed ? m.groupOf("dp", rank)->first : nullptr;
+        distributed ? m.groupOf(m.gradientGroup, rank)->first : nullptr;
     auto inDpGroup = [&](int32_t r) {
       return std::find(dpGroup->begin(), dpGroup->end(), r) != dpGroup->end();
     };
@@ -669,8 +676,8 @@ void Run::setUpTraining() {
     }
 
     partition = flatPartition(m, rank, distributed);
-    ownBegin = partition.begin(distributed ? dpRank : 0);
-    ownEnd = partition.end(distributed ? dpRank : 0);
+    ownBegin = partition.begin(distributed ? gradRank : 0);
+    ownEnd = partition.end(distributed ? gradRank : 0);
     std::vector<int64_t> offsets, sizes;
     for (const TrainParam &t : trained) {
       offsets.push_back(t.offset);
@@ -942,16 +949,19 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   // Gradient sync once, after the last micro-batch: the data-parallel mean,
   // of the whole buffer or (distributed optimizer) of this rank's slice.
   // Both sum the same dp values per element, so for dp 2 the slice is
-  // bitwise the all-reduce's.
+  // bitwise the all-reduce's. With context parallelism the group is dp x cp
+  // (Megatron's data-parallel group with cp): each cp rank's gradient is its
+  // tokens' part, so the sum over cp is the micro-batch's gradient and the
+  // mean is still over dp.
   int64_t ownN = ownEnd - ownBegin;
   if (distributed) {
     int64_t shape[1] = {partition.padded()};
-    loomrt_reduce_scatter(comms.at("dp"), LOOMRT_F32, 1, shape, 0, mainGrads,
-                          gradShard);
+    loomrt_reduce_scatter(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0,
+                          mainGrads, gradShard);
     loomrt_scale(LOOMRT_F32, gradShard, ownN, float(1.0 / dpSize));
-  } else if (dpSize > 1) {
-    loomrt_all_reduce(comms.at("dp"), LOOMRT_F32, LOOMRT_SUM, mainGrads,
-                      mainGrads, trainedElements);
+  } else if (gradSize > 1) {
+    loomrt_all_reduce(comms.at(m.gradientGroup), LOOMRT_F32, LOOMRT_SUM,
+                      mainGrads, mainGrads, trainedElements);
     loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(1.0 / dpSize));
   }
   // Megatron's _allreduce_word_embedding_grads, after the data-parallel
@@ -1081,9 +1091,9 @@ void Run::reportOptimizerMemory() {
               rank, double(slice * perElement) / mib, what.c_str(),
               ownEnd - ownBegin);
   if (distributed)
-    std::printf(" of %" PRId64 " elements; distributed over dp %" PRId64
+    std::printf(" of %" PRId64 " elements; distributed over %s %" PRId64
                 ", %.3f MiB without)",
-                trainedElements, dpSize,
+                trainedElements, m.gradientGroup.c_str(), gradSize,
                 double(trainedElements * perElement) / mib);
   else
     std::printf(" elements)");
@@ -1102,7 +1112,8 @@ float *Run::mainOf(const FlatPiece &pc) const {
 
 void Run::allGatherFlat(const float *slice, float *full) {
   int64_t shape[1] = {partition.shardSize()};
-  loomrt_all_gather(comms.at("dp"), LOOMRT_F32, 1, shape, 0, slice, full);
+  loomrt_all_gather(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0, slice,
+                    full);
 }
 
 void Run::allGatherParams() {
@@ -1116,7 +1127,7 @@ void Run::allGatherParams() {
     loomrt_cast(LOOMRT_F32, mainOf(pc), gatherDtype,
                 send + (pc.flatOffset - ownBegin) * w, pc.n);
   int64_t shape[1] = {partition.shardSize()};
-  loomrt_all_gather(comms.at("dp"), gatherDtype, 1, shape, 0, send,
+  loomrt_all_gather(comms.at(m.gradientGroup), gatherDtype, 1, shape, 0, send,
                     mainGrads);
   const char *recv = reinterpret_cast<const char *>(mainGrads);
   for (const TrainParam &t : trained)
@@ -1548,7 +1559,7 @@ void Run::loadShardedOptimizer() {
   // distributed optimizer); the saving run may have used the other
   // optimizer, so each rank takes its range from whichever files hold it.
   std::vector<int32_t> group = {rank};
-  if (auto g = m.groupOf("dp", rank))
+  if (auto g = m.groupOf(m.gradientGroup, rank))
     group = *g->first;
   std::vector<std::pair<int64_t, int64_t>> read;
   for (int32_t peer : group) {

@@ -171,6 +171,12 @@ std::pair<int64_t, int64_t> Manifest::dataParallel(int32_t rank) const {
   return {1, 0};
 }
 
+std::pair<int64_t, int64_t> Manifest::gradientParallel(int32_t rank) const {
+  if (auto g = groupOf(gradientGroup, rank))
+    return {int64_t(g->first->size()), g->second};
+  return {1, 0};
+}
+
 void checkTiling(const std::vector<Box> &boxes, const Shape &shape,
                  const std::string &what) {
   int64_t covered = 0;
@@ -724,6 +730,12 @@ Manifest parseManifest(const std::string &text, const std::string &what) {
   }
 
   parseGroups(r, root, m);
+  if (const json *g = r.optMember(root, "gradient_group")) {
+    m.gradientGroup = r.string(*g, "gradient_group");
+    if (m.gradientGroup != "dp" && !m.groups.count(m.gradientGroup))
+      r.fail("gradient_group", "\"" + m.gradientGroup +
+                                   "\" is not a group kind of \"groups\"");
+  }
   parseParams(r, root, m);
   m.indexParams();
   buildHfTensors(r, m);

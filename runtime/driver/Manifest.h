@@ -186,6 +186,12 @@ struct Manifest {
   /// Data-parallel size and this rank's index in its data-parallel group
   /// (1 and 0 without "dp" groups).
   std::pair<int64_t, int64_t> dataParallel(int32_t rank) const;
+  /// The group kind over which parameter gradients are reduced and the
+  /// distributed optimizer shards: "dp", or with context parallelism
+  /// Megatron's "dp-cp" (the gradients are partial sums over cp).
+  std::string gradientGroup = "dp";
+  /// Its size and this rank's index in it (1 and 0 without such groups).
+  std::pair<int64_t, int64_t> gradientParallel(int32_t rank) const;
 };
 
 /// Parses and validates manifest text; `what` names the source in errors

@@ -24,7 +24,7 @@ const char *const kShardedMainParam = "optimizer.main_param";
 
 FlatSlice optimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
   DpPartition part = flatPartition(m, rank, distributed);
-  int64_t dpRank = part.dpSize > 1 ? m.dataParallel(rank).second : 0;
+  int64_t dpRank = part.dpSize > 1 ? m.gradientParallel(rank).second : 0;
   return {part.elements, part.begin(dpRank), part.end(dpRank)};
 }
 
@@ -35,7 +35,7 @@ std::string shardFileName(int32_t rank) {
 }
 
 bool writesOptimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
-  auto [dpSize, dpRank] = m.dataParallel(rank);
+  auto [dpSize, dpRank] = m.gradientParallel(rank);
   return (distributed && dpSize > 1) || dpRank == 0;
 }
 

@@ -84,7 +84,7 @@ StageSharing findStageSharing(const Manifest &m, int32_t rank) {
 }
 
 DpPartition flatPartition(const Manifest &m, int32_t rank, bool distributed) {
-  auto [dpSize, dpRank] = m.dataParallel(rank);
+  auto [dpSize, dpRank] = m.gradientParallel(rank);
   DpPartition part{heldElements(m, rank), distributed ? dpSize : 1};
   if (part.dpSize == 1)
     return part;

@@ -238,6 +238,12 @@ def ring_analytic(config, plan):
             "backward": (4 * hops, 4 * hops * tensor)}
 
 
+def distributed(plan):
+    """cp plans with dp > 1 run Megatron's distributed optimizer, sharded over
+    dp x cp (cp 1 runs the plain one: the same numbers)."""
+    return ["--use-distributed-optimizer"] if plan.cp > 1 and plan.dp > 1 else []
+
+
 def a2a_fits(config, plan):
     """Whether a2a layers of `plan` can split each tp rank's query heads over
     cp."""
@@ -346,7 +352,7 @@ def main():
                        "--seed", "5", "--load", start]
                       + (data if p.name != args.perturb else
                          ["--data", shifted, "--data-format", "int32"])
-                      + OPT + ["--metrics-jsonl", jsonl, "--save", ckpt,
+                      + OPT + distributed(p) + ["--metrics-jsonl", jsonl, "--save", ckpt,
                                "--dump-grads", grads,
                                "--check-weight-hash-interval", "1"])
             if "resuming" in log:
