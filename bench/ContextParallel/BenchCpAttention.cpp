@@ -22,14 +22,19 @@
 //              when cp does not divide them) over the whole sequence kept in
 //              the load-balanced order, causal by positions.
 //
-// Each time is the median of --reps repetitions. Next to the times it prints
+// Defaults: S = 4096 (B = 1), 8 query heads, 8 and then 2 kv heads, head
+// dim 64, f32, cp 1, 2, 4, 3 repetitions: about 2 minutes on 2 cores (S =
+// 8192 takes 4 times as long). Each time is the median of --reps
+// repetitions after --warmup untimed ones, run round-robin over the ranks so
+// that a slow spell of a shared machine hits them alike. Next to the times
+// it prints
 // the score elements the kernel computes per rank (it trims, per block of
 // 128 queries, the keys after the last one any of them sees, so key order
 // matters) against the causally visible ones, and the bytes each rank moves
 // per layer and micro-batch for each cp comm type (analytic, no MPI).
 //
 //   bench-cp-attention [--seq S] [--heads Nq] [--kv-heads 8,2] [--head-dim D]
-//                      [--cp 1,2,4] [--reps N] [--threads T]
+//                      [--cp 1,2,4] [--reps N] [--warmup N] [--threads T]
 //                      [--schemes p2p,naive,allgather,a2a] [--forward-only]
 //                      [--clock cpu|wall]
 //
@@ -49,6 +54,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -65,6 +71,7 @@ struct Options {
   std::vector<int64_t> cps = {1, 2, 4};
   std::vector<std::string> schemes = {"p2p", "naive", "allgather", "a2a"};
   int reps = 3;
+  int warmup = 1;
   int threads = 1;
   bool backward = true;
   bool cpuClock = true;
@@ -98,7 +105,8 @@ std::vector<int64_t> intList(const char *s) {
   std::fprintf(stderr,
                "bench-cp-attention: %s\nusage: bench-cp-attention [--seq S] "
                "[--heads Nq] [--kv-heads 8,2] [--head-dim D] [--cp 1,2,4] "
-               "[--reps N] [--threads T] [--schemes p2p,naive,allgather,a2a] "
+               "[--reps N] [--warmup N] [--threads T] "
+               "[--schemes p2p,naive,allgather,a2a] "
                "[--forward-only] [--clock cpu|wall]\n",
                msg);
   std::exit(2);
@@ -125,6 +133,8 @@ Options parse(int argc, char **argv) {
       o.cps = intList(value());
     else if (a == "--reps")
       o.reps = std::max(1, std::atoi(value()));
+    else if (a == "--warmup")
+      o.warmup = std::max(0, std::atoi(value()));
     else if (a == "--threads")
       o.threads = std::atoi(value());
     else if (a == "--schemes")
@@ -183,19 +193,14 @@ double nowMs() {
       .count();
 }
 
-/// Median time in ms of `reps` runs of `body`, `reset` (untimed) before
-/// each.
-double timeMs(int reps, const std::function<void()> &body,
+/// Time in ms of one run of `body`, `reset` (untimed) before it.
+double timeMs(const std::function<void()> &body,
               const std::function<void()> &reset = {}) {
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    if (reset)
-      reset();
-    const double t0 = nowMs();
-    body();
-    ms.push_back(nowMs() - t0);
-  }
-  return median(ms);
+  if (reset)
+    reset();
+  const double t0 = nowMs();
+  body();
+  return nowMs() - t0;
 }
 
 //===----------------------------------------------------------------------===//
@@ -316,131 +321,155 @@ struct Global {
 };
 
 //===----------------------------------------------------------------------===//
-// One rank's measurement
+// One rank's work
 //===----------------------------------------------------------------------===//
+
+/// A rank's inputs (owned by its closures), its forward and backward, and
+/// the work model of its calls.
+struct RankJob {
+  Work work;
+  std::function<void()> forward, backward, resetBackward;
+};
 
 struct RankResult {
   double fwd = 0, bwd = 0;
   Work work;
 };
 
-struct SchemeResult {
-  std::string scheme;
-  int64_t cp;
-  std::vector<RankResult> ranks;
-};
-
 const float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// Ring attention (p2p) of rank r.
-RankResult p2pRank(const Global &g, int64_t cp, int64_t r, const Options &o) {
+/// Ring attention (p2p) of rank r: the diagonal as a plain causal forward
+/// (Loom's lowering of the first ring step), then one section per other
+/// block in ring order; backward one section per block, the diagonal last.
+RankJob p2pRank(const Global &g, int64_t cp, int64_t r) {
+  struct State {
+    std::vector<float> q, dout, out, dq, lse;
+    std::vector<std::vector<float>> k, v, dk, dv;
+  };
+  auto st = std::make_shared<State>();
   const int64_t L = g.S / cp, c = L / 2;
   const int64_t qW = g.Nq * g.D, kvW = g.Nkv * g.D;
   std::vector<int32_t> pos = zigzagPositions(g.S, cp, r);
-  std::vector<float> q = gather(g.q, qW, pos, 0, qW),
-                     dout = gather(g.dout, qW, pos, 0, qW);
-  std::vector<std::vector<float>> k(static_cast<size_t>(cp)),
-      v(static_cast<size_t>(cp)), dk(static_cast<size_t>(cp)),
-      dv(static_cast<size_t>(cp));
+  st->q = gather(g.q, qW, pos, 0, qW);
+  st->dout = gather(g.dout, qW, pos, 0, qW);
+  st->out.assign(size_t(L * qW), 0.0f);
+  st->dq.assign(size_t(L * qW), 0.0f);
+  st->lse.assign(size_t(g.Nq * L), kNegInf);
   for (int64_t j = 0; j < cp; ++j) {
     std::vector<int32_t> pj = zigzagPositions(g.S, cp, j);
-    k[size_t(j)] = gather(g.k, kvW, pj, 0, kvW);
-    v[size_t(j)] = gather(g.v, kvW, pj, 0, kvW);
-    dk[size_t(j)].assign(size_t(L * kvW), 0.0f);
-    dv[size_t(j)].assign(size_t(L * kvW), 0.0f);
+    st->k.push_back(gather(g.k, kvW, pj, 0, kvW));
+    st->v.push_back(gather(g.v, kvW, pj, 0, kvW));
+    st->dk.emplace_back(size_t(L * kvW), 0.0f);
+    st->dv.emplace_back(size_t(L * kvW), 0.0f);
   }
-  std::vector<float> out(size_t(L * qW)), dq(size_t(L * qW));
-  std::vector<float> lse(size_t(g.Nq * L));
-  auto section = [&](int64_t j) {
-    return j < r ? LOOMRT_SECTION_LOWER : LOOMRT_SECTION_UPPER;
+  auto section = [r](int64_t j) {
+    return j == r  ? LOOMRT_SECTION_DIAGONAL
+           : j < r ? LOOMRT_SECTION_LOWER
+                   : LOOMRT_SECTION_UPPER;
   };
+  const Global *gp = &g;
 
-  RankResult res;
+  RankJob job;
   // Work: the diagonal on local indices, then half a tile per other block.
-  res.work += workOf(iota(0, L), iota(0, L), true).scaled(double(g.Nq));
-  res.work += Work{double(L * c), double(L * c)}.scaled(double(g.Nq * (cp - 1)));
-
-  res.fwd = timeMs(o.reps, [&] {
+  job.work += workOf(iota(0, L), iota(0, L), true).scaled(double(g.Nq));
+  job.work +=
+      Work{double(L * c), double(L * c)}.scaled(double(g.Nq * (cp - 1)));
+  job.forward = [st, gp, cp, r, L, section] {
+    const Global &g = *gp;
+    State &s = *st;
     loomrt_attention_forward(LOOMRT_F32, 1, L, L, g.Nq, g.Nkv, g.D, g.scale,
-                             1, nullptr, nullptr, nullptr, nullptr, q.data(),
-                             k[size_t(r)].data(), v[size_t(r)].data(),
-                             out.data(), lse.data());
+                             1, nullptr, nullptr, nullptr, nullptr, s.q.data(),
+                             s.k[size_t(r)].data(), s.v[size_t(r)].data(),
+                             s.out.data(), s.lse.data());
     // Ring order: block j = r-1, r-2, ... arrives at step r - j (mod cp).
     for (int64_t i = 1; i < cp; ++i) {
       const int64_t j = (r - i + cp) % cp;
       loomrt_attention_section_forward(
-          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), q.data(),
-          k[size_t(j)].data(), v[size_t(j)].data(), out.data(), lse.data());
+          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), s.q.data(),
+          s.k[size_t(j)].data(), s.v[size_t(j)].data(), s.out.data(),
+          s.lse.data());
     }
-  });
-  if (!o.backward)
-    return res;
-  res.bwd = timeMs(
-      o.reps,
-      [&] {
-        // Backward ring: block j = r+1, r+2, ..., the diagonal last.
-        for (int64_t i = 0; i < cp; ++i) {
-          const int64_t j = (r + 1 + i) % cp;
-          loomrt_attention_section_backward(
-              LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale,
-              j == r ? LOOMRT_SECTION_DIAGONAL : section(j), q.data(),
-              k[size_t(j)].data(), v[size_t(j)].data(), out.data(), lse.data(),
-              dout.data(), dq.data(), dk[size_t(j)].data(),
-              dv[size_t(j)].data());
-        }
-      },
-      [&] {
-        std::fill(dq.begin(), dq.end(), 0.0f);
-        for (int64_t j = 0; j < cp; ++j) {
-          std::fill(dk[size_t(j)].begin(), dk[size_t(j)].end(), 0.0f);
-          std::fill(dv[size_t(j)].begin(), dv[size_t(j)].end(), 0.0f);
-        }
-      });
-  return res;
+  };
+  job.backward = [st, gp, cp, r, L, section] {
+    const Global &g = *gp;
+    State &s = *st;
+    // Backward ring: block j = r+1, r+2, ..., the diagonal last.
+    for (int64_t i = 0; i < cp; ++i) {
+      const int64_t j = (r + 1 + i) % cp;
+      loomrt_attention_section_backward(
+          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), s.q.data(),
+          s.k[size_t(j)].data(), s.v[size_t(j)].data(), s.out.data(),
+          s.lse.data(), s.dout.data(), s.dq.data(), s.dk[size_t(j)].data(),
+          s.dv[size_t(j)].data());
+    }
+  };
+  // The sections accumulate: zero the gradients before each backward.
+  job.resetBackward = [st] {
+    std::fill(st->dq.begin(), st->dq.end(), 0.0f);
+    for (size_t j = 0; j < st->dk.size(); ++j) {
+      std::fill(st->dk[j].begin(), st->dk[j].end(), 0.0f);
+      std::fill(st->dv[j].begin(), st->dv[j].end(), 0.0f);
+    }
+  };
+  return job;
 }
 
 /// One plain attention call per rank: `qPos` rows of the queries (heads
 /// [h0, h0 + nq)) against `kPos` rows of the keys (kv heads [kh0, kh0 + nkv)
-/// of `k`/`v`, whose rows are `kvHeadsW` floats), causal by positions.
-RankResult plainRank(const Global &g, const std::vector<int32_t> &qPos,
-                     const std::vector<int32_t> &kPos, int64_t h0, int64_t nq,
-                     const std::vector<float> &kAll,
-                     const std::vector<float> &vAll, int64_t kvHeadsW,
-                     int64_t kh0, int64_t nkv, const Options &o) {
+/// of `kAll`/`vAll`, whose rows are `kvHeadsW` floats), causal by positions.
+RankJob plainRank(const Global &g, const std::vector<int32_t> &qPos,
+                  const std::vector<int32_t> &kPos, int64_t h0, int64_t nq,
+                  const std::vector<float> &kAll,
+                  const std::vector<float> &vAll, int64_t kvHeadsW,
+                  int64_t kh0, int64_t nkv) {
+  struct State {
+    std::vector<float> q, dout, k, v, out, dq, dk, dv, lse;
+    std::vector<int32_t> qPos, kPos;
+    const int32_t *qp = nullptr, *kp = nullptr;
+  };
+  auto st = std::make_shared<State>();
   const int64_t Sq = int64_t(qPos.size()), Sk = int64_t(kPos.size());
   const int64_t qW = g.Nq * g.D;
-  std::vector<float> q = gather(g.q, qW, qPos, h0 * g.D, nq * g.D),
-                     dout = gather(g.dout, qW, qPos, h0 * g.D, nq * g.D),
-                     k = gather(kAll, kvHeadsW, kPos, kh0 * g.D, nkv * g.D),
-                     v = gather(vAll, kvHeadsW, kPos, kh0 * g.D, nkv * g.D);
-  std::vector<float> out(q.size()), dq(q.size()), dk(k.size()), dv(k.size());
-  std::vector<float> lse(size_t(nq * Sq), kNegInf);
-  // NULL positions mean 0..n-1: skip the position arrays when they are.
+  st->q = gather(g.q, qW, qPos, h0 * g.D, nq * g.D);
+  st->dout = gather(g.dout, qW, qPos, h0 * g.D, nq * g.D);
+  st->k = gather(kAll, kvHeadsW, kPos, kh0 * g.D, nkv * g.D);
+  st->v = gather(vAll, kvHeadsW, kPos, kh0 * g.D, nkv * g.D);
+  st->out.assign(st->q.size(), 0.0f);
+  st->dq.assign(st->q.size(), 0.0f);
+  st->dk.assign(st->k.size(), 0.0f);
+  st->dv.assign(st->k.size(), 0.0f);
+  st->lse.assign(size_t(nq * Sq), kNegInf);
+  st->qPos = qPos;
+  st->kPos = kPos;
+  // NULL positions mean 0..n-1: pass none when they are.
   auto natural = [](const std::vector<int32_t> &p) {
     for (size_t i = 0; i < p.size(); ++i)
       if (p[i] != int32_t(i))
         return false;
     return true;
   };
-  const int32_t *qp = natural(qPos) ? nullptr : qPos.data();
-  const int32_t *kp = natural(kPos) ? nullptr : kPos.data();
+  st->qp = natural(qPos) ? nullptr : st->qPos.data();
+  st->kp = natural(kPos) ? nullptr : st->kPos.data();
+  const int64_t D = g.D;
+  const float scale = g.scale;
 
-  RankResult res;
-  res.work = workOf(qPos, kPos, true).scaled(double(nq));
-  res.fwd = timeMs(o.reps, [&] {
-    loomrt_attention_forward(LOOMRT_F32, 1, Sq, Sk, nq, nkv, g.D, g.scale, 1,
-                             qp, kp, nullptr, nullptr, q.data(), k.data(),
-                             v.data(), out.data(), lse.data());
-  });
-  if (o.backward)
-    res.bwd = timeMs(o.reps, [&] {
-      loomrt_attention_backward(LOOMRT_F32, 1, Sq, Sk, nq, nkv, g.D, g.scale,
-                                1, qp, kp, nullptr, nullptr, q.data(),
-                                k.data(), v.data(), out.data(), lse.data(),
-                                dout.data(), dq.data(), dk.data(), dv.data(),
-                                /*accumulate=*/0);
-    });
-  return res;
+  RankJob job;
+  job.work = workOf(qPos, kPos, true).scaled(double(nq));
+  job.forward = [st, Sq, Sk, nq, nkv, D, scale] {
+    State &s = *st;
+    loomrt_attention_forward(LOOMRT_F32, 1, Sq, Sk, nq, nkv, D, scale, 1, s.qp,
+                             s.kp, nullptr, nullptr, s.q.data(), s.k.data(),
+                             s.v.data(), s.out.data(), s.lse.data());
+  };
+  job.backward = [st, Sq, Sk, nq, nkv, D, scale] {
+    State &s = *st;
+    loomrt_attention_backward(LOOMRT_F32, 1, Sq, Sk, nq, nkv, D, scale, 1,
+                              s.qp, s.kp, nullptr, nullptr, s.q.data(),
+                              s.k.data(), s.v.data(), s.out.data(),
+                              s.lse.data(), s.dout.data(), s.dq.data(),
+                              s.dk.data(), s.dv.data(), /*accumulate=*/0);
+  };
+  return job;
 }
 
 /// The a2a kv repeat factor (Loom repeats kv heads that cp does not divide;
@@ -454,10 +483,16 @@ int64_t a2aFactor(int64_t Nq, int64_t Nkv, int64_t cp) {
   return cp % Nkv == 0 ? cp / Nkv : 0;
 }
 
-SchemeResult runScheme(const Global &g, const std::string &scheme, int64_t cp,
-                       const Options &o) {
-  SchemeResult sr{scheme, cp, {}};
+/// Every rank's job of `scheme` at `cp` (cp 1: the whole sequence).
+std::vector<RankJob> makeJobs(const Global &g, const std::string &scheme,
+                              int64_t cp) {
+  std::vector<RankJob> jobs;
   const int64_t kvW = g.Nkv * g.D;
+  if (cp == 1) {
+    jobs.push_back(plainRank(g, iota(0, g.S), iota(0, g.S), 0, g.Nq, g.k, g.v,
+                             kvW, 0, g.Nkv));
+    return jobs;
+  }
   std::vector<float> kRep, vRep;
   int64_t factor = 1;
   if (scheme == "a2a") {
@@ -467,23 +502,53 @@ SchemeResult runScheme(const Global &g, const std::string &scheme, int64_t cp,
   }
   for (int64_t r = 0; r < cp; ++r) {
     if (scheme == "p2p") {
-      sr.ranks.push_back(p2pRank(g, cp, r, o));
+      jobs.push_back(p2pRank(g, cp, r));
     } else if (scheme == "naive") {
       const int64_t n = g.S / cp;
-      sr.ranks.push_back(plainRank(g, iota(r * n, n), iota(0, (r + 1) * n), 0,
-                                   g.Nq, g.k, g.v, kvW, 0, g.Nkv, o));
+      jobs.push_back(plainRank(g, iota(r * n, n), iota(0, (r + 1) * n), 0,
+                               g.Nq, g.k, g.v, kvW, 0, g.Nkv));
     } else if (scheme == "allgather") {
-      sr.ranks.push_back(plainRank(g, zigzagPositions(g.S, cp, r),
-                                   iota(0, g.S), 0, g.Nq, g.k, g.v, kvW, 0,
-                                   g.Nkv, o));
+      jobs.push_back(plainRank(g, zigzagPositions(g.S, cp, r), iota(0, g.S),
+                               0, g.Nq, g.k, g.v, kvW, 0, g.Nkv));
     } else { // a2a
       const int64_t nkv = g.Nkv * factor / cp, nq = g.Nq / cp;
       std::vector<int32_t> order = rankOrderPositions(g.S, cp);
-      sr.ranks.push_back(plainRank(g, order, order, r * nq, nq, kRep, vRep,
-                                   g.Nkv * factor * g.D, r * nkv, nkv, o));
+      jobs.push_back(plainRank(g, order, order, r * nq, nq, kRep, vRep,
+                               g.Nkv * factor * g.D, r * nkv, nkv));
     }
   }
-  return sr;
+  return jobs;
+}
+
+/// Times every rank: the repetitions run round-robin over the ranks (rep 0
+/// of every rank, then rep 1, ...), so that a slow spell of a shared machine
+/// falls on all ranks alike; each rank's time is its median.
+std::vector<RankResult> measure(std::vector<RankJob> &jobs, const Options &o) {
+  const size_t n = jobs.size();
+  std::vector<std::vector<double>> fwd(n), bwd(n);
+  // The first --warmup rounds are not counted (a rank's first call runs
+  // about 20% slower).
+  for (int rep = 0; rep < o.warmup + o.reps; ++rep)
+    for (size_t r = 0; r < n; ++r) {
+      const double t = timeMs(jobs[r].forward);
+      if (rep >= o.warmup)
+        fwd[r].push_back(t);
+    }
+  // Each backward needs its rank's forward results, which are in place.
+  if (o.backward)
+    for (int rep = 0; rep < o.warmup + o.reps; ++rep)
+      for (size_t r = 0; r < n; ++r) {
+        const double t = timeMs(jobs[r].backward, jobs[r].resetBackward);
+        if (rep >= o.warmup)
+          bwd[r].push_back(t);
+      }
+  std::vector<RankResult> out(n);
+  for (size_t r = 0; r < n; ++r) {
+    out[r].fwd = median(fwd[r]);
+    out[r].bwd = o.backward ? median(bwd[r]) : 0.0;
+    out[r].work = jobs[r].work;
+  }
+  return out;
 }
 
 //===----------------------------------------------------------------------===//
@@ -590,9 +655,8 @@ void runVariant(const Options &o, int64_t Nkv) {
               loomrt_get_num_threads(), o.reps);
 
   // cp 1: the whole sequence, one causal call (every scheme's cp 1).
-  Options one = o;
-  RankResult whole = plainRank(g, iota(0, o.S), iota(0, o.S), 0, o.Nq, g.k,
-                               g.v, Nkv * o.D, 0, Nkv, one);
+  std::vector<RankJob> wholeJob = makeJobs(g, "", 1);
+  const RankResult whole = measure(wholeJob, o)[0];
   const double wholeFB = whole.fwd + whole.bwd;
 
   std::string hdr;
@@ -643,12 +707,15 @@ void runVariant(const Options &o, int64_t Nkv) {
                     (long long)Nkv);
         continue;
       }
-      SchemeResult sr = runScheme(g, scheme, cp, o);
-      row(scheme.c_str(), cp, "fwd", sr.ranks, &RankResult::fwd, whole.fwd,
-          true);
+      std::vector<RankResult> ranks;
+      {
+        std::vector<RankJob> jobs = makeJobs(g, scheme, cp);
+        ranks = measure(jobs, o);
+      }
+      row(scheme.c_str(), cp, "fwd", ranks, &RankResult::fwd, whole.fwd, true);
       if (o.backward) {
-        row("", cp, "bwd", sr.ranks, &RankResult::bwd, whole.bwd, false);
-        std::vector<RankResult> fb = sr.ranks;
+        row("", cp, "bwd", ranks, &RankResult::bwd, whole.bwd, false);
+        std::vector<RankResult> fb = ranks;
         for (RankResult &r : fb)
           r.fwd += r.bwd;
         row("", cp, "f+b", fb, &RankResult::fwd, wholeFB, false);

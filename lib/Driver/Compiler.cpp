@@ -341,6 +341,15 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   auto tokensType = cast<RankedTensorType>(
       forward->getArgumentTypes()[*inputArgument(*forward, "tokens")]);
   auto model = module->getAttrOfType<DictionaryAttr>(tfm::kModelAttrName);
+  // The token whose loss --eod-mask-loss masks (the driver's loss mask).
+  std::optional<int64_t> eodMask;
+  if (o.eodMaskLoss) {
+    auto eod = model ? model.getAs<IntegerAttr>("eod_token_id") : IntegerAttr();
+    if (!eod)
+      return fail("--eod-mask-loss needs the end-of-document token id: import "
+                  "the model with loom-import --eod-token-id");
+    eodMask = eod.getInt();
+  }
   StringRef family = "gpt2";
   int64_t hidden = 0, vocab = 0, unpaddedVocab = 0;
   if (model) {
@@ -626,7 +635,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"num_microbatches", o.numMicrobatches},
       {"dtype", params.empty() ? "f32" : dtypeName(params.front().elementType)},
       {"vocab_size", vocab},
-      {"eod_token_id", nullptr},
+      {"eod_token_id", eodMask ? llvm::json::Value(*eodMask) : nullptr},
       {"groups", std::move(groups)},
       {"gradient_group", gradientGroup},
       {"ranks", std::move(ranks)},

@@ -232,6 +232,9 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
   model.append("micro_batch_size", b.getI64IntegerAttr(batch));
   model.append("seq_length", b.getI64IntegerAttr(seq));
   model.append("tie_word_embeddings", b.getBoolAttr(c.tieWordEmbeddings));
+  // The end-of-document token, for loom-compile --eod-mask-loss.
+  if (o.eodTokenId)
+    model.append("eod_token_id", b.getI64IntegerAttr(*o.eodTokenId));
   (*module)->setAttr(kModelAttrName, model.getDictionary(&ctx));
 
   b.setInsertionPointToEnd(module->getBody());

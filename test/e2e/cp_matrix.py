@@ -23,10 +23,8 @@
 #      also hold an end-of-document token at a position that depends on the
 #      template, which the loss mask leaves out (docs/MANIFEST.md, Data): the
 #      cp ranks of a micro-batch hold unequal numbers of loss tokens, which
-#      the [sum, count] reduction of the loss has to get right. loom-compile
-#      writes "eod_token_id": null whatever loom-import was told
-#      (--eod-token-id only serves the reset options), so the script sets it
-#      in every manifest.json it compiles, as test/Run's manifests do;
+#      the [sum, count] reduction of the loss has to get right (imported with
+#      --eod-token-id, compiled with Megatron's --eod-mask-loss);
 #   2. cp 1 (dp 1 and dp 2) is checked against the independent PyTorch
 #      implementation (torch_reference.py grads and train, float64) from the
 #      same checkpoint: first-step gradients, loss curve, grad norms and the
@@ -136,16 +134,13 @@ def run(cmd):
 
 
 def compile_plan(cmd, out):
-    """loom-compile, then the EOD of the loss mask in out/manifest.json."""
-    text = run(cmd)
-    path = os.path.join(out, "manifest.json")
-    with open(path) as f:
-        manifest = f.read()
-    null = '"eod_token_id": null'
-    if manifest.count(null) != 1:
-        sys.exit("FAIL: %s: expected one %s" % (path, null))
-    with open(path, "w") as f:
-        f.write(manifest.replace(null, '"eod_token_id": %d' % EOD))
+    """loom-compile with Megatron's --eod-mask-loss (the models are imported
+    with --eod-token-id EOD), so the cp ranks of a micro-batch hold unequal
+    numbers of loss tokens."""
+    text = run(cmd + ["--eod-mask-loss"])
+    with open(os.path.join(out, "manifest.json")) as f:
+        if json.load(f)["eod_token_id"] != EOD:
+            sys.exit("FAIL: %s: the manifest's eod_token_id is not %d" % (out, EOD))
     return text
 
 
@@ -305,11 +300,11 @@ def main():
         # 1. Pretrain at cp 1 on the structured data.
         mlir = os.path.join(args.work, model + ".mlir")
         run([tool("loom-import"), config, "--micro-batch-size", str(B),
-             "--seq-length", str(S), "-o", mlir])
+             "--seq-length", str(S), "--eod-token-id", str(EOD), "-o", mlir])
         pre_mlir = os.path.join(args.work, model + "-pretrain.mlir")
         pre = os.path.join(args.work, model + "-pretrain")
         run([tool("loom-import"), config, "--micro-batch-size", str(PRETRAIN_B),
-             "--seq-length", str(S), "-o", pre_mlir])
+             "--seq-length", str(S), "--eod-token-id", str(EOD), "-o", pre_mlir])
         compile_plan([tool("loom-compile"), pre_mlir, "--train", "-o", pre, "--quiet"], pre)
         run([tool("loom-run"), pre, "--train", "--steps", str(PRETRAIN_STEPS),
              "--seed", "5"] + data + PRETRAIN_OPT

@@ -88,6 +88,11 @@ static cl::opt<std::string> order("order", cl::init("tp-cp-ep-dp-pp"),
 static cl::opt<int64_t> numMicrobatches(
     "num-microbatches", cl::init(1),
     cl::desc("Micro-batches per step (default 1)"), cl::cat(category));
+static cl::opt<bool> eodMaskLoss(
+    "eod-mask-loss",
+    cl::desc("Leave end-of-document tokens out of the loss (Megatron's "
+             "--eod-mask-loss; the id given to loom-import --eod-token-id)"),
+    cl::cat(category));
 static cl::opt<bool> train(
     "train",
     cl::desc("Also compile @train_step: forward, backward and every "
@@ -178,6 +183,7 @@ int main(int argc, char **argv) {
   options.ep = ep;
   options.etp = etp;
   options.sequenceParallel = sp;
+  options.eodMaskLoss = eodMaskLoss;
   options.cpCommType.assign(cpCommType.begin(), cpCommType.end());
   options.hierarchicalCpSizes.assign(hierarchicalCp.begin(),
                                      hierarchicalCp.end());

@@ -34,6 +34,9 @@ struct CompileOptions {
   /// Parallel sizes (Megatron meanings); see #tfm.plan.
   int64_t tp = 1, cp = 1, dp = 1, pp = 1, vpp = 1, ep = 1, etp = 0;
   bool sequenceParallel = false;
+  /// Megatron's --eod-mask-loss: the loss skips end-of-document tokens (the
+  /// id the model was imported with, loom-import --eod-token-id).
+  bool eodMaskLoss = false;
   /// Context-parallel communication, one type or one per layer (empty: the
   /// default, p2p), and the hierarchical sizes of a2a+p2p.
   std::vector<std::string> cpCommType;
