@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/SequencePositions.h"
 
-#include <algorithm>
 #include <cmath>
 
 using namespace loomrt;
@@ -119,20 +119,6 @@ extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
 extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
                                           int64_t chunk, int32_t num_chunks,
                                           const int64_t *order, int32_t *pos) {
-  LOOMRT_CHECK(B >= 0 && L >= 0 && start >= 0 && chunk > 0 && num_chunks > 0,
-               "bad sizes B=%lld L=%lld start=%lld chunk=%lld chunks=%d",
-               (long long)B, (long long)L, (long long)start, (long long)chunk,
-               num_chunks);
-  LOOMRT_CHECK(start + L <= chunk * num_chunks,
-               "tokens [%lld, %lld) beyond a sequence of %lld", (long long)start,
-               (long long)(start + L), (long long)(chunk * num_chunks));
-  if (B * L == 0)
-    return;
-  LOOMRT_CHECK(pos, "NULL tensor");
-  for (int64_t i = 0; i < L; ++i) {
-    int64_t s = start + i, j = s / chunk;
-    pos[i] = int32_t((order ? order[j] : j) * chunk + s % chunk);
-  }
-  for (int64_t b = 1; b < B; ++b)
-    std::copy(pos, pos + L, pos + b * L);
+  if (loomrt::checkSequencePositions(B, L, start, chunk, num_chunks, pos))
+    loomrt::fillSequencePositions(B, L, start, chunk, order, pos);
 }

@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/SequencePositions.h"
 
-#include <algorithm>
 #include <vector>
 
 using namespace loomrt;
@@ -137,25 +137,12 @@ extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
 extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
                                           int64_t chunk, int32_t num_chunks,
                                           const int64_t *order, int32_t *pos) {
-  LOOMRT_CHECK(B >= 0 && L >= 0 && start >= 0 && chunk > 0 && num_chunks > 0,
-               "bad sizes B=%lld L=%lld start=%lld chunk=%lld chunks=%d",
-               (long long)B, (long long)L, (long long)start, (long long)chunk,
-               num_chunks);
-  LOOMRT_CHECK(start + L <= chunk * num_chunks,
-               "tokens [%lld, %lld) beyond a sequence of %lld", (long long)start,
-               (long long)(start + L), (long long)(chunk * num_chunks));
-  if (B * L == 0)
+  if (!loomrt::checkSequencePositions(B, L, start, chunk, num_chunks, pos))
     return;
-  LOOMRT_CHECK(pos, "NULL tensor");
   // A few positions per step, computed on the host (order is a host array)
   // and copied once.
   std::vector<int32_t> host(size_t(B * L));
-  for (int64_t i = 0; i < L; ++i) {
-    int64_t s = start + i, j = s / chunk;
-    host[i] = int32_t((order ? order[j] : j) * chunk + s % chunk);
-  }
-  for (int64_t b = 1; b < B; ++b)
-    std::copy(host.begin(), host.begin() + L, host.begin() + b * L);
+  loomrt::fillSequencePositions(B, L, start, chunk, order, host.data());
   CUDA_CHECK(cudaMemcpyAsync(pos, host.data(), host.size() * sizeof(int32_t),
                              cudaMemcpyHostToDevice, stream()));
   CUDA_CHECK(cudaStreamSynchronize(stream()));
