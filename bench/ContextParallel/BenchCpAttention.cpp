@@ -146,8 +146,7 @@ Options parse(int argc, char **argv) {
       if (c != "cpu" && c != "wall")
         usage("--clock takes cpu or wall");
       o.cpuClock = c == "cpu";
-    }
-    else if (a == "--help" || a == "-h")
+    } else if (a == "--help" || a == "-h")
       usage("help");
     else
       usage(("unknown flag " + a).c_str());
@@ -238,10 +237,11 @@ Work workOf(const std::vector<int32_t> &qPos, const std::vector<int32_t> &kPos,
     }
     w.computed += double(rows) * double(end);
     for (int64_t i = i0; i < i0 + rows; ++i)
-      w.visible += causal ? double(std::upper_bound(sorted.begin(),
-                                                    sorted.end(), qPos[i]) -
-                                   sorted.begin())
-                          : double(Sk);
+      w.visible +=
+          causal
+              ? double(std::upper_bound(sorted.begin(), sorted.end(), qPos[i]) -
+                       sorted.begin())
+              : double(Sk);
   }
   return w;
 }
@@ -308,9 +308,9 @@ std::vector<float> repeatHeads(const std::vector<float> &x, int64_t S,
   for (int64_t s = 0; s < S; ++s)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t f = 0; f < factor; ++f)
-        std::memcpy(out.data() + size_t((s * heads * factor + h * factor + f) * D),
-                    x.data() + size_t((s * heads + h) * D),
-                    size_t(D) * sizeof(float));
+        std::memcpy(
+            out.data() + size_t((s * heads * factor + h * factor + f) * D),
+            x.data() + size_t((s * heads + h) * D), size_t(D) * sizeof(float));
   return out;
 }
 
@@ -377,8 +377,8 @@ RankJob p2pRank(const Global &g, int64_t cp, int64_t r) {
   job.forward = [st, gp, cp, r, L, section] {
     const Global &g = *gp;
     State &s = *st;
-    loomrt_attention_forward(LOOMRT_F32, 1, L, L, g.Nq, g.Nkv, g.D, g.scale,
-                             1, nullptr, nullptr, nullptr, nullptr, s.q.data(),
+    loomrt_attention_forward(LOOMRT_F32, 1, L, L, g.Nq, g.Nkv, g.D, g.scale, 1,
+                             nullptr, nullptr, nullptr, nullptr, s.q.data(),
                              s.k[size_t(r)].data(), s.v[size_t(r)].data(),
                              s.out.data(), s.lse.data());
     // Ring order: block j = r-1, r-2, ... arrives at step r - j (mod cp).
@@ -420,8 +420,8 @@ RankJob p2pRank(const Global &g, int64_t cp, int64_t r) {
 RankJob plainRank(const Global &g, const std::vector<int32_t> &qPos,
                   const std::vector<int32_t> &kPos, int64_t h0, int64_t nq,
                   const std::vector<float> &kAll,
-                  const std::vector<float> &vAll, int64_t kvHeadsW,
-                  int64_t kh0, int64_t nkv) {
+                  const std::vector<float> &vAll, int64_t kvHeadsW, int64_t kh0,
+                  int64_t nkv) {
   struct State {
     std::vector<float> q, dout, k, v, out, dq, dk, dv, lse;
     std::vector<int32_t> qPos, kPos;
@@ -463,11 +463,10 @@ RankJob plainRank(const Global &g, const std::vector<int32_t> &qPos,
   };
   job.backward = [st, Sq, Sk, nq, nkv, D, scale] {
     State &s = *st;
-    loomrt_attention_backward(LOOMRT_F32, 1, Sq, Sk, nq, nkv, D, scale, 1,
-                              s.qp, s.kp, nullptr, nullptr, s.q.data(),
-                              s.k.data(), s.v.data(), s.out.data(),
-                              s.lse.data(), s.dout.data(), s.dq.data(),
-                              s.dk.data(), s.dv.data(), /*accumulate=*/0);
+    loomrt_attention_backward(
+        LOOMRT_F32, 1, Sq, Sk, nq, nkv, D, scale, 1, s.qp, s.kp, nullptr,
+        nullptr, s.q.data(), s.k.data(), s.v.data(), s.out.data(), s.lse.data(),
+        s.dout.data(), s.dq.data(), s.dk.data(), s.dv.data(), /*accumulate=*/0);
   };
   return job;
 }
@@ -505,11 +504,11 @@ std::vector<RankJob> makeJobs(const Global &g, const std::string &scheme,
       jobs.push_back(p2pRank(g, cp, r));
     } else if (scheme == "naive") {
       const int64_t n = g.S / cp;
-      jobs.push_back(plainRank(g, iota(r * n, n), iota(0, (r + 1) * n), 0,
-                               g.Nq, g.k, g.v, kvW, 0, g.Nkv));
+      jobs.push_back(plainRank(g, iota(r * n, n), iota(0, (r + 1) * n), 0, g.Nq,
+                               g.k, g.v, kvW, 0, g.Nkv));
     } else if (scheme == "allgather") {
-      jobs.push_back(plainRank(g, zigzagPositions(g.S, cp, r), iota(0, g.S),
-                               0, g.Nq, g.k, g.v, kvW, 0, g.Nkv));
+      jobs.push_back(plainRank(g, zigzagPositions(g.S, cp, r), iota(0, g.S), 0,
+                               g.Nq, g.k, g.v, kvW, 0, g.Nkv));
     } else { // a2a
       const int64_t nkv = g.Nkv * factor / cp, nq = g.Nq / cp;
       std::vector<int32_t> order = rankOrderPositions(g.S, cp);
@@ -563,9 +562,9 @@ std::string perRank(const std::vector<RankResult> &rs,
     if (i < int64_t(rs.size())) {
       const double t = rs[size_t(i)].*field;
       std::snprintf(buf, sizeof buf, t < 100 ? "%8.1f" : "%8.0f", t);
-    }
-    else
+    } else {
       std::snprintf(buf, sizeof buf, "%8s", "");
+    }
     s += buf;
   }
   return s;
@@ -586,26 +585,38 @@ std::vector<double> field(const std::vector<RankResult> &rs,
 
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
+/// How the byte counts of printBytes are computed (printed once).
+void printByteFormulas() {
+  std::printf(
+      "\nBytes each rank sends per layer and micro-batch (it receives as "
+      "many);\nL = S/cp local tokens, es = bytes per element (4, f32), KV = "
+      "2*B*L*Nkv*D*es\n(its k and v block):\n"
+      "  p2p        fwd (cp-1)*KV    cp-1 ring hops of k,v\n"
+      "             bwd 2*(cp-1)*KV  cp-1 hops of k,v + cp-1 hops of dk,dv\n"
+      "  allgather  fwd (cp-1)*KV    all-gather of k,v (ring algorithm)\n"
+      "             bwd 2*(cp-1)*KV  all-gather again + reduce-scatter of "
+      "dk,dv\n"
+      "  a2a        each all-to-all sends (cp-1)/cp of a local [B,L,heads*D] "
+      "tensor;\n"
+      "             Nkv' = Nkv, or cp when cp does not divide Nkv (Loom "
+      "repeats each kv\n             head cp/Nkv times; TE refuses)\n"
+      "             fwd      4 (q,k,v in; o out):   "
+      "(cp-1)/cp*B*L*D*es*(2*Nq + 2*Nkv')\n"
+      "             bwd Loom 8 (q,k,v,o,dout in; dq,dk,dv out):\n"
+      "                                             "
+      "(cp-1)/cp*B*L*D*es*(4*Nq + 4*Nkv')\n"
+      "             bwd TE   4 (dout in; dq,dk,dv out): "
+      "(cp-1)/cp*B*L*D*es*(2*Nq + 2*Nkv')\n");
+}
+
+/// The bytes each rank sends, in MiB, for every cp of `o` and Nkv.
 void printBytes(const Options &o, int64_t Nkv) {
   const double es = 4; // f32
-  std::printf("\nBytes each rank sends per layer and micro-batch (MiB, f32, "
-              "B=1; receives the same):\n"
-              "  L = S/cp local tokens, KV = 2*B*L*Nkv*D*es (its k and v "
-              "block), es = 4\n"
-              "  p2p       fwd (cp-1)*KV (cp-1 ring hops of k,v)   bwd "
-              "2*(cp-1)*KV (cp-1 hops of k,v + cp-1 of dk,dv)\n"
-              "  allgather fwd (cp-1)*KV (all-gather k,v)          bwd "
-              "2*(cp-1)*KV (all-gather again + reduce-scatter dk,dv)\n"
-              "  a2a       each all-to-all sends (cp-1)/cp of a local "
-              "[B,L,heads*D] tensor; Nkv' = Nkv*f (f = cp/Nkv when cp does "
-              "not divide Nkv)\n"
-              "            fwd q,k,v,o: (cp-1)/cp*B*L*D*es*(2*Nq + 2*Nkv')\n"
-              "            bwd Loom (8: q,k,v,o,dout in; dq,dk,dv out): "
-              "(cp-1)/cp*B*L*D*es*(4*Nq + 4*Nkv')\n"
-              "            bwd TE   (4: dout in; dq,dk,dv out):          "
-              "(cp-1)/cp*B*L*D*es*(2*Nq + 2*Nkv')\n");
+  std::printf("\nMiB each rank sends per layer and micro-batch (formulas at "
+              "the top; B=1, f32):\n");
   std::printf("  %-3s %12s %12s %12s %12s %12s %12s %14s\n", "cp", "p2p fwd",
-              "p2p bwd", "ag fwd", "ag bwd", "a2a fwd", "a2a bwd", "a2a bwd TE");
+              "p2p bwd", "ag fwd", "ag bwd", "a2a fwd", "a2a bwd",
+              "a2a bwd TE");
   for (int64_t cp : o.cps) {
     const double L = double(o.S / cp);
     const double KV = 2 * L * double(Nkv * o.D) * es;
@@ -631,8 +642,8 @@ void printBytes(const Options &o, int64_t Nkv) {
         std::snprintf(a2aTE, sizeof a2aTE, "refused");
     }
     std::printf("  %-3lld %12.2f %12.2f %12.2f %12.2f %12s %12s %14s\n",
-                (long long)cp, mib(p2pF), mib(p2pB), mib(p2pF), mib(p2pB),
-                a2aF, a2aB, a2aTE);
+                (long long)cp, mib(p2pF), mib(p2pB), mib(p2pF), mib(p2pB), a2aF,
+                a2aB, a2aTE);
   }
 }
 
@@ -662,9 +673,9 @@ void runVariant(const Options &o, int64_t Nkv) {
   std::string hdr;
   for (int64_t i = 0; i < maxCp; ++i)
     hdr += "      r" + std::to_string(i);
-  std::printf("%-9s %2s | %-5s%s | %7s %7s | %9s %7s | %8s %8s %7s\n",
-              "scheme", "cp", "pass", hdr.c_str(), "max/min", "slowest",
-              "cp1/slow", "ideal", "vis m/m", "work m/m", "cmp/vis");
+  std::printf("%-9s %2s | %-5s%s | %7s %7s | %9s %7s | %8s %8s %7s\n", "scheme",
+              "cp", "pass", hdr.c_str(), "max/min", "slowest", "cp1/slow",
+              "ideal", "vis m/m", "work m/m", "cmp/vis");
   auto row = [&](const char *name, int64_t cp, const char *pass,
                  const std::vector<RankResult> &rs, double RankResult::*f,
                  double cp1, bool first) {
@@ -682,9 +693,11 @@ void runVariant(const Options &o, int64_t Nkv) {
     if (first)
       std::snprintf(work, sizeof work, "%8.2f %8.2f %7.2f", ratio(visible),
                     ratio(computed), comp / vis);
-    std::printf("%-9s %2lld | %-5s%s | %7.2f %7.0f | %8.2fx %6lldx | %s\n",
-                name, (long long)cp, pass, perRank(rs, f, maxCp).c_str(),
-                ratio(t), slow, cp1 / slow, (long long)cp, work);
+    std::printf(
+        slow < 100 ? "%-9s %2lld | %-5s%s | %7.2f %7.1f | %8.2fx %6lldx | %s\n"
+                   : "%-9s %2lld | %-5s%s | %7.2f %7.0f | %8.2fx %6lldx | %s\n",
+        name, (long long)cp, pass, perRank(rs, f, maxCp).c_str(), ratio(t),
+        slow, cp1 / slow, (long long)cp, work);
   };
   std::vector<RankResult> wholeRanks{whole};
   row("whole", 1, "fwd", wholeRanks, &RankResult::fwd, whole.fwd, true);
@@ -747,11 +760,12 @@ int main(int argc, char **argv) {
       "  cmp/vis   computed over visible score elements, all ranks\n",
       o.cpuClock ? "process CPU time" : "wall time", o.reps,
       (long long)kQueryBlock);
+  printByteFormulas();
   for (int64_t kv : o.kvHeads)
     runVariant(o, kv);
-  std::printf("\n(whole run: %.1f s wall)\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            start)
-                  .count());
+  std::printf(
+      "\n(whole run: %.1f s wall)\n",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count());
   return 0;
 }
