@@ -273,13 +273,12 @@ Dists attentionOperands(Operation *op, Value q, Value k, Value v,
     return failure();
   if (tokens) {
     // Document ids count the documents before each token: the kernel
-    // computes them from the whole sequence's tokens.
-    if (failed(wholeDim(op, "the query", q, kSeqDim,
-                        "document masks need whole sequences")) ||
-        failed(sameDims(op, "the tokens", tokens, {0, 1}, "the query", q,
-                        {0, 1})) ||
-        failed(sameDims(op, "the key", k, {1}, "the query", q, {1},
-                        "sequence")))
+    // computes them from the whole sequence's tokens, and reads each query's
+    // and key's by its global position.
+    if (failed(wholeDim(op, "the tokens", tokens, kSeqDim,
+                        "document masks need the whole sequence's tokens")) ||
+        failed(sameDims(op, "the tokens", tokens, {0}, "the query", q, {0},
+                        "batch")))
       return failure();
   }
   SmallVector<DimDist> qd = dimsOf(q);

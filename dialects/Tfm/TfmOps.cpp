@@ -488,8 +488,10 @@ static LogicalResult verifyAttention(OpT op, Value lse) {
       return op.emitOpError() << "eod token id " << *eod << " is negative";
     if (!tokens)
       return op.emitOpError() << "mask causal_document needs the tokens operand";
-    return checkShape(o, "tokens", tokens, {batch, seq},
-                      "query batch and sequence");
+    // The whole sequence's tokens (per rank, the keys' sequence: a
+    // context-parallel rank's queries are a piece of it).
+    return checkShape(o, "tokens", tokens, {batch, kSeq},
+                      "query batch, key sequence");
   }
   if (eod)
     return op.emitOpError() << "mask causal takes no eod token id";

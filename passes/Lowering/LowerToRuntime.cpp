@@ -109,6 +109,7 @@ public:
   Value i64(int64_t v) {
     return b.create<arith::ConstantIntOp>(loc, v, b.getI64Type());
   }
+  Type i32Type() { return b.getI32Type(); }
   /// `p` advanced by `bytes` bytes.
   Value offsetPtr(Value p, int64_t bytes) {
     if (bytes == 0)
@@ -507,16 +508,30 @@ FailureOr<SmallVector<Value>> lower(RopeGradOp op, RopeGradOp::Adaptor a,
   return lowerRope(op, a, e, "loomrt_rope_backward");
 }
 
-/// The document id of every token for a causal_document mask (computed from
-/// the tokens), or a null pointer for a plain causal mask.
+/// The document ids of the queries' and the keys' tokens for a
+/// causal_document mask (null pointers for a plain causal mask): those of
+/// the whole sequence, computed from its tokens, read at the positions
+/// `pos` where those are not 0, 1, ... (context parallelism).
 template <typename OpT>
-Value documentIds(OpT op, Value tokens, Emitter &e) {
+std::pair<Value, Value> documentIds(OpT op, Value tokens,
+                                    std::pair<Value, Value> pos, Emitter &e) {
   if (op.getMask() != MaskKind::causal_document)
-    return e.null();
+    return {e.null(), e.null()};
+  int64_t batch = dim(tokens, 0), seq = dim(tokens, 1);
   Value doc = e.ptr(e.alloc(op.getTokens().getType()));
-  e.call("loomrt_document_ids", {e.i64(dim(tokens, 0)), e.i64(dim(tokens, 1)),
-                                 e.ptr(tokens), e.i32(*op.getEod()), doc});
-  return doc;
+  e.call("loomrt_document_ids",
+         {e.i64(batch), e.i64(seq), e.ptr(tokens), e.i32(*op.getEod()), doc});
+  auto at = [&](Value positions, Value of) {
+    if (isa_and_nonnull<LLVM::ZeroOp>(positions.getDefiningOp()))
+      return doc; // 0, 1, ...: the whole sequence's own ids
+    int64_t local = dim(of, 1);
+    Value picked = e.ptr(
+        e.alloc(RankedTensorType::get({batch, local}, e.i32Type())));
+    e.call("loomrt_gather_positions",
+           {e.i64(batch), e.i64(seq), e.i64(local), doc, positions, picked});
+    return picked;
+  };
+  return {at(pos.first, op.getQuery()), at(pos.second, op.getKey())};
 }
 
 /// The global positions of the queries' and the keys' tokens (null
@@ -539,16 +554,16 @@ FailureOr<SmallVector<Value>> lower(AttentionOp op, AttentionOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getResult().getType());
   Value lse = e.alloc(op.getLse().getType());
-  Value doc = documentIds(op, a.getTokens(), e);
   auto pos = queryKeyPositions(op, e);
   if (failed(pos))
     return failure();
+  auto [qDoc, kDoc] = documentIds(op, a.getTokens(), *pos, e);
   e.call("loomrt_attention_forward",
          {e.dtype(out), e.i64(dim(out, 0)), e.i64(dim(out, 1)),
           e.i64(dim(a.getKey(), 1)), e.i64(op.getNumHeads()),
           e.i64(op.getNumKvHeads()), e.i64(op.getHeadDim()),
           e.f32(op.getScale().convertToDouble()), e.i32(1), pos->first,
-          pos->second, doc, doc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
+          pos->second, qDoc, kDoc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
           e.ptr(a.getValue()), e.ptr(out), e.ptr(lse)});
   return SmallVector<Value>{out, lse};
 }
@@ -559,16 +574,16 @@ FailureOr<SmallVector<Value>> lower(AttentionGradOp op,
   Value dq = e.alloc(op.getQueryGrad().getType());
   Value dk = e.alloc(op.getKeyGrad().getType());
   Value dv = e.alloc(op.getValueGrad().getType());
-  Value doc = documentIds(op, a.getTokens(), e);
   auto pos = queryKeyPositions(op, e);
   if (failed(pos))
     return failure();
+  auto [qDoc, kDoc] = documentIds(op, a.getTokens(), *pos, e);
   e.call("loomrt_attention_backward",
          {e.dtype(dq), e.i64(dim(dq, 0)), e.i64(dim(dq, 1)),
           e.i64(dim(dk, 1)), e.i64(op.getNumHeads()),
           e.i64(op.getNumKvHeads()), e.i64(op.getHeadDim()),
           e.f32(op.getScale().convertToDouble()), e.i32(1), pos->first,
-          pos->second, doc, doc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
+          pos->second, qDoc, kDoc, e.ptr(a.getQuery()), e.ptr(a.getKey()),
           e.ptr(a.getValue()), e.ptr(a.getOut()), e.ptr(a.getLse()),
           e.ptr(a.getOutGrad()), e.ptr(dq), e.ptr(dk), e.ptr(dv), e.i32(0)});
   return SmallVector<Value>{dq, dk, dv};
@@ -1087,7 +1102,9 @@ Value communicator(Operation *op, StringRef kind,
 }
 
 /// mesh.all_reduce / all_gather / reduce_scatter / all_to_all on float
-/// tensors -> the runtime collective on the group's communicator.
+/// tensors -> the runtime collective on the group's communicator. Gathers,
+/// slices and all-to-alls only move data, so they also take int32 tensors
+/// (token ids), moved as f32 words: the runtime copies bits.
 template <typename OpT>
 struct CollectivePattern : OpConversionPattern<OpT> {
   using OpConversionPattern<OpT>::OpConversionPattern;
@@ -1097,10 +1114,17 @@ struct CollectivePattern : OpConversionPattern<OpT> {
                   ConversionPatternRewriter &rewriter) const override {
     auto inType = cast<RankedTensorType>(op.getInput().getType());
     auto outType = cast<RankedTensorType>(op.getResult().getType());
-    if (inType.getElementType() != outType.getElementType() ||
-        !isa<Float32Type, BFloat16Type, Float16Type>(inType.getElementType()))
+    constexpr bool movesOnly =
+        std::is_same_v<OpT, mesh::AllGatherOp> ||
+        std::is_same_v<OpT, mesh::AllSliceOp> ||
+        std::is_same_v<OpT, mesh::AllToAllOp>;
+    Type element = inType.getElementType();
+    bool words = movesOnly && element.isInteger(32);
+    if (element != outType.getElementType() ||
+        (!words && !isa<Float32Type, BFloat16Type, Float16Type>(element)))
       return rewriter.notifyMatchFailure(
-          op, "collectives move f32, bf16 or f16 tensors of one type");
+          op, "collectives move f32, bf16 or f16 tensors of one type (and "
+              "gathers, slices and all-to-alls int32 ones)");
     FailureOr<std::string> kind =
         lowering::groupKindOf(op, op.getMesh(), op.getMeshAxes());
     if (failed(kind))
@@ -1112,6 +1136,7 @@ struct CollectivePattern : OpConversionPattern<OpT> {
 
     Emitter e(rewriter, op.getLoc(), op->template getParentOfType<ModuleOp>());
     Value in = a.getInput();
+    Value dtype = words ? e.i32(dtypeCode(rewriter.getF32Type())) : e.dtype(in);
     Value out = e.alloc(outType);
     Value h = e.handle(comm);
     int64_t rank = inType.getRank();
@@ -1125,7 +1150,7 @@ struct CollectivePattern : OpConversionPattern<OpT> {
               e.ptr(in), e.ptr(out), e.i64(numElements(in))});
     } else if constexpr (std::is_same_v<OpT, mesh::AllGatherOp>) {
       e.call("loomrt_all_gather",
-             {h, e.dtype(in), e.i32(rank), e.int64Array(inType.getShape()),
+             {h, dtype, e.i32(rank), e.int64Array(inType.getShape()),
               e.i32(op.getGatherAxis().getSExtValue()), e.ptr(in), e.ptr(out)});
     } else if constexpr (std::is_same_v<OpT, mesh::AllSliceOp>) {
       // No communication: this rank copies its slice, rows of the dims
@@ -1162,7 +1187,7 @@ struct CollectivePattern : OpConversionPattern<OpT> {
               e.ptr(out)});
     } else {
       e.call("loomrt_all_to_all",
-             {h, e.dtype(in), e.i32(rank), e.int64Array(inType.getShape()),
+             {h, dtype, e.i32(rank), e.int64Array(inType.getShape()),
               e.i32(op.getSplitAxis().getSExtValue()),
               e.i32(op.getConcatAxis().getSExtValue()), e.ptr(in),
               e.ptr(out)});

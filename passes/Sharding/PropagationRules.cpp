@@ -345,9 +345,15 @@ FailureOr<StringRef> cpCommType(OpT op, Propagation &p) {
     return op.emitError() << "cp_comm_type " << type << " (layer " << layer
                           << ") is not implemented yet; p2p, allgather and "
                              "a2a are";
-  if (op.getTokens())
-    return op.emitError() << "document masks (reset_attention_mask) under "
-                             "context parallelism are not implemented yet";
+  if (op.getTokens() && type == "p2p")
+    return op.emitError() << "document masks (reset_attention_mask) with "
+                             "cp_comm_type p2p are not implemented yet; "
+                             "allgather and a2a have them";
+  // Document ids need the whole sequence's tokens (few bytes: gathered).
+  if (Value tokens = op.getTokens())
+    if (failed(p.require(op, op.getTokensMutable()[0].getOperandNumber(),
+                         getDist(tokens).withDim(kSeqDim, DimDist()))))
+      return failure();
   return type;
 }
 
@@ -377,14 +383,14 @@ LogicalResult contextParallel(OpT op, Propagation &p) {
   return success();
 }
 
-/// `d` in Ulysses' layout: the sequence gathered (its chunks kept in the
-/// load-balanced order: the kernel reads every token's position), the heads
+/// `d` in Ulysses' layout: the sequence gathered and in order (TE's
+/// reorder; the kernel's causal mask could take the load-balanced order by
+/// positions, but it skips whole masked blocks only in order), the heads
 /// split over cp as well.
 DistAttr ulyssesLayout(DistAttr d, int64_t rank, StringRef cp) {
   SmallVector<StringRef> heads = d.getAxes(rank - 1);
   heads.push_back(cp);
-  DimDist seq = d.getDim(kSeqDim);
-  return d.withDim(kSeqDim, DimDist{{}, seq.chunks}).withAxes(rank - 1, heads);
+  return d.withDim(kSeqDim, DimDist()).withAxes(rank - 1, heads);
 }
 
 /// `d` back in the residual layout of context parallelism: the sequence
@@ -584,6 +590,33 @@ struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
   }
 };
 
+/// Position ids reset at documents count from the last end-of-document
+/// token before each token, so they are computed from the whole sequence's
+/// tokens (gathered: few bytes), then taken apart again like the tokens (a
+/// local slice).
+struct PositionIdsRule : Model<PositionIdsRule, PositionIdsOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<PositionIdsOp>(o);
+    DistAttr tokens = getDist(op.getTokens());
+    DimDist seq = tokens.getDim(kSeqDim);
+    if (!op.getResetAtEod() || (seq.isWhole() && seq.isNatural())) {
+      p.settle(o);
+      return p.inferResults(o);
+    }
+    if (failed(p.require(o, 0, tokens.withDim(kSeqDim, DimDist()))) ||
+        failed(p.inferResults(o)))
+      return failure();
+    OpBuilder &b = p.builder();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(op);
+    Value whole = op.getResult();
+    Value split = b.create<ReshardOp>(op.getLoc(),
+                                      withDist(whole.getType(), tokens), whole);
+    whole.replaceAllUsesExcept(split, split.getDefiningOp());
+    return success();
+  }
+};
+
 /// Rotations act per head: a feature split that cuts heads is gathered.
 template <typename OpT> struct RopeRule : Model<RopeRule<OpT>, OpT> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
@@ -728,6 +761,7 @@ void sharding::registerPropagationRules(DialectRegistry &registry) {
     EmbeddingGradOp::attachInterface<EmbeddingGradRule>(*ctx);
     AttentionOp::attachInterface<AttentionRule>(*ctx);
     AttentionGradOp::attachInterface<AttentionGradRule>(*ctx);
+    PositionIdsOp::attachInterface<PositionIdsRule>(*ctx);
     RopeOp::attachInterface<RopeRule<RopeOp>>(*ctx);
     RopeGradOp::attachInterface<RopeRule<RopeGradOp>>(*ctx);
     CrossEntropyOp::attachInterface<CrossEntropyRule>(*ctx);

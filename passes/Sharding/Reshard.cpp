@@ -21,6 +21,8 @@
 //    all_to_all instead.
 //      [[], [tp]]                 -> replicated       all_gather dim 1
 //      [[], [cp], []]             -> [[], [], [cp]]   all_to_all 1 -> 2
+//    (a whole dim the axis moves into, in another chunk order, reordered
+//    first: Ulysses' way back to the load-balanced sequence)
 // 3. A whole dim whose chunk order differs is reordered locally.
 //      [[], [cp] zigzag(2)]       -> all_gather, then
 //      [[], [] zigzag(2)]         -> replicated       permute_chunks [0,2,3,1]
@@ -171,15 +173,23 @@ LogicalResult Resharder::gather(DistAttr to) {
     if (extra.size() == 1) {
       for (int64_t e = 0; e < rank(); ++e) {
         DimDist there = cur().getDim(e), want = to.getDim(e);
-        if (e == d || there.chunks != want.chunks ||
+        // A whole dim the target splits in another chunk order is
+        // reordered first, so that the exchange leaves each rank its chunks.
+        bool reorder = there.isWhole() && there.chunks != want.chunks;
+        DimDist ordered = reorder ? DimDist{{}, want.chunks} : there;
+        if (e == d || ordered.chunks != want.chunks ||
             want.axes.size() != there.axes.size() + 1 ||
-            keptPrefix(there, want) != there.axes.size() ||
+            keptPrefix(ordered, want) != there.axes.size() ||
             want.axes.back() != extra[0])
           continue;
         int64_t n = mesh.product(extra);
         auto t = cast<RankedTensorType>(v.getType());
         if (t.getDimSize(e) % n != 0)
           continue;
+        if (reorder)
+          v = b.create<tfm::PermuteChunksOp>(
+              loc, tfm::withDist(v.getType(), cur().withDim(e, ordered)), v, e,
+              tfm::chunkOrderBetween(there.chunks, want.chunks));
         DistAttr next = cur().withAxes(d, rest).withAxes(e, want.axes);
         SmallVector<int64_t> shape(t.getShape());
         shape[d] *= n;

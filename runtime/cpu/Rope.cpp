@@ -122,3 +122,20 @@ extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
   if (loomrt::checkSequencePositions(B, L, start, chunk, num_chunks, pos))
     loomrt::fillSequencePositions(B, L, start, chunk, order, pos);
 }
+
+extern "C" void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
+                                        const int32_t *src, const int32_t *idx,
+                                        int32_t *dst) {
+  LOOMRT_CHECK(B >= 0 && S >= 0 && L >= 0, "negative size B=%lld S=%lld L=%lld",
+               (long long)B, (long long)S, (long long)L);
+  if (B * L == 0)
+    return;
+  LOOMRT_CHECK(src && idx && dst, "NULL tensor");
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      int32_t j = idx[b * L + i];
+      LOOMRT_CHECK(j >= 0 && j < S, "position %d outside [0, %lld)", int(j),
+                   (long long)S);
+      dst[b * L + i] = src[b * S + j];
+    }
+}

@@ -82,6 +82,18 @@ __global__ void documentIds(int64_t B, int64_t S, const int32_t *tokens,
   }
 }
 
+__global__ void gatherPositions(int64_t B, int64_t S, int64_t L,
+                                const int32_t *src, const int32_t *idx,
+                                int32_t *dst) {
+  GRID_STRIDE(e, B * L) {
+    int64_t b = e / L;
+    int32_t j = idx[e];
+    // Out of range indices (a bad layout) read position 0 of the row; the
+    // cpu backend aborts on them.
+    dst[e] = src[b * S + (j >= 0 && j < S ? j : 0)];
+  }
+}
+
 __global__ void positionIds(int64_t B, int64_t S, const int32_t *tokens,
                             int32_t eod, int32_t reset, int32_t *pos) {
   GRID_STRIDE(b, B) {
@@ -146,4 +158,17 @@ extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
   CUDA_CHECK(cudaMemcpyAsync(pos, host.data(), host.size() * sizeof(int32_t),
                              cudaMemcpyHostToDevice, stream()));
   CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+extern "C" void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
+                                        const int32_t *src, const int32_t *idx,
+                                        int32_t *dst) {
+  LOOMRT_CHECK(B >= 0 && S >= 0 && L >= 0, "negative size B=%lld S=%lld L=%lld",
+               (long long)B, (long long)S, (long long)L);
+  if (B * L == 0)
+    return;
+  LOOMRT_CHECK(src && idx && dst, "NULL tensor");
+  gatherPositions<<<gridFor(B * L), kThreads, 0, stream()>>>(B, S, L, src, idx,
+                                                             dst);
+  CUDA_CHECK_LAUNCH();
 }

@@ -279,6 +279,13 @@ void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
 void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
                          int32_t eod, int32_t reset, int32_t *pos);
 
+/* dst[b,i] = src[b, idx[b,i]] for int32 src [B,S], idx and dst [B,L]: the
+ * document ids of a context-parallel rank's tokens, from those of the whole
+ * sequence and the tokens' global positions. An index outside [0, S) aborts. */
+void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
+                             const int32_t *src, const int32_t *idx,
+                             int32_t *dst);
+
 /* pos [B,L] int32: the global sequence positions of a rank's L tokens when
  * the sequence is stored in `num_chunks` chunks of `chunk` tokens, stored
  * chunk j being global chunk order[j] (order NULL: the natural order), and

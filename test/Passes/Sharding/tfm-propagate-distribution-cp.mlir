@@ -91,18 +91,19 @@ module attributes {tfm.plan = #tfm.plan<cp = 2>} {
 // -----
 
 // a2a (Ulysses): q, k and v are exchanged, heads for sequence, by one
-// all-to-all over cp; the sequence stays in the load-balanced chunk order
-// (the kernel reads every token's position, so no reorder), each rank
-// attends with half the heads; the output goes back the same way.
+// all-to-all over cp and put back in order (TransformerEngine's reorder:
+// the kernel skips whole masked blocks only in order); each rank attends
+// with half the heads; the output goes back the same way.
 // CHECK-LABEL: func.func @ulysses
-// CHECK: %[[A:.*]] = tfm.reshard %{{.*}} : tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [cp] zigzag(2)]>> -> tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [] zigzag(2), [cp]]>>
+// CHECK: %[[A:.*]] = tfm.reshard %{{.*}} : tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [cp] zigzag(2)]>> -> tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [], [cp]]>>
 // CHECK: %[[O:.*]], %{{.*}} = tfm.attention %[[A]], %[[A]], %[[A]]
-// CHECK: tfm.reshard %[[O]] : tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [] zigzag(2), [cp]]>> -> tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [cp] zigzag(2)]>>
+// CHECK: tfm.reshard %[[O]] : tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [], [cp]]>> -> tensor<1x8x16xf32, #tfm.dist<@dense, {{\[\[}}], [cp] zigzag(2)]>>
 // SHARD-LABEL: func.func @ulysses
-// SHARD: mesh.all_to_all %{{.*}} on @dense mesh_axes = [2] split_axis = 2 concat_axis = 1 : tensor<1x4x16xf32, {{.*}}> -> tensor<1x8x8xf32,
-// SHARD-NOT: tfm.permute_chunks
-// SHARD: tfm.attention {{.*}} heads 1 kv_heads 1
-// SHARD: mesh.all_to_all %{{.*}} on @dense mesh_axes = [2] split_axis = 1 concat_axis = 2 : tensor<1x8x8xf32, {{.*}}> -> tensor<1x4x16xf32,
+// SHARD: %[[X:.*]] = mesh.all_to_all %{{.*}} on @dense mesh_axes = [2] split_axis = 2 concat_axis = 1 : tensor<1x4x16xf32, {{.*}}> -> tensor<1x8x8xf32,
+// SHARD: %[[N:.*]] = tfm.permute_chunks %[[X]] dim 1 order [0, 2, 3, 1]
+// SHARD: %[[R:.*]], %{{.*}} = tfm.attention %[[N]], %[[N]], %[[N]] heads 1 kv_heads 1
+// SHARD: %[[Z:.*]] = tfm.permute_chunks %[[R]] dim 1 order [0, 3, 1, 2]
+// SHARD: mesh.all_to_all %[[Z]] on @dense mesh_axes = [2] split_axis = 1 concat_axis = 2 : tensor<1x8x8xf32, {{.*}}> -> tensor<1x4x16xf32,
 module attributes {tfm.plan = #tfm.plan<cp = 2, cp_comm_type = ["a2a"]>} {
   mesh.mesh @dense(shape = 1x1x2x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
   tfm.param @wte init(ones) : tensor<32x16xf32>
