@@ -568,7 +568,6 @@ struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
       p.settle(op);
     }
     DistAttr like = getDist(op.getQuery());
-    int64_t kvBefore = op.getNumKvHeads();
     FailureOr<int64_t> factor = ulyssesOperands(op, p, {0, 1, 2, 3, 5});
     if (failed(factor))
       return failure();
@@ -579,7 +578,6 @@ struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
     }
     if (failed(p.inferResults(op)))
       return failure();
-    (void)kvBefore;
     if (failed(ulyssesResult(op, op.getQueryGrad(), like, 1, op.getHeadDim(),
                              p)))
       return failure();
