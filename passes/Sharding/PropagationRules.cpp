@@ -412,14 +412,15 @@ template <typename OpT>
 FailureOr<int64_t> ulyssesOperands(OpT op, Propagation &p,
                                    ArrayRef<unsigned> operands) {
   int64_t cp = p.cpRanks(), tp = p.tpRanks();
-  int64_t heads = op.getNumHeads() / tp, kv = op.getNumKvHeads() / tp;
+  int64_t kvHeads = op.getNumKvHeads();
+  int64_t heads = op.getNumHeads() / tp, kv = kvHeads / tp;
   if (heads % cp != 0)
     return op.emitError() << "a2a context parallelism splits each tp rank's "
                           << heads << " query heads over cp " << cp
                           << ", which does not divide them";
-  if (op.getNumKvHeads() < tp)
+  if (kvHeads < tp)
     return op.emitError() << "a2a context parallelism with fewer kv heads ("
-                          << op.getNumKvHeads() << ") than tp ranks (" << tp
+                          << kvHeads << ") than tp ranks (" << tp
                           << ") is not implemented yet";
   int64_t factor = 1;
   if (kv % cp != 0) {
