@@ -50,14 +50,15 @@ static cl::alias cpLong("context-parallel-size", cl::aliasopt(cp),
                         cl::desc("Alias for --cp"));
 static cl::list<std::string> cpCommType(
     "cp-comm-type",
-    cl::desc("Context-parallel attention: p2p (default), allgather (or "
-             "all_gather), a2a or a2a+p2p; one for every layer or one per "
-             "layer, space- or comma-separated (implemented: allgather)"),
+    cl::desc("Context-parallel attention: p2p (default, ring attention), "
+             "allgather (or all_gather), a2a (Ulysses) or a2a+p2p (not "
+             "implemented yet); one for every layer or one per layer, space- "
+             "or comma-separated"),
     cl::CommaSeparated, cl::value_desc("type"), cl::cat(category));
 static cl::list<int64_t> hierarchicalCp(
     "hierarchical-context-parallel-sizes",
-    cl::desc("Sizes of hierarchical context parallelism (a2a+p2p), inner "
-             "first; their product is cp"),
+    cl::desc("Sizes of hierarchical context parallelism (a2a+p2p, not "
+             "implemented yet), inner first; their product is cp"),
     cl::CommaSeparated, cl::value_desc("a p"), cl::cat(category));
 static cl::opt<int64_t> pp("pp", cl::init(1),
                            cl::desc("Pipeline-parallel size"),
