@@ -385,7 +385,8 @@ RankJob p2pRank(const Global &g, int64_t cp, int64_t r) {
     for (int64_t i = 1; i < cp; ++i) {
       const int64_t j = (r - i + cp) % cp;
       loomrt_attention_section_forward(
-          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), s.q.data(),
+          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), nullptr, nullptr,
+          s.q.data(),
           s.k[size_t(j)].data(), s.v[size_t(j)].data(), s.out.data(),
           s.lse.data());
     }
@@ -397,7 +398,8 @@ RankJob p2pRank(const Global &g, int64_t cp, int64_t r) {
     for (int64_t i = 0; i < cp; ++i) {
       const int64_t j = (r + 1 + i) % cp;
       loomrt_attention_section_backward(
-          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), s.q.data(),
+          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), nullptr, nullptr,
+          s.q.data(),
           s.k[size_t(j)].data(), s.v[size_t(j)].data(), s.out.data(),
           s.lse.data(), s.dout.data(), s.dq.data(), s.dk[size_t(j)].data(),
           s.dv[size_t(j)].data());

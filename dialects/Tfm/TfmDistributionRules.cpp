@@ -254,12 +254,8 @@ Dists attentionOperands(Operation *op, Value q, Value k, Value v,
                            {"the value", v}})
     if (failed(notPartial(op, what, val, "attention needs whole values")))
       return failure();
-  if (ring) {
-    if (tokens)
-      return op->emitOpError() << "ring attention takes no document mask";
-    if (failed(ringOperands(op, q, k, v, ring)))
-      return failure();
-  }
+  if (ring && failed(ringOperands(op, q, k, v, ring)))
+    return failure();
   for (auto [what, val] :
        {std::pair<StringRef, Value>{"the key", k}, {"the value", v}})
     if (!ring && !getDist(val).getDim(kSeqDim).isWhole())

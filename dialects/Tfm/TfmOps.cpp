@@ -488,10 +488,17 @@ static LogicalResult verifyAttention(OpT op, Value lse) {
       return op.emitOpError() << "eod token id " << *eod << " is negative";
     if (!tokens)
       return op.emitOpError() << "mask causal_document needs the tokens operand";
-    // The whole sequence's tokens (per rank, the keys' sequence: a
-    // context-parallel rank's queries are a piece of it).
-    return checkShape(o, "tokens", tokens, {batch, kSeq},
-                      "query batch, key sequence");
+    // The whole sequence's tokens: per rank (context parallelism) the
+    // queries and even the keys may be pieces of it.
+    if (getDist(q)) {
+      if (tensorOf(tokens).getRank() != 2 ||
+          tensorOf(tokens).getDimSize(0) != batch)
+        return op.emitOpError() << "tokens must be [batch, seq] with the "
+                                   "query's batch";
+      return success();
+    }
+    return checkShape(o, "tokens", tokens, {batch, seq},
+                      "query batch and sequence");
   }
   if (eod)
     return op.emitOpError() << "mask causal takes no eod token id";

@@ -1050,7 +1050,8 @@ def Tfm_RingShiftOp : Tfm_Op<"ring_shift", [Pure]> {
   let hasVerifier = 1;
 }
 
-class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure]> {
+class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure,
+    AttrSizedOperandSegments]> {
   code sectionDoc = [{
     The key/value block is that of cp rank `(r + kv_from) mod n` of the ring
     of mesh axis `axis` (`r` this rank, `n` the ring's size); which
@@ -1060,7 +1061,10 @@ class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure]> {
     load-balanced layout), the lower section (every query row, the block's
     first half of keys, no mask) for a block of a lower rank, the upper
     section (the second half of query rows, every key, no mask) for a
-    higher one. Every section but the diagonal costs half a tile.
+    higher one. Every section but the diagonal costs half a tile. With
+    `tokens` (the whole sequence's, in order) and `eod`, keys of another
+    document are masked as well (reset_attention_mask): the document ids of
+    the queries and of the block are read at their global positions.
   }];
 }
 
@@ -1083,13 +1087,15 @@ def Tfm_AttentionSectionOp : Tfm_SectionOp<"attention_section"> {
   }];
   let arguments = (ins Tfm_FloatTensor:$query, Tfm_FloatTensor:$key,
                        Tfm_FloatTensor:$value, Variadic<AnyRankedTensor>:$merge,
+                       Optional<Tfm_IdTensor>:$tokens,
                        I64Attr:$kv_from, FlatSymbolRefAttr:$mesh,
                        StrAttr:$axis, I64Attr:$num_heads,
                        I64Attr:$num_kv_heads, I64Attr:$head_dim,
-                       F64Attr:$scale);
+                       F64Attr:$scale, OptionalAttr<I64Attr>:$eod);
   let results = (outs Tfm_FloatTensor:$result, Tfm_StatTensor:$result_lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`merge` `(` $merge^ `:` type($merge) `)`)?
+    (`tokens` `(` $tokens^ `:` type($tokens) `)` `eod` $eod)?
     `kv_from` $kv_from `on` $mesh `axis` $axis `heads` $num_heads
     `kv_heads` $num_kv_heads `head_dim` $head_dim `scale` $scale attr-dict
     `:` type($query) `,` type($key) `->` type($result_lse)
@@ -1119,15 +1125,18 @@ def Tfm_AttentionSectionGradOp : Tfm_SectionOp<"attention_section_grad"> {
   let arguments = (ins Tfm_FloatTensor:$query, Tfm_FloatTensor:$key,
                        Tfm_FloatTensor:$value, Tfm_FloatTensor:$out,
                        Tfm_StatTensor:$lse, Tfm_FloatTensor:$out_grad,
-                       Variadic<Tfm_FloatTensor>:$grads, I64Attr:$kv_from,
+                       Variadic<Tfm_FloatTensor>:$grads,
+                       Optional<Tfm_IdTensor>:$tokens, I64Attr:$kv_from,
                        FlatSymbolRefAttr:$mesh, StrAttr:$axis,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
-                       I64Attr:$head_dim, F64Attr:$scale);
+                       I64Attr:$head_dim, F64Attr:$scale,
+                       OptionalAttr<I64Attr>:$eod);
   let results = (outs Tfm_FloatTensor:$query_grad, Tfm_FloatTensor:$key_grad,
                       Tfm_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $out `,` $lse `,` $out_grad
-    (`grads` `(` $grads^ `:` type($grads) `)`)? `kv_from` $kv_from `on`
+    (`grads` `(` $grads^ `:` type($grads) `)`)?
+    (`tokens` `(` $tokens^ `:` type($tokens) `)` `eod` $eod)? `kv_from` $kv_from `on`
     $mesh `axis` $axis `heads` $num_heads `kv_heads` $num_kv_heads
     `head_dim` $head_dim `scale` $scale attr-dict `:` type($query) `,`
     type($key) `,` type($lse)

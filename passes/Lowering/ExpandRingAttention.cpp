@@ -93,8 +93,9 @@ LogicalResult RingWriter::forward(AttentionOp op) {
   auto section = [&](Value k, Value v, ValueRange merge, int64_t from) {
     return b.create<AttentionSectionOp>(
         loc, op.getResult().getType(), op.getLse().getType(), op.getQuery(), k,
-        v, merge, b.getI64IntegerAttr(from), mesh, axis, op.getNumHeadsAttr(),
-        op.getNumKvHeadsAttr(), op.getHeadDimAttr(), op.getScaleAttr());
+        v, merge, op.getTokens(), b.getI64IntegerAttr(from), mesh, axis,
+        op.getNumHeadsAttr(), op.getNumKvHeadsAttr(), op.getHeadDimAttr(),
+        op.getScaleAttr(), op.getEodAttr());
   };
   // Step 0: the rank's own block, the diagonal.
   auto result = section(op.getKey(), op.getValue(), {}, 0);
@@ -138,8 +139,9 @@ LogicalResult RingWriter::backward(AttentionGradOp op) {
     auto step = b.create<AttentionSectionGradOp>(
         loc, op.getQueryGrad().getType(), k.getType(), v.getType(),
         op.getQuery(), k, v, op.getOut(), op.getLse(), op.getOutGrad(), grads,
-        b.getI64IntegerAttr(i + 1), mesh, axis, op.getNumHeadsAttr(),
-        op.getNumKvHeadsAttr(), op.getHeadDimAttr(), op.getScaleAttr());
+        op.getTokens(), b.getI64IntegerAttr(i + 1), mesh, axis,
+        op.getNumHeadsAttr(), op.getNumKvHeadsAttr(), op.getHeadDimAttr(),
+        op.getScaleAttr(), op.getEodAttr());
     grads.assign(step.getResults().begin(), step.getResults().end());
     if (i + 1 == *n)
       break;

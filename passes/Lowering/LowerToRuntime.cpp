@@ -245,14 +245,18 @@ public:
     return buffer;
   }
   /// Writes them into the int32 [B, L] buffer `buffer` (a pointer).
+  /// `ofRank`, when given, is the group rank whose slice to take instead of
+  /// this rank's (ring attention's blocks).
   LogicalResult writeSequencePositions(Operation *op,
                                        const lowering::PositionedDim &d,
-                                       Value buffer) {
+                                       Value buffer, Value ofRank = {}) {
     auto type = cast<RankedTensorType>(d.value.getType());
     int64_t batch = type.getDimSize(tfm::kBatchDim), local = type.getDimSize(d.dim);
     auto slice = sliceOf(op, d, local);
     if (failed(slice))
       return failure();
+    if (ofRank)
+      slice->first = b.create<arith::MulIOp>(loc, ofRank, i64(local));
     // The whole dim is the local one times the split's group size.
     Value global = slice->second ? groupTimes(slice->second, local) : i64(local);
     int64_t numChunks = d.chunks.empty() ? 1 : int64_t(d.chunks.size());
@@ -681,11 +685,54 @@ Value zeros(Type type, Emitter &e) {
   return out;
 }
 
+/// With a document mask, the document ids of this rank's queries and of
+/// the block's keys (of rank r + kv_from): those of the whole sequence, from
+/// its tokens, read at their global positions; null pointers without one.
+template <typename OpT>
+FailureOr<std::pair<Value, Value>> sectionDocuments(OpT op, Value tokens,
+                                                    Emitter &e) {
+  if (!tokens)
+    return std::make_pair(e.null(), e.null());
+  auto dims = lowering::positionedDims(op);
+  FailureOr<Ring> ring = ringOf(op, e);
+  if (failed(dims) || failed(ring))
+    return failure();
+  const lowering::PositionedDim &q = dims->front();
+  int64_t batch = dim(tokens, 0), seq = dim(tokens, 1);
+  int64_t local = cast<RankedTensorType>(q.value.getType()).getDimSize(q.dim);
+  auto ids = RankedTensorType::get({batch, local}, e.i32Type());
+  Value doc = e.ptr(e.alloc(RankedTensorType::get({batch, seq}, e.i32Type())));
+  e.call("loomrt_document_ids",
+         {e.i64(batch), e.i64(seq), e.ptr(tokens), e.i32(*op.getEod()), doc});
+  auto at = [&](Value ofRank) -> FailureOr<Value> {
+    Value pos = e.ptr(e.alloc(ids));
+    if (failed(e.writeSequencePositions(op, q, pos, ofRank)))
+      return failure();
+    Value picked = e.ptr(e.alloc(ids));
+    e.call("loomrt_gather_positions",
+           {e.i64(batch), e.i64(seq), e.i64(local), doc, pos, picked});
+    return picked;
+  };
+  FailureOr<Value> mine = at(Value());
+  if (failed(mine))
+    return failure();
+  int64_t from = static_cast<int64_t>(op.getKvFrom());
+  if (from % ring->size == 0)
+    return std::make_pair(*mine, *mine);
+  FailureOr<Value> theirs = at(ringPeer(*ring, from, e));
+  if (failed(theirs))
+    return failure();
+  return std::make_pair(*mine, *theirs);
+}
+
 template <>
 FailureOr<SmallVector<Value>> lower(AttentionSectionOp op,
                                     AttentionSectionOp::Adaptor a, Emitter &e) {
   Value q = a.getQuery();
   int64_t batch = dim(q, 0), local = dim(q, 1);
+  auto docs = sectionDocuments(op, a.getTokens(), e);
+  if (failed(docs))
+    return failure();
   if (a.getMerge().empty()) {
     // The first step: the diagonal, a causal mask on local indices.
     Value out = e.alloc(op.getResult().getType());
@@ -694,7 +741,7 @@ FailureOr<SmallVector<Value>> lower(AttentionSectionOp op,
            {e.dtype(out), e.i64(batch), e.i64(local), e.i64(local),
             e.i64(op.getNumHeads()), e.i64(op.getNumKvHeads()),
             e.i64(op.getHeadDim()), e.f32(op.getScale().convertToDouble()),
-            e.i32(1), e.null(), e.null(), e.null(), e.null(), e.ptr(q),
+            e.i32(1), e.null(), e.null(), docs->first, docs->second, e.ptr(q),
             e.ptr(a.getKey()), e.ptr(a.getValue()), e.ptr(out), e.ptr(lse)});
     return SmallVector<Value>{out, lse};
   }
@@ -706,8 +753,9 @@ FailureOr<SmallVector<Value>> lower(AttentionSectionOp op,
   e.call("loomrt_attention_section_forward",
          {e.dtype(out), e.i64(batch), e.i64(local), e.i64(op.getNumHeads()),
           e.i64(op.getNumKvHeads()), e.i64(op.getHeadDim()),
-          e.f32(op.getScale().convertToDouble()), *section, e.ptr(q),
-          e.ptr(a.getKey()), e.ptr(a.getValue()), e.ptr(out), e.ptr(lse)});
+          e.f32(op.getScale().convertToDouble()), *section, docs->first,
+          docs->second, e.ptr(q), e.ptr(a.getKey()), e.ptr(a.getValue()),
+          e.ptr(out), e.ptr(lse)});
   return SmallVector<Value>{out, lse};
 }
 
@@ -716,7 +764,8 @@ FailureOr<SmallVector<Value>> lower(AttentionSectionGradOp op,
                                     AttentionSectionGradOp::Adaptor a,
                                     Emitter &e) {
   FailureOr<Value> section = sectionOf(op, e);
-  if (failed(section))
+  auto docs = sectionDocuments(op, a.getTokens(), e);
+  if (failed(section) || failed(docs))
     return failure();
   SmallVector<Value> grads;
   for (auto [i, type] : llvm::enumerate(op.getResultTypes()))
@@ -727,8 +776,9 @@ FailureOr<SmallVector<Value>> lower(AttentionSectionGradOp op,
          {e.dtype(q), e.i64(dim(q, 0)), e.i64(dim(q, 1)),
           e.i64(op.getNumHeads()), e.i64(op.getNumKvHeads()),
           e.i64(op.getHeadDim()), e.f32(op.getScale().convertToDouble()),
-          *section, e.ptr(q), e.ptr(a.getKey()), e.ptr(a.getValue()),
-          e.ptr(a.getOut()), e.ptr(a.getLse()), e.ptr(a.getOutGrad()),
+          *section, docs->first, docs->second, e.ptr(q), e.ptr(a.getKey()),
+          e.ptr(a.getValue()), e.ptr(a.getOut()), e.ptr(a.getLse()),
+          e.ptr(a.getOutGrad()),
           e.ptr(grads[0]), e.ptr(grads[1]), e.ptr(grads[2])});
   return grads;
 }

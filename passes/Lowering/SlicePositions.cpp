@@ -86,6 +86,13 @@ FailureOr<Dims> lowering::positionedDims(Operation *op) {
         return collect({splitOf(op, a.getQuery(), kSeqDim, true),
                         splitOf(op, a.getKey(), kSeqDim, true)});
       })
+      // Ring attention's document ids: the queries' positions (the block's
+      // are those of another rank of the same layout).
+      .Case<AttentionSectionOp, AttentionSectionGradOp>([&](auto a) -> Result {
+        if (!a.getTokens())
+          return Dims{};
+        return collect({splitOf(op, a.getQuery(), kSeqDim, true)});
+      })
       // The mask is keyed by each element's global index.
       .Case([&](DropoutOp d) -> Result {
         Value x = d.getInput();

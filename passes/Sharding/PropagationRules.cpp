@@ -345,10 +345,6 @@ FailureOr<StringRef> cpCommType(OpT op, Propagation &p) {
     return op.emitError() << "cp_comm_type " << type << " (layer " << layer
                           << ") is not implemented yet; p2p, allgather and "
                              "a2a are";
-  if (op.getTokens() && type == "p2p")
-    return op.emitError() << "document masks (reset_attention_mask) with "
-                             "cp_comm_type p2p are not implemented yet; "
-                             "allgather and a2a have them";
   // Document ids need the whole sequence's tokens (few bytes: gathered).
   if (Value tokens = op.getTokens())
     if (failed(p.require(op, op.getTokensMutable()[0].getOperandNumber(),

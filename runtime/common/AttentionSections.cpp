@@ -75,6 +75,11 @@ private:
   int64_t used = 0;
 };
 
+/// Document ids from element `offset` on (none stays none).
+const int32_t *docAt(const int32_t *doc, int64_t offset) {
+  return doc ? doc + offset : nullptr;
+}
+
 /// Copies the half-1 entries lse[b, h, c..2c) of a [B,Nq,L] lse to a
 /// contiguous [B,Nq,c] ...
 void gatherLseHalf1(const SectionDims &d, const float *full, float *half) {
@@ -94,12 +99,14 @@ void scatterLseHalf1(const SectionDims &d, const float *half, float *full) {
 
 extern "C" void loomrt_attention_section_forward(
     loomrt_dtype dtype, int64_t B, int64_t L, int64_t Nq, int64_t Nkv,
-    int64_t D, float scale, int32_t section, const void *q, const void *k,
-    const void *v, void *o_acc, float *lse_acc) {
+    int64_t D, float scale, int32_t section, const int32_t *q_doc,
+    const int32_t *k_doc, const void *q, const void *k, const void *v,
+    void *o_acc, float *lse_acc) {
   checkSection(__func__, dtype, B, L, Nq, Nkv, D, section);
   if (B == 0 || L == 0)
     return;
   LOOMRT_CHECK(q && k && v && o_acc && lse_acc, "NULL tensor");
+  LOOMRT_CHECK(!q_doc == !k_doc, "q_doc and k_doc: both or neither");
   const SectionDims d = sectionDims(dtype, B, L, Nq, Nkv, D);
   const int64_t c = d.c;
 
@@ -113,15 +120,16 @@ extern "C" void loomrt_attention_section_forward(
     if (section == LOOMRT_SECTION_DIAGONAL) {
       // Local indices as positions: chunk r precedes chunk 2cp-1-r.
       loomrt_attention_forward(dtype, B, L, L, Nq, Nkv, D, scale,
-                               /*causal=*/1, nullptr, nullptr, nullptr, nullptr,
-                               q, k, v, oPart, lsePart);
+                               /*causal=*/1, nullptr, nullptr, q_doc, k_doc, q,
+                               k, v, oPart, lsePart);
     } else {
       // Keys of chunk j < r precede every query; chunk 2cp-1-j follows them
       // all. Per batch, kv half 0 is the first c rows of the block.
       for (int64_t b = 0; b < B; ++b)
         loomrt_attention_forward(
             dtype, 1, L, c, Nq, Nkv, D, scale, /*causal=*/0, nullptr, nullptr,
-            nullptr, nullptr, at(q, b * L * d.qRow), at(k, b * L * d.kvRow),
+            docAt(q_doc, b * L), docAt(k_doc, b * L), at(q, b * L * d.qRow),
+            at(k, b * L * d.kvRow),
             at(v, b * L * d.kvRow), at(oPart, b * L * d.qRow),
             lsePart + b * Nq * L);
     }
@@ -139,8 +147,8 @@ extern "C" void loomrt_attention_section_forward(
   float *lseAcc1 = static_cast<float *>(s.take(lseBytes));
   for (int64_t b = 0; b < B; ++b)
     loomrt_attention_forward(dtype, 1, c, L, Nq, Nkv, D, scale, /*causal=*/0,
-                             nullptr, nullptr, nullptr, nullptr,
-                             at(q, (b * L + c) * d.qRow),
+                             nullptr, nullptr, docAt(q_doc, b * L + c),
+                             docAt(k_doc, b * L), at(q, (b * L + c) * d.qRow),
                              at(k, b * L * d.kvRow), at(v, b * L * d.kvRow),
                              at(oPart, b * c * d.qRow), lsePart + b * Nq * c);
   gatherLseHalf1(d, lse_acc, lseAcc1);
@@ -153,29 +161,32 @@ extern "C" void loomrt_attention_section_forward(
 
 extern "C" void loomrt_attention_section_backward(
     loomrt_dtype dtype, int64_t B, int64_t L, int64_t Nq, int64_t Nkv,
-    int64_t D, float scale, int32_t section, const void *q, const void *k,
-    const void *v, const void *o, const float *lse, const void *dout, void *dq,
-    void *dk, void *dv) {
+    int64_t D, float scale, int32_t section, const int32_t *q_doc,
+    const int32_t *k_doc, const void *q, const void *k, const void *v,
+    const void *o, const float *lse, const void *dout, void *dq, void *dk,
+    void *dv) {
   checkSection(__func__, dtype, B, L, Nq, Nkv, D, section);
   if (B == 0 || L == 0)
     return;
   LOOMRT_CHECK(q && k && v && o && lse && dout && dq && dk && dv,
                "NULL tensor");
+  LOOMRT_CHECK(!q_doc == !k_doc, "q_doc and k_doc: both or neither");
   const SectionDims d = sectionDims(dtype, B, L, Nq, Nkv, D);
   const int64_t c = d.c;
 
   switch (section) {
   case LOOMRT_SECTION_DIAGONAL:
     loomrt_attention_backward(dtype, B, L, L, Nq, Nkv, D, scale, /*causal=*/1,
-                              nullptr, nullptr, nullptr, nullptr, q, k, v, o,
-                              lse, dout, dq, dk, dv, /*accumulate=*/1);
+                              nullptr, nullptr, q_doc, k_doc, q, k, v, o, lse,
+                              dout, dq, dk, dv, /*accumulate=*/1);
     return;
   case LOOMRT_SECTION_LOWER:
     // All query rows against kv half 0; dk/dv of half 1 get nothing.
     for (int64_t b = 0; b < B; ++b) {
       const int64_t qOff = b * L * d.qRow, kvOff = b * L * d.kvRow;
       loomrt_attention_backward(dtype, 1, L, c, Nq, Nkv, D, scale, /*causal=*/0,
-                                nullptr, nullptr, nullptr, nullptr, at(q, qOff),
+                                nullptr, nullptr, docAt(q_doc, b * L),
+                                docAt(k_doc, b * L), at(q, qOff),
                                 at(k, kvOff), at(v, kvOff), at(o, qOff),
                                 lse + b * Nq * L, at(dout, qOff), at(dq, qOff),
                                 at(dk, kvOff), at(dv, kvOff), /*accumulate=*/1);
@@ -190,7 +201,8 @@ extern "C" void loomrt_attention_section_backward(
     for (int64_t b = 0; b < B; ++b) {
       const int64_t qOff = (b * L + c) * d.qRow, kvOff = b * L * d.kvRow;
       loomrt_attention_backward(dtype, 1, c, L, Nq, Nkv, D, scale, /*causal=*/0,
-                                nullptr, nullptr, nullptr, nullptr, at(q, qOff),
+                                nullptr, nullptr, docAt(q_doc, b * L + c),
+                                docAt(k_doc, b * L), at(q, qOff),
                                 at(k, kvOff), at(v, kvOff), at(o, qOff),
                                 lse1 + b * Nq * c, at(dout, qOff), at(dq, qOff),
                                 at(dk, kvOff), at(dv, kvOff), /*accumulate=*/1);

@@ -267,7 +267,7 @@ def main():
     ap.add_argument("--full", action="store_true", help="every plan, not the slice")
     ap.add_argument("--documents", action="store_true",
                     help="import with Megatron's --reset-attention-mask and "
-                         "--reset-position-ids (p2p plans must be refused)")
+                         "--reset-position-ids")
     ap.add_argument("--perturb", metavar="PLAN",
                     help="negative control: PLAN reads its tokens shifted by one")
     args = ap.parse_args()
@@ -333,16 +333,6 @@ def main():
         for p in [Plan(model, 1, 1, False, dp, None)
                   for dp in sorted({p.dp for p in mine})] + mine:
             out = os.path.join(args.work, p.name)
-            comms_of_p = [p.comm] if isinstance(p.comm, str) else list(p.comm or [])
-            if documents and p.cp > 1 and "p2p" in comms_of_p:
-                bad = subprocess.run([tool("loom-compile"), mlir, "--train", "-o", out,
-                                      "--quiet"] + p.flags(), text=True,
-                                     capture_output=True)
-                if bad.returncode == 0 or "with cp_comm_type p2p are not implemented yet" not in bad.stderr:
-                    sys.exit("FAIL: %s: expected the error about document masks, got:\n%s"
-                             % (p.name, bad.stderr))
-                print("%s: rejected (document masks with p2p are not built yet)" % p.name)
-                continue
             if not a2a_fits(config, p):
                 # Ulysses splits each tp rank's query heads over cp: a plan
                 # where they do not divide is a named error.

@@ -359,6 +359,9 @@ void loomrt_attention_backward(loomrt_dtype dtype, int64_t B, int64_t S,
  *   LOOMRT_SECTION_UPPER    j > r: only query half 1 (rows c..2c-1, chunk
  *                           2cp-1-r), all keys, no mask.
  * Pieces of a section that are not listed are fully masked and skipped.
+ * q_doc and k_doc [B,L] int32 (both NULL, or both given) are the document
+ * ids of this rank's queries and of block j's keys (reset_attention_mask):
+ * keys of another document are masked too.
  * All work goes through the other entry points (forward, merge, backward,
  * copies), so these behave the same on every backend. */
 #define LOOMRT_SECTION_DIAGONAL 0
@@ -375,6 +378,8 @@ void loomrt_attention_backward(loomrt_dtype dtype, int64_t B, int64_t S,
 void loomrt_attention_section_forward(loomrt_dtype dtype, int64_t B, int64_t L,
                                       int64_t Nq, int64_t Nkv, int64_t D,
                                       float scale, int32_t section,
+                                      const int32_t *q_doc,
+                                      const int32_t *k_doc,
                                       const void *q, const void *k,
                                       const void *v, void *o_acc,
                                       float *lse_acc);
@@ -390,6 +395,8 @@ void loomrt_attention_section_forward(loomrt_dtype dtype, int64_t B, int64_t L,
 void loomrt_attention_section_backward(loomrt_dtype dtype, int64_t B, int64_t L,
                                        int64_t Nq, int64_t Nkv, int64_t D,
                                        float scale, int32_t section,
+                                       const int32_t *q_doc,
+                                       const int32_t *k_doc,
                                        const void *q, const void *k,
                                        const void *v, const void *o,
                                        const float *lse, const void *dout,

@@ -52,3 +52,21 @@ module attributes {tfm.plan = #tfm.plan<cp = 2>, tfm.local_shapes} {
     return %dk : tensor<1x4x16xf32, #q2>
   }
 }
+
+// -----
+
+// A document mask: every tile reads the whole sequence's tokens (their
+// document ids at the queries' and the block's positions).
+// CHECK-LABEL: func.func @documents
+// CHECK: tfm.attention_section %{{.*}}, %{{.*}}, %{{.*}} tokens(%[[T:[^ ]*]] : tensor<1x8xi32, #tfm.dist<@dense>>) eod 7 kv_from 0
+// CHECK: tfm.ring_shift
+// CHECK: tfm.attention_section {{.*}} tokens(%[[T]] : {{.*}}) eod 7 kv_from -1
+#q3 = #tfm.dist<@dense, [[], [cp] zigzag(2)]>
+#s3 = #tfm.dist<@dense, [[], [], [cp] zigzag(2)]>
+module attributes {tfm.plan = #tfm.plan<cp = 2>, tfm.local_shapes} {
+  mesh.mesh @dense(shape = 1x1x2x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  func.func @documents(%q: tensor<1x4x16xf32, #q3>, %k: tensor<1x4x16xf32, #q3>, %t: tensor<1x8xi32, #tfm.dist<@dense>>) -> tensor<1x4x16xf32, #q3> {
+    %o, %lse = tfm.attention %q, %k, %k tokens %t heads 2 kv_heads 2 head_dim 8 scale 0.35 mask causal_document eod 7 ring "cp" : tensor<1x4x16xf32, #q3>, tensor<1x4x16xf32, #q3>, tensor<1x4x16xf32, #q3>, tensor<1x8xi32, #tfm.dist<@dense>> -> tensor<1x4x16xf32, #q3>, tensor<1x2x4xf32, #s3>
+    return %o : tensor<1x4x16xf32, #q3>
+  }
+}

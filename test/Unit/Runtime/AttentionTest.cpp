@@ -468,7 +468,7 @@ TEST(AttentionSectionTest, RingForwardEqualsWholeSequence) {
                                    v = lay.rows(p.v, kvW, j);
           loomrt_attention_section_forward(
               LOOMRT_F32, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale,
-              CpLayout::section(r, j), q.data(), k.data(), v.data(), o.data(),
+              CpLayout::section(r, j), nullptr, nullptr, q.data(), k.data(), v.data(), o.data(),
               lse.data());
         }
         expectClose(o, wantO, 1e-5, 1e-5, "ring o");
@@ -507,7 +507,7 @@ TEST(AttentionSectionTest, RingBackwardEqualsWholeSequence) {
                                  v = lay.rows(p.v, kvW, j);
         loomrt_attention_section_backward(
             LOOMRT_F32, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale,
-            CpLayout::section(r, j), q.data(), k.data(), v.data(), o.data(),
+            CpLayout::section(r, j), nullptr, nullptr, q.data(), k.data(), v.data(), o.data(),
             lse.data(), dout.data(), dq.data(), dk[size_t(j)].data(),
             dv[size_t(j)].data());
       }
@@ -541,7 +541,7 @@ TEST(AttentionSectionTest, SectionsLeaveOtherHalvesUntouched) {
                  ? nan
                  : -std::numeric_limits<float>::infinity();
   loomrt_attention_section_forward(
-      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_UPPER,
+      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_UPPER, nullptr, nullptr,
       p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data());
   for (size_t x = 0; x < o.size(); ++x)
     EXPECT_EQ(std::isnan(o[x]), half(int64_t(x / size_t(qW)) % L) == 0) << x;
@@ -554,7 +554,7 @@ TEST(AttentionSectionTest, SectionsLeaveOtherHalvesUntouched) {
   std::vector<float> dq(p.q.size(), 7.0f), dk(p.k.size(), 0.0f),
       dv(p.v.size(), 0.0f);
   loomrt_attention_section_backward(
-      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_UPPER,
+      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_UPPER, nullptr, nullptr,
       p.q.data(), p.k.data(), p.v.data(), f.o.data(), f.lse.data(),
       p.dout.data(), dq.data(), dk.data(), dv.data());
   for (size_t x = 0; x < dq.size(); ++x)
@@ -563,7 +563,7 @@ TEST(AttentionSectionTest, SectionsLeaveOtherHalvesUntouched) {
   std::fill(dk.begin(), dk.end(), 7.0f);
   std::fill(dv.begin(), dv.end(), 7.0f);
   loomrt_attention_section_backward(
-      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_LOWER,
+      LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_LOWER, nullptr, nullptr,
       p.q.data(), p.k.data(), p.v.data(), f.o.data(), f.lse.data(),
       p.dout.data(), dq.data(), dk.data(), dv.data());
   size_t changed = 0;
@@ -605,7 +605,7 @@ TEST(AttentionSectionTest, Bf16RingForwardAndBackward) {
     for (int64_t j = 0; j < cp; ++j) {
       const Buf k(bf, lay.rows(p.k, kvW, j)), v(bf, lay.rows(p.v, kvW, j));
       loomrt_attention_section_forward(
-          bf, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale, CpLayout::section(r, j),
+          bf, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale, CpLayout::section(r, j), nullptr, nullptr,
           q.data(), k.data(), v.data(), o.data(), lse.data());
     }
     expectClose(o.values(), lay.rows(want.o, qW, r), 1e-2, 1.0 / 128,
@@ -619,7 +619,7 @@ TEST(AttentionSectionTest, Bf16RingForwardAndBackward) {
     for (int64_t j = 0; j < cp; ++j) {
       const Buf k(bf, lay.rows(p.k, kvW, j)), v(bf, lay.rows(p.v, kvW, j));
       loomrt_attention_section_backward(
-          bf, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale, CpLayout::section(r, j),
+          bf, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale, CpLayout::section(r, j), nullptr, nullptr,
           q.data(), k.data(), v.data(), wantO.data(), wantLse.data(),
           dout.data(), dq.data(), dk[size_t(j)].data(), dv[size_t(j)].data());
     }
@@ -640,23 +640,23 @@ TEST(AttentionSectionDeathTest, MisuseAbortsWithTheFunctionName) {
   std::vector<float> t(64, 0.0f);
   float *x = t.data();
   EXPECT_DEATH(loomrt_attention_section_forward(LOOMRT_F32, 1, 3, 1, 1, 4, 1.0f,
-                                                LOOMRT_SECTION_LOWER, x, x, x,
+                                                LOOMRT_SECTION_LOWER, nullptr, nullptr, x, x, x,
                                                 x, x),
                "loomrt_attention_section_forward: L = 3 local tokens is odd");
   EXPECT_DEATH(loomrt_attention_section_backward(LOOMRT_F32, 1, 2, 1, 1, 4,
-                                                 1.0f, 3, x, x, x, x, x, x, x,
+                                                 1.0f, 3, nullptr, nullptr, x, x, x, x, x, x, x,
                                                  x, x),
                "loomrt_attention_section_backward: bad section 3");
   EXPECT_DEATH(loomrt_attention_section_forward(LOOMRT_F32, 1, 2, 1, 1, 4, 1.0f,
-                                                LOOMRT_SECTION_UPPER, x,
+                                                LOOMRT_SECTION_UPPER, nullptr, nullptr, x,
                                                 nullptr, x, x, x),
                "loomrt_attention_section_forward: NULL tensor");
   EXPECT_DEATH(loomrt_attention_section_backward(LOOMRT_F32, -1, 2, 1, 1, 4,
-                                                 1.0f, LOOMRT_SECTION_DIAGONAL,
+                                                 1.0f, LOOMRT_SECTION_DIAGONAL, nullptr, nullptr,
                                                  x, x, x, x, x, x, x, x, x),
                "loomrt_attention_section_backward: bad sizes");
   EXPECT_DEATH(loomrt_attention_section_forward(LOOMRT_F32, 1, 2, 3, 2, 4, 1.0f,
-                                                LOOMRT_SECTION_DIAGONAL, x, x,
+                                                LOOMRT_SECTION_DIAGONAL, nullptr, nullptr, x, x,
                                                 x, x, x),
                "not a multiple of 2 kv heads");
 }
