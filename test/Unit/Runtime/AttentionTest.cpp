@@ -478,6 +478,86 @@ TEST(AttentionSectionTest, RingForwardEqualsWholeSequence) {
   }
 }
 
+TEST(AttentionSectionTest, RingWithDocumentsEqualsWholeSequence) {
+  // Two documents a sequence, the boundary inside a chunk: the sections
+  // must mask keys of the other document (forward and backward).
+  for (int64_t cp : {2, 3}) {
+    SCOPED_TRACE("cp=" + std::to_string(cp));
+    const CpLayout lay(cp, kRingC, kRingB);
+    Problem p(kRingB, lay.S, lay.S, kRingNq, kRingNkv, kRingD,
+              uint32_t(70 + cp));
+    const int64_t qW = p.Nq * p.D, kvW = p.Nkv * p.D;
+    std::vector<int32_t> doc(size_t(p.B * lay.S));
+    for (int64_t b = 0; b < p.B; ++b)
+      for (int64_t s = 0; s < lay.S; ++s)
+        doc[size_t(b * lay.S + s)] = s >= lay.S / 3 + b ? 1 : 0;
+    Whole want{std::vector<float>(p.q.size()),
+               std::vector<float>(size_t(p.B * p.Nq * p.S)),
+               std::vector<float>(p.q.size()), std::vector<float>(p.k.size()),
+               std::vector<float>(p.v.size())};
+    loomrt_attention_forward(LOOMRT_F32, p.B, p.S, p.S, p.Nq, p.Nkv, p.D,
+                             p.scale, 1, nullptr, nullptr, doc.data(),
+                             doc.data(), p.q.data(), p.k.data(), p.v.data(),
+                             want.o.data(), want.lse.data());
+    loomrt_attention_backward(
+        LOOMRT_F32, p.B, p.S, p.S, p.Nq, p.Nkv, p.D, p.scale, 1, nullptr,
+        nullptr, doc.data(), doc.data(), p.q.data(), p.k.data(), p.v.data(),
+        want.o.data(), want.lse.data(), p.dout.data(), want.dq.data(),
+        want.dk.data(), want.dv.data(), 0);
+    auto docOf = [&](int64_t r) {
+      std::vector<float> f(doc.begin(), doc.end());
+      std::vector<float> local = lay.rows(f, 1, r);
+      return std::vector<int32_t>(local.begin(), local.end());
+    };
+    std::vector<std::vector<float>> dk(static_cast<size_t>(cp)),
+        dv(static_cast<size_t>(cp));
+    for (int64_t j = 0; j < cp; ++j) {
+      dk[size_t(j)].assign(size_t(p.B * lay.L * kvW), 0.0f);
+      dv[size_t(j)].assign(size_t(p.B * lay.L * kvW), 0.0f);
+    }
+    for (int64_t r = 0; r < cp; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      const std::vector<float> q = lay.rows(p.q, qW, r);
+      const std::vector<int32_t> qDoc = docOf(r);
+      std::vector<float> o(q.size(), 0.0f),
+          lse(size_t(p.B * p.Nq * lay.L),
+              -std::numeric_limits<float>::infinity());
+      for (int64_t j = 0; j < cp; ++j) {
+        const std::vector<float> k = lay.rows(p.k, kvW, j),
+                                 v = lay.rows(p.v, kvW, j);
+        const std::vector<int32_t> kDoc = docOf(j);
+        loomrt_attention_section_forward(
+            LOOMRT_F32, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale,
+            CpLayout::section(r, j), qDoc.data(), kDoc.data(), q.data(),
+            k.data(), v.data(), o.data(), lse.data());
+      }
+      expectClose(o, lay.rows(want.o, qW, r), 1e-5, 1e-5, "ring o");
+      expectClose(lse, lay.lse(want.lse, p.Nq, r), 1e-5, 1e-5, "ring lse");
+      const std::vector<float> wo = lay.rows(want.o, qW, r),
+                               wl = lay.lse(want.lse, p.Nq, r),
+                               dout = lay.rows(p.dout, qW, r);
+      std::vector<float> dq(q.size(), 0.0f);
+      for (int64_t j = 0; j < cp; ++j) {
+        const std::vector<float> k = lay.rows(p.k, kvW, j),
+                                 v = lay.rows(p.v, kvW, j);
+        const std::vector<int32_t> kDoc = docOf(j);
+        loomrt_attention_section_backward(
+            LOOMRT_F32, p.B, lay.L, p.Nq, p.Nkv, p.D, p.scale,
+            CpLayout::section(r, j), qDoc.data(), kDoc.data(), q.data(),
+            k.data(), v.data(), wo.data(), wl.data(), dout.data(), dq.data(),
+            dk[size_t(j)].data(), dv[size_t(j)].data());
+      }
+      expectClose(dq, lay.rows(want.dq, qW, r), 1e-5, 1e-4, "ring dq");
+    }
+    for (int64_t j = 0; j < cp; ++j) {
+      expectClose(dk[size_t(j)], lay.rows(want.dk, kvW, j), 1e-5, 1e-4,
+                  "ring dk");
+      expectClose(dv[size_t(j)], lay.rows(want.dv, kvW, j), 1e-5, 1e-4,
+                  "ring dv");
+    }
+  }
+}
+
 TEST(AttentionSectionTest, RingBackwardEqualsWholeSequence) {
   for (int64_t cp : {1, 2, 3, 4}) {
     SCOPED_TRACE("cp=" + std::to_string(cp));
