@@ -37,8 +37,8 @@ def TfmPropagateDistribution
     decides through its propagation rule (PropagationRules.cpp, one per op:
     PropagationOpInterface) which distributions it needs its operands in;
     its results are typed by its distribution rule (DistributedOpInterface).
-    The rules are Megatron's tensor and sequence parallelism, found from the
-    data flow with no name matching:
+    The rules are Megatron's tensor, sequence and context parallelism, found
+    from the data flow with no name matching:
 
     - `linear` of an input whole on its features is column-parallel (weight
       split on dim 0 over tp, output features split); of an input whose
@@ -57,13 +57,23 @@ def TfmPropagateDistribution
     - The token embedding is vocab-parallel (table split on the vocabulary,
       a partial sum out); the head's projection is then column-parallel and
       the cross-entropy becomes vocab-parallel pieces (`tfm.ce_row_max`,
-      `tfm.ce_sum_exp`, `tfm.ce_target_logit`, `tfm.ce_loss`) with their
-      statistics reduced: the logits are never gathered, and the gradient
-      reads the reduced statistics (no communication in backward).
+      `tfm.ce_sum_exp`, `tfm.ce_target_logit`, `tfm.ce_loss_sum`,
+      `tfm.loss_mean`) with their statistics reduced: the logits are never
+      gathered, and the gradient reads the reduced statistics (no
+      communication in backward).
+    - Context parallelism (the plan's cp): the batch inputs enter with their
+      sequence split over cp in Megatron's load-balanced order of 2 cp
+      chunks, and token-wise ops keep it. Attention follows its layer's
+      cp_comm_type: `allgather` needs k and v whole, `p2p` keeps them split
+      and marks the op ring attention (tfm-expand-ring-attention writes
+      the ring), `a2a` exchanges q, k, v heads for sequence and back. The
+      loss's masked sum and token count are partial sums over cp, reduced
+      before the mean; the gradient divides by the whole count.
     - A parameter takes the distribution its first use needs; every other
       read must agree (a tied embedding is split alike in the embedding and
       the head). Parameter gradients leave a function distributed like
-      their parameters.
+      their parameters (still partial over cp: the rank program reduces
+      them over dp x cp).
 
     ```mlir
     %y = tfm.linear %x, %w : tensor<2x8x64xf32>, tensor<64x64xf32> -> tensor<2x8x64xf32>
