@@ -42,22 +42,32 @@ public:
   LogicalResult backward(AttentionGradOp op);
 
 private:
-  /// The ring's size, from the mesh of `op`'s values.
-  template <typename OpT> FailureOr<int64_t> ringSize(OpT op) {
-    FailureOr<MeshAxesInfo> mesh =
-        MeshAxesInfo::lookup(op, getDist(op.getQuery()).getMesh());
+  /// The ring of `op`: its size, mesh and axis.
+  struct Ring {
+    int64_t size;
+    FlatSymbolRefAttr mesh;
+    StringAttr axis;
+    Location loc;
+  };
+  /// The ring of `op` (an error if its axis is not the mesh's), with the
+  /// builder set before `op`.
+  template <typename OpT> FailureOr<Ring> begin(OpT op) {
+    FlatSymbolRefAttr meshName = getDist(op.getQuery()).getMesh();
+    FailureOr<MeshAxesInfo> mesh = MeshAxesInfo::lookup(op, meshName);
     if (failed(mesh))
       return failure();
     if (!mesh->index(*op.getRing()))
       return op.emitOpError() << "rings over " << *op.getRing()
                               << ", which is not an axis of the mesh";
-    return mesh->size(*op.getRing());
+    b.setInsertionPoint(op);
+    return Ring{mesh->size(*op.getRing()), meshName, op.getRingAttr(),
+                op.getLoc()};
   }
-  SmallVector<Value> shift(Location loc, ValueRange values, int64_t offset,
-                           FlatSymbolRefAttr mesh, StringAttr axis) {
+  SmallVector<Value> shift(const Ring &ring, ValueRange values,
+                           int64_t offset) {
     return b
-        .create<RingShiftOp>(loc, values.getTypes(), values, mesh, axis,
-                             b.getI64IntegerAttr(offset))
+        .create<RingShiftOp>(ring.loc, values.getTypes(), values, ring.mesh,
+                             ring.axis, b.getI64IntegerAttr(offset))
         .getResults();
   }
 
@@ -83,13 +93,13 @@ private:
 };
 
 LogicalResult RingWriter::forward(AttentionOp op) {
-  FailureOr<int64_t> n = ringSize(op);
-  if (failed(n))
+  FailureOr<Ring> ring = begin(op);
+  if (failed(ring))
     return failure();
-  b.setInsertionPoint(op);
-  Location loc = op.getLoc();
-  auto mesh = getDist(op.getQuery()).getMesh();
-  StringAttr axis = op.getRingAttr();
+  int64_t n = ring->size;
+  Location loc = ring->loc;
+  FlatSymbolRefAttr mesh = ring->mesh;
+  StringAttr axis = ring->axis;
   auto section = [&](Value k, Value v, ValueRange merge, int64_t from) {
     return b.create<AttentionSectionOp>(
         loc, op.getResult().getType(), op.getLse().getType(), op.getQuery(), k,
@@ -101,8 +111,8 @@ LogicalResult RingWriter::forward(AttentionOp op) {
   auto result = section(op.getKey(), op.getValue(), {}, 0);
   Value k = op.getKey(), v = op.getValue();
   // Step i: the block of rank r - i, received from the previous rank.
-  for (int64_t i = 1; i < *n; ++i) {
-    SmallVector<Value> kv = shift(loc, {k, v}, 1, mesh, axis);
+  for (int64_t i = 1; i < n; ++i) {
+    SmallVector<Value> kv = shift(*ring, {k, v}, 1);
     k = kv[0];
     v = kv[1];
     result = section(k, v, result.getResults(), -i);
@@ -114,26 +124,25 @@ LogicalResult RingWriter::forward(AttentionOp op) {
 }
 
 LogicalResult RingWriter::backward(AttentionGradOp op) {
-  FailureOr<int64_t> n = ringSize(op);
-  if (failed(n))
+  FailureOr<Ring> ring = begin(op);
+  if (failed(ring))
     return failure();
-  b.setInsertionPoint(op);
-  Location loc = op.getLoc();
-  auto mesh = getDist(op.getQuery()).getMesh();
-  StringAttr axis = op.getRingAttr();
+  int64_t n = ring->size;
+  Location loc = ring->loc;
+  FlatSymbolRefAttr mesh = ring->mesh;
+  StringAttr axis = ring->axis;
   // Step 0 sees the block of rank r + 1.
   Value k, v;
   if (auto it = lastBlock.find(keyOf(op.getKey(), op.getValue()));
-      it != lastBlock.end() && *n > 1) {
+      it != lastBlock.end() && n > 1) {
     std::tie(k, v) = it->second;
   } else {
-    SmallVector<Value> kv =
-        shift(loc, {op.getKey(), op.getValue()}, -1, mesh, axis);
+    SmallVector<Value> kv = shift(*ring, {op.getKey(), op.getValue()}, -1);
     k = kv[0];
     v = kv[1];
   }
   SmallVector<Value> grads;
-  for (int64_t i = 0; i < *n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     // Step i: the block of rank r + 1 + i and its gradient so far; the
     // last step is the rank's own block.
     auto step = b.create<AttentionSectionGradOp>(
@@ -143,10 +152,9 @@ LogicalResult RingWriter::backward(AttentionGradOp op) {
         op.getNumHeadsAttr(), op.getNumKvHeadsAttr(), op.getHeadDimAttr(),
         op.getScaleAttr(), op.getEodAttr());
     grads.assign(step.getResults().begin(), step.getResults().end());
-    if (i + 1 == *n)
+    if (i + 1 == n)
       break;
-    SmallVector<Value> moved = shift(loc, {k, v, grads[1], grads[2]}, -1, mesh,
-                                     axis);
+    SmallVector<Value> moved = shift(*ring, {k, v, grads[1], grads[2]}, -1);
     k = moved[0];
     v = moved[1];
     grads[1] = moved[2];

@@ -38,6 +38,19 @@ inline bool checkSequencePositions(int64_t B, int64_t L, int64_t start,
   return true;
 }
 
+/// Checks loomrt_gather_positions' sizes; false when there is nothing to
+/// gather (B * L == 0).
+inline bool checkGatherPositions(int64_t B, int64_t S, int64_t L,
+                                 const int32_t *src, const int32_t *idx,
+                                 const int32_t *dst) {
+  LOOMRT_CHECK(B >= 0 && S >= 0 && L >= 0, "negative size B=%lld S=%lld L=%lld",
+               (long long)B, (long long)S, (long long)L);
+  if (B * L == 0)
+    return false;
+  LOOMRT_CHECK(src && idx && dst, "NULL tensor");
+  return true;
+}
+
 /// Writes the positions into host memory `out` [B, L] (see loomrt.h).
 inline void fillSequencePositions(int64_t B, int64_t L, int64_t start,
                                   int64_t chunk, const int64_t *order,

@@ -126,11 +126,8 @@ extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
 extern "C" void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
                                         const int32_t *src, const int32_t *idx,
                                         int32_t *dst) {
-  LOOMRT_CHECK(B >= 0 && S >= 0 && L >= 0, "negative size B=%lld S=%lld L=%lld",
-               (long long)B, (long long)S, (long long)L);
-  if (B * L == 0)
+  if (!loomrt::checkGatherPositions(B, S, L, src, idx, dst))
     return;
-  LOOMRT_CHECK(src && idx && dst, "NULL tensor");
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < L; ++i) {
       int32_t j = idx[b * L + i];

@@ -163,11 +163,8 @@ extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
 extern "C" void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
                                         const int32_t *src, const int32_t *idx,
                                         int32_t *dst) {
-  LOOMRT_CHECK(B >= 0 && S >= 0 && L >= 0, "negative size B=%lld S=%lld L=%lld",
-               (long long)B, (long long)S, (long long)L);
-  if (B * L == 0)
+  if (!loomrt::checkGatherPositions(B, S, L, src, idx, dst))
     return;
-  LOOMRT_CHECK(src && idx && dst, "NULL tensor");
   gatherPositions<<<gridFor(B * L), kThreads, 0, stream()>>>(B, S, L, src, idx,
                                                              dst);
   CUDA_CHECK_LAUNCH();

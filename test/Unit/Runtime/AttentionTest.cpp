@@ -410,18 +410,19 @@ struct Whole {
 };
 
 /// Causal attention over the whole sequence (forward, then backward from
-/// its own o and lse), through the runtime's f32 kernels.
-Whole wholeSequence(const Problem &p) {
+/// its own o and lse), through the runtime's f32 kernels; `doc` [B,S], when
+/// given, masks keys of other documents too.
+Whole wholeSequence(const Problem &p, const int32_t *doc = nullptr) {
   Whole w{std::vector<float>(p.q.size()),
           std::vector<float>(size_t(p.B * p.Nq * p.S)),
           std::vector<float>(p.q.size()), std::vector<float>(p.k.size()),
           std::vector<float>(p.v.size())};
   loomrt_attention_forward(LOOMRT_F32, p.B, p.S, p.S, p.Nq, p.Nkv, p.D, p.scale,
-                           1, nullptr, nullptr, nullptr, nullptr, p.q.data(),
+                           1, nullptr, nullptr, doc, doc, p.q.data(),
                            p.k.data(), p.v.data(), w.o.data(), w.lse.data());
   loomrt_attention_backward(
       LOOMRT_F32, p.B, p.S, p.S, p.Nq, p.Nkv, p.D, p.scale, 1, nullptr, nullptr,
-      nullptr, nullptr, p.q.data(), p.k.data(), p.v.data(), w.o.data(),
+      doc, doc, p.q.data(), p.k.data(), p.v.data(), w.o.data(),
       w.lse.data(), p.dout.data(), w.dq.data(), w.dk.data(), w.dv.data(), 0);
   return w;
 }
@@ -491,19 +492,7 @@ TEST(AttentionSectionTest, RingWithDocumentsEqualsWholeSequence) {
     for (int64_t b = 0; b < p.B; ++b)
       for (int64_t s = 0; s < lay.S; ++s)
         doc[size_t(b * lay.S + s)] = s >= lay.S / 3 + b ? 1 : 0;
-    Whole want{std::vector<float>(p.q.size()),
-               std::vector<float>(size_t(p.B * p.Nq * p.S)),
-               std::vector<float>(p.q.size()), std::vector<float>(p.k.size()),
-               std::vector<float>(p.v.size())};
-    loomrt_attention_forward(LOOMRT_F32, p.B, p.S, p.S, p.Nq, p.Nkv, p.D,
-                             p.scale, 1, nullptr, nullptr, doc.data(),
-                             doc.data(), p.q.data(), p.k.data(), p.v.data(),
-                             want.o.data(), want.lse.data());
-    loomrt_attention_backward(
-        LOOMRT_F32, p.B, p.S, p.S, p.Nq, p.Nkv, p.D, p.scale, 1, nullptr,
-        nullptr, doc.data(), doc.data(), p.q.data(), p.k.data(), p.v.data(),
-        want.o.data(), want.lse.data(), p.dout.data(), want.dq.data(),
-        want.dk.data(), want.dv.data(), 0);
+    const Whole want = wholeSequence(p, doc.data());
     auto docOf = [&](int64_t r) {
       std::vector<float> f(doc.begin(), doc.end());
       std::vector<float> local = lay.rows(f, 1, r);
@@ -637,9 +626,11 @@ TEST(AttentionSectionTest, SectionsLeaveOtherHalvesUntouched) {
       LOOMRT_F32, p.B, L, p.Nq, p.Nkv, p.D, p.scale, LOOMRT_SECTION_UPPER, nullptr, nullptr,
       p.q.data(), p.k.data(), p.v.data(), f.o.data(), f.lse.data(),
       p.dout.data(), dq.data(), dk.data(), dv.data());
-  for (size_t x = 0; x < dq.size(); ++x)
-    if (half(int64_t(x / size_t(qW)) % L) == 0)
+  for (size_t x = 0; x < dq.size(); ++x) {
+    if (half(int64_t(x / size_t(qW)) % L) == 0) {
       EXPECT_EQ(dq[x], 7.0f) << x;
+    }
+  }
   std::fill(dk.begin(), dk.end(), 7.0f);
   std::fill(dv.begin(), dv.end(), 7.0f);
   loomrt_attention_section_backward(
