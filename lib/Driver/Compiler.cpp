@@ -524,7 +524,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   auto rankBinary = [](int64_t r) { return llvm::formatv("rank-{0:d5}", r).str(); };
   SmallString<256> first(o.outputDir);
   llvm::sys::path::append(first, rankBinary(0));
-  if (Error e = linkExecutable(objectPath, first))
+  if (Error e = linkExecutable(objectPath, first, o.backend))
     return e;
   for (int64_t r = 1; r < world; ++r) {
     SmallString<256> path(o.outputDir);
@@ -630,6 +630,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"model", model ? llvm::json::Value(llvm::json::Object{}) : nullptr},
       {"plan", std::move(planJson)},
       {"world_size", world},
+      {"backend", o.backend},
       {"micro_batch_size", tokensType.getDimSize(0)},
       {"seq_length", tokensType.getDimSize(1)},
       {"num_microbatches", o.numMicrobatches},

@@ -21,21 +21,38 @@
 
 using namespace llvm;
 
-// kRuntimeDir, kRuntimeMain, kRuntimeBackend, kRuntimeExtraLibs: written by
-// CMake (file(GENERATE)) with this build's paths.
+// kRuntimeDir, kRuntimeMain, kRuntimeBackend, kRuntimeCudaBackend (empty
+// when this build has no cuda backend), kRuntimeExtraLibs: written by CMake
+// (file(GENERATE)) with this build's paths.
 #include "lib/Driver/RuntimeLink.inc"
 
 static Error fail(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
 
-Error loom::driver::linkExecutable(StringRef objectPath, StringRef outputPath) {
+Error loom::driver::linkExecutable(StringRef objectPath, StringRef outputPath,
+                                   StringRef backend) {
   std::string dir = kRuntimeDir;
-  if (std::optional<std::string> env = sys::Process::GetEnv("LOOM_RUNTIME_DIR"))
+  std::optional<std::string> env = sys::Process::GetEnv("LOOM_RUNTIME_DIR");
+  if (env)
     dir = *env;
+  StringRef backendFile;
+  if (backend == "cpu") {
+    backendFile = kRuntimeBackend;
+  } else if (backend == "cuda") {
+    backendFile = kRuntimeCudaBackend;
+    if (backendFile.empty() && !env)
+      return fail("this build of Loom has no cuda backend (CUDA toolkit, "
+                  "nvcc or NCCL were not found when it was configured: see "
+                  "'loomrt: cuda backend skipped' in the CMake output)");
+    if (backendFile.empty())
+      backendFile = "libloomrt_cuda.so";
+  } else {
+    return fail("unknown backend '" + backend + "' (cpu or cuda)");
+  }
   SmallString<256> mainLib(dir), backendLib(dir);
   sys::path::append(mainLib, sys::path::filename(kRuntimeMain));
-  sys::path::append(backendLib, sys::path::filename(kRuntimeBackend));
+  sys::path::append(backendLib, sys::path::filename(backendFile));
   for (StringRef lib : {StringRef(mainLib), StringRef(backendLib)})
     if (!sys::fs::exists(lib))
       return fail("runtime library '" + lib +

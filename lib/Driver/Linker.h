@@ -12,13 +12,15 @@
 
 namespace loom::driver {
 
-/// Links `objectPath` with the runtime driver (libloomrt_main) and the cpu
-/// backend (libloomrt_cpu) into the executable `outputPath`, with the host's
-/// C++ compiler driver (it knows the C++ runtime and the system libraries).
+/// Links `objectPath` with the runtime driver (libloomrt_main) and the
+/// backend library of `backend` ("cpu": libloomrt_cpu, "cuda":
+/// libloomrt_cuda) into the executable `outputPath`, with the host's C++
+/// compiler driver (it knows the C++ runtime and the system libraries).
 /// The runtime directory defaults to the one this build produced; the
 /// LOOM_RUNTIME_DIR environment variable overrides it.
 llvm::Error linkExecutable(llvm::StringRef objectPath,
-                           llvm::StringRef outputPath);
+                           llvm::StringRef outputPath,
+                           llvm::StringRef backend = "cpu");
 
 } // namespace loom::driver
 

@@ -80,7 +80,12 @@ void loom::buildTfmLowerToBuffersPipeline(OpPassManager &pm) {
 
 void loom::buildTfmBuffersToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // Buffers come from the runtime (loomrt_alloc through the rank driver's
+  // _mlir_memref_to_llvm_* functions), so on a GPU they are device memory.
+  FinalizeMemRefToLLVMConversionPassOptions memrefOptions;
+  memrefOptions.useAlignedAlloc = true;
+  memrefOptions.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOptions));
   // Static shapes only: a memref argument is just its data pointer, which is
   // what the runtime driver hands in.
   ConvertFuncToLLVMPassOptions funcOptions;

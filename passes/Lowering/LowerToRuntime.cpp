@@ -288,16 +288,34 @@ public:
     Value q = b.create<arith::DivFOp>(loc, num, den);
     return b.create<arith::SelectOp>(loc, isZero, zero, q);
   }
+  // Scalars the compiled code computes with on the host (the loss, its
+  // token count, grad_scale) live in backend memory like every tensor, so
+  // they cross through loomrt_copy and a host stack slot: the code never
+  // dereferences backend memory (a GPU's, on the cuda backend).
   Value load(Value scalarMemref) {
-    return b.create<memref::LoadOp>(loc, scalarMemref, ValueRange());
+    return loadFrom(ptr(scalarMemref),
+                    cast<MemRefType>(scalarMemref.getType()).getElementType());
   }
   /// Element `i` of a 1-d memref.
   Value loadAt(Value memref, int64_t i) {
-    return b.create<memref::LoadOp>(
-        loc, memref, ValueRange{b.create<arith::ConstantIndexOp>(loc, i)});
+    Type type = cast<MemRefType>(memref.getType()).getElementType();
+    return loadFrom(
+        offsetPtr(ptr(memref), i * int64_t(type.getIntOrFloatBitWidth() / 8)),
+        type);
+  }
+  /// The `type` value at backend pointer `src`.
+  Value loadFrom(Value src, Type type) {
+    Value slot = b.create<memref::AllocaOp>(loc, MemRefType::get({}, type));
+    call("loomrt_copy",
+         {ptr(slot), src, i64(type.getIntOrFloatBitWidth() / 8)});
+    return b.create<memref::LoadOp>(loc, slot, ValueRange());
   }
   void store(Value value, Value scalarMemref) {
-    b.create<memref::StoreOp>(loc, value, scalarMemref, ValueRange());
+    Value slot = b.create<memref::AllocaOp>(
+        loc, MemRefType::get({}, value.getType()));
+    b.create<memref::StoreOp>(loc, value, slot, ValueRange());
+    call("loomrt_copy", {ptr(scalarMemref), ptr(slot),
+                         i64(value.getType().getIntOrFloatBitWidth() / 8)});
   }
 
 private:

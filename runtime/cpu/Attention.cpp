@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 #include "runtime/common/Checks.h"
 
 #include <omp.h>
@@ -71,6 +72,7 @@ extern "C" void loomrt_attention_forward(
     int64_t Nkv, int64_t D, float scale, int32_t causal, const int32_t *q_pos,
     const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
     const void *q, const void *k, const void *v, void *o, float *lse) {
+  LOOMRT_DEVICE_CALL(q_pos, k_pos, q_doc, k_doc, q, k, v, o, lse);
   const Dims d{B, S, Sk, Nq, Nkv, D};
   checkAttention(__func__, dtype, d, q_doc, k_doc);
   if (B == 0 || S == 0)
@@ -157,6 +159,7 @@ extern "C" void loomrt_attention_merge(loomrt_dtype dtype, int64_t B, int64_t S,
                                        int64_t Nq, int64_t D, void *o_acc,
                                        float *lse_acc, const void *o_part,
                                        const float *lse_part) {
+  LOOMRT_DEVICE_CALL(o_acc, lse_acc, o_part, lse_part);
   checkedDtypeSize(__func__, dtype);
   LOOMRT_CHECK(B >= 0 && S >= 0 && Nq > 0 && D > 0,
                "bad sizes B=%lld S=%lld Nq=%lld D=%lld", (long long)B,
@@ -204,6 +207,7 @@ extern "C" void loomrt_attention_backward(
     const void *q, const void *k, const void *v, const void *o,
     const float *lse, const void *dout, void *dq, void *dk, void *dv,
     int32_t accumulate) {
+  LOOMRT_DEVICE_CALL(q_pos, k_pos, q_doc, k_doc, q, k, v, o, lse, dout, dq, dk, dv);
   const Dims d{B, S, Sk, Nq, Nkv, D};
   checkAttention(__func__, dtype, d, q_doc, k_doc);
   if (B == 0 || (S == 0 && Sk == 0))

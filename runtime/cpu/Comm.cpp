@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 #include "runtime/common/Groups.h"
 
 #include <mpi.h>
@@ -145,6 +146,8 @@ extern "C" void loomrt_init(int *argc, char ***argv) {
   }
   if (worldComm)
     return;
+  // After MPI_Init, whose handlers ours passes foreign faults on to.
+  contract::installFaultHandler();
   checkMpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
            "MPI_Comm_set_errhandler");
   MPI_Comm dup;
@@ -232,6 +235,7 @@ extern "C" void loomrt_barrier(loomrt_comm comm) {
 extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
                                   int32_t op, const void *send, void *recv,
                                   int64_t n) {
+  LOOMRT_DEVICE_CALL(send, recv);
   loomrt_comm c = checkedComm(__func__, comm);
   checkedDtypeSize(__func__, dtype);
   const int count = checkedCount(__func__, n);
@@ -255,6 +259,7 @@ extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
 
 extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
                                  void *buf, int64_t n, int32_t root) {
+  LOOMRT_DEVICE_CALL(buf);
   loomrt_comm c = checkedComm(__func__, comm);
   checkedDtypeSize(__func__, dtype);
   const int count = checkedCount(__func__, n);
@@ -267,6 +272,7 @@ extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
 extern "C" void loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype,
                                   int32_t ndim, const int64_t *shape,
                                   int32_t dim, const void *send, void *recv) {
+  LOOMRT_DEVICE_CALL(send, recv);
   loomrt_comm c = checkedComm(__func__, comm);
   const int64_t esz = checkedDtypeSize(__func__, dtype);
   const Split s = splitAround(__func__, ndim, shape, dim);
@@ -293,6 +299,7 @@ extern "C" void loomrt_reduce_scatter(loomrt_comm comm, loomrt_dtype dtype,
                                       int32_t ndim, const int64_t *shape,
                                       int32_t dim, const void *send,
                                       void *recv) {
+  LOOMRT_DEVICE_CALL(send, recv);
   loomrt_comm c = checkedComm(__func__, comm);
   checkedDtypeSize(__func__, dtype);
   const Split s = splitAround(__func__, ndim, shape, dim);
@@ -326,6 +333,7 @@ extern "C" void loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype,
                                   int32_t ndim, const int64_t *shape,
                                   int32_t split_dim, int32_t concat_dim,
                                   const void *send, void *recv) {
+  LOOMRT_DEVICE_CALL(send, recv);
   loomrt_comm c = checkedComm(__func__, comm);
   const int64_t esz = checkedDtypeSize(__func__, dtype);
   const int64_t P = c->size;
@@ -437,15 +445,18 @@ extern "C" void loomrt_p2p_begin(loomrt_comm comm) {
 
 extern "C" void loomrt_send(loomrt_comm comm, loomrt_dtype dtype,
                             const void *buf, int64_t n, int32_t peer) {
+  LOOMRT_DEVICE_CALL(buf);
   record(__func__, comm, true, dtype, buf, n, peer);
 }
 
 extern "C" void loomrt_recv(loomrt_comm comm, loomrt_dtype dtype, void *buf,
                             int64_t n, int32_t peer) {
+  LOOMRT_DEVICE_CALL(buf);
   record(__func__, comm, false, dtype, buf, n, peer);
 }
 
 extern "C" void loomrt_p2p_end(loomrt_comm comm) {
+  LOOMRT_DEVICE_CALL();
   loomrt_comm c = checkedComm(__func__, comm);
   if (!c->inBatch)
     fatal(__func__, "no batch was begun");

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 #include "runtime/common/Checks.h"
 
 #include <algorithm>
@@ -57,6 +58,7 @@ extern "C" void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n,
                                              const int32_t *labels,
                                              const float *mask, float *loss,
                                              float *row_loss) {
+  LOOMRT_DEVICE_CALL(logits, labels, mask, row_loss);
   checkCE(__func__, dtype, n, V);
   LOOMRT_CHECK(loss, "loss is NULL");
   if (n == 0) {
@@ -87,6 +89,7 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
                                               const int32_t *labels,
                                               const float *mask, float dloss,
                                               void *dlogits) {
+  LOOMRT_DEVICE_CALL(logits, labels, mask, dlogits);
   checkCE(__func__, dtype, n, V);
   if (n == 0)
     return;
@@ -116,6 +119,7 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
 
 extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
                                     const void *logits, float *row_max) {
+  LOOMRT_DEVICE_CALL(logits, row_max);
   checkCE(__func__, dtype, n, Vl);
   if (n == 0)
     return;
@@ -129,6 +133,7 @@ extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
 extern "C" void loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n,
                                         int64_t Vl, const void *logits,
                                         const float *row_max, float *sum_exp) {
+  LOOMRT_DEVICE_CALL(logits, row_max, sum_exp);
   checkCE(__func__, dtype, n, Vl);
   if (n == 0)
     return;
@@ -143,6 +148,7 @@ extern "C" void loomrt_ce_local_target(loomrt_dtype dtype, int64_t n,
                                        int64_t Vl, const void *logits,
                                        const int32_t *labels,
                                        int64_t vocab_start, float *target) {
+  LOOMRT_DEVICE_CALL(logits, labels, target);
   checkCE(__func__, dtype, n, Vl);
   if (n == 0)
     return;
@@ -165,6 +171,7 @@ extern "C" void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
                                           const float *target,
                                           const float *mask, float *row_loss,
                                           float *masked_sum, float *mask_sum) {
+  LOOMRT_DEVICE_CALL(row_max, sum_exp, target, mask, row_loss);
   LOOMRT_CHECK(n >= 0, "negative row count %lld", (long long)n);
   LOOMRT_CHECK(masked_sum && mask_sum, "NULL output");
   LOOMRT_CHECK(n == 0 || (row_max && sum_exp && target), "NULL tensor");
@@ -180,6 +187,7 @@ extern "C" void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
 }
 
 extern "C" void loomrt_mask_sum(int64_t n, const float *mask, float *sum) {
+  LOOMRT_DEVICE_CALL(mask, sum);
   LOOMRT_CHECK(n >= 0, "negative row count %lld", (long long)n);
   LOOMRT_CHECK(sum && (n == 0 || mask), "NULL tensor");
   *sum = float(maskSum(mask, n));
@@ -189,6 +197,7 @@ extern "C" void loomrt_ce_vocab_parallel_backward(
     loomrt_dtype dtype, int64_t n, int64_t Vl, const void *logits,
     const int32_t *labels, int64_t vocab_start, const float *row_max,
     const float *sum_exp, const float *mask, float grad_scale, void *dlogits) {
+  LOOMRT_DEVICE_CALL(logits, labels, row_max, sum_exp, mask, dlogits);
   checkCE(__func__, dtype, n, Vl);
   if (n == 0)
     return;

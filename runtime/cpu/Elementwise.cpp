@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 #include "runtime/common/Checks.h"
 
 #include <algorithm>
@@ -23,6 +24,7 @@ using namespace loomrt;
 
 extern "C" void loomrt_cast(loomrt_dtype src_dtype, const void *src,
                             loomrt_dtype dst_dtype, void *dst, int64_t n) {
+  LOOMRT_DEVICE_CALL(src, dst);
   int64_t srcSize = checkedDtypeSize(__func__, src_dtype);
   int64_t dstSize = checkedDtypeSize(__func__, dst_dtype);
   CHECK_N(n);
@@ -49,6 +51,7 @@ extern "C" void loomrt_cast(loomrt_dtype src_dtype, const void *src,
 
 extern "C" int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
                                         int64_t n) {
+  LOOMRT_DEVICE_CALL(x);
   int64_t size = checkedDtypeSize(__func__, dtype);
   CHECK_N(n);
   if (n == 0)
@@ -77,6 +80,7 @@ extern "C" int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
 
 extern "C" void loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
                              float alpha) {
+  LOOMRT_DEVICE_CALL(x);
   checkedDtypeSize(__func__, dtype);
   CHECK_N(n);
   if (n == 0)
@@ -94,6 +98,7 @@ extern "C" void loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
 
 extern "C" void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
                             const void *x, loomrt_dtype y_dtype, void *y) {
+  LOOMRT_DEVICE_CALL(x, y);
   checkedDtypeSize(__func__, x_dtype);
   checkedDtypeSize(__func__, y_dtype);
   CHECK_N(n);
@@ -114,6 +119,7 @@ extern "C" void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
 
 extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
                            const void *b, void *out) {
+  LOOMRT_DEVICE_CALL(a, b, out);
   checkedDtypeSize(__func__, dtype);
   CHECK_N(n);
   if (n == 0)
@@ -134,6 +140,7 @@ extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
 
 extern "C" void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
                                 const void *x, const void *bias, void *out) {
+  LOOMRT_DEVICE_CALL(x, bias, out);
   checkedDtypeSize(__func__, dtype);
   CHECK_N(rows);
   CHECK_N(n);
@@ -158,6 +165,7 @@ extern "C" void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
 
 extern "C" float loomrt_sum_squares(loomrt_dtype dtype, const void *x,
                                     int64_t n) {
+  LOOMRT_DEVICE_CALL(x);
   checkedDtypeSize(__func__, dtype);
   CHECK_N(n);
   if (n == 0)
@@ -247,6 +255,7 @@ void unaryBackward(const char *fn, loomrt_dtype dtype, int64_t n, const void *x,
 
 extern "C" void loomrt_gelu_forward(loomrt_dtype dtype, int32_t approximate,
                                     int64_t n, const void *x, void *y) {
+  LOOMRT_DEVICE_CALL(x, y);
   LOOMRT_CHECK(approximate == LOOMRT_GELU_ERF ||
                    approximate == LOOMRT_GELU_TANH,
                "unknown gelu approximation %d", int(approximate));
@@ -257,6 +266,7 @@ extern "C" void loomrt_gelu_forward(loomrt_dtype dtype, int32_t approximate,
 extern "C" void loomrt_gelu_backward(loomrt_dtype dtype, int32_t approximate,
                                      int64_t n, const void *x, const void *dy,
                                      void *dx) {
+  LOOMRT_DEVICE_CALL(x, dy, dx);
   LOOMRT_CHECK(approximate == LOOMRT_GELU_ERF ||
                    approximate == LOOMRT_GELU_TANH,
                "unknown gelu approximation %d", int(approximate));
@@ -267,11 +277,13 @@ extern "C" void loomrt_gelu_backward(loomrt_dtype dtype, int32_t approximate,
 
 extern "C" void loomrt_silu_forward(loomrt_dtype dtype, int64_t n,
                                     const void *x, void *y) {
+  LOOMRT_DEVICE_CALL(x, y);
   unary(__func__, dtype, n, x, y, [](float v) { return v * sigmoid(v); });
 }
 
 extern "C" void loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
                                      const void *x, const void *dy, void *dx) {
+  LOOMRT_DEVICE_CALL(x, dy, dx);
   unaryBackward(__func__, dtype, n, x, dy, dx, [](float v) {
     float s = sigmoid(v);
     return s * (1.0f + v * (1.0f - s));
@@ -284,6 +296,7 @@ extern "C" void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
                                       int64_t F, int64_t in_ld,
                                       const void *gate, const void *up,
                                       void *out) {
+  LOOMRT_DEVICE_CALL(gate, up, out);
   checkSwiglu(__func__, dtype, rows, F, in_ld);
   if (rows == 0 || F == 0)
     return;
@@ -310,6 +323,7 @@ extern "C" void loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows,
                                        const void *gate, const void *up,
                                        const void *dout, void *dgate,
                                        void *dup) {
+  LOOMRT_DEVICE_CALL(gate, up, dout, dgate, dup);
   checkSwiglu(__func__, dtype, rows, F, in_ld);
   if (rows == 0 || F == 0)
     return;
@@ -415,6 +429,7 @@ extern "C" void loomrt_dropout_forward(loomrt_dtype dtype, int64_t rows,
                                        int64_t cols, const void *x, void *y,
                                        float p, uint64_t seed, int64_t offset,
                                        int64_t row_stride) {
+  LOOMRT_DEVICE_CALL(x, y);
   dropout(__func__, dtype, rows, cols, x, y, p, seed, offset, row_stride);
 }
 
@@ -423,6 +438,7 @@ extern "C" void loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
                                         int64_t cols, const void *dy, void *dx,
                                         float p, uint64_t seed, int64_t offset,
                                         int64_t row_stride) {
+  LOOMRT_DEVICE_CALL(dy, dx);
   dropout(__func__, dtype, rows, cols, dy, dx, p, seed, offset, row_stride);
 }
 
@@ -434,6 +450,7 @@ extern "C" void loomrt_adamw(int64_t n, float *param, const float *grad,
                              float *exp_avg, float *exp_avg_sq, float lr,
                              float beta1, float beta2, float eps,
                              float weight_decay, int64_t step) {
+  LOOMRT_DEVICE_CALL(param, grad, exp_avg, exp_avg_sq);
   CHECK_N(n);
   LOOMRT_CHECK(step >= 1, "step %lld must be >= 1", (long long)step);
   if (n == 0)

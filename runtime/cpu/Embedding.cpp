@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 #include "runtime/common/Checks.h"
 
 #include <algorithm>
@@ -17,6 +18,7 @@ extern "C" void loomrt_embedding_forward(loomrt_dtype dtype, int64_t n,
                                          int64_t H, const int32_t *ids,
                                          int64_t vocab_start, int64_t vocab_end,
                                          const void *table, void *out) {
+  LOOMRT_DEVICE_CALL(ids, table, out);
   checkEmbedding(__func__, dtype, n, H, vocab_start, vocab_end);
   if (n == 0)
     return;
@@ -43,6 +45,7 @@ extern "C" void loomrt_embedding_backward(loomrt_dtype dtype, int64_t n,
                                           int64_t vocab_end, const void *dout,
                                           loomrt_dtype gdtype, void *dtable,
                                           int32_t accumulate) {
+  LOOMRT_DEVICE_CALL(ids, dout, dtable);
   checkEmbedding(__func__, dtype, n, H, vocab_start, vocab_end);
   checkedDtypeSize(__func__, gdtype);
   const int64_t rows = vocab_end - vocab_start;

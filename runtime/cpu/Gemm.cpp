@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 #include "runtime/common/Checks.h"
 
 #include <cblas.h>
@@ -87,6 +88,7 @@ extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
                             const void *B, int64_t ldb, int64_t stride_b,
                             float beta, loomrt_dtype c_dtype, void *C,
                             int64_t ldc, int64_t stride_c, int64_t batch) {
+  LOOMRT_DEVICE_CALL(A, B, C);
   const int64_t aSize = checkedDtypeSize(__func__, a_dtype);
   const int64_t bSize = checkedDtypeSize(__func__, b_dtype);
   const int64_t cSize = checkedDtypeSize(__func__, c_dtype);
@@ -149,6 +151,7 @@ extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
 extern "C" void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
                                       int64_t K, const void *x, const void *W,
                                       const void *bias, void *y) {
+  LOOMRT_DEVICE_CALL(x, W, bias, y);
   checkLinear(__func__, dtype, M, N, K);
   if (M == 0 || N == 0)
     return;
@@ -173,6 +176,7 @@ extern "C" void loomrt_linear_backward_data(loomrt_dtype dtype, int64_t M,
                                             int64_t N, int64_t K,
                                             const void *dy, const void *W,
                                             void *dx, int32_t accumulate) {
+  LOOMRT_DEVICE_CALL(dy, W, dx);
   checkLinear(__func__, dtype, M, N, K);
   if (M == 0 || K == 0)
     return;
@@ -194,6 +198,7 @@ extern "C" void loomrt_linear_backward_weight(loomrt_dtype dtype, int64_t M,
                                               const void *dy, const void *x,
                                               loomrt_dtype gdtype, void *dW,
                                               void *dbias, int32_t accumulate) {
+  LOOMRT_DEVICE_CALL(dy, x, dW, dbias);
   checkLinear(__func__, dtype, M, N, K);
   checkedDtypeSize(__func__, gdtype);
   if (N == 0)

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 #include "runtime/common/Checks.h"
 
 #include <omp.h>
@@ -64,6 +65,7 @@ extern "C" void loomrt_layer_norm_forward(loomrt_dtype dtype, int64_t rows,
                                           int64_t H, const void *x,
                                           const void *w, const void *b,
                                           float eps, void *y) {
+  LOOMRT_DEVICE_CALL(x, w, b, y);
   checkNorm(__func__, dtype, rows, H);
   if (rows == 0)
     return;
@@ -91,6 +93,7 @@ extern "C" void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows,
                                            float eps, void *dx,
                                            loomrt_dtype gdtype, void *dw,
                                            void *db, int32_t accumulate) {
+  LOOMRT_DEVICE_CALL(x, w, dy, dx, dw, db);
   checkNorm(__func__, dtype, rows, H);
   checkedDtypeSize(__func__, gdtype);
   LOOMRT_CHECK(x && w && dy && dx && dw, "NULL tensor");
@@ -138,6 +141,7 @@ extern "C" void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows,
 extern "C" void loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
                                         int64_t H, const void *x, const void *w,
                                         float eps, void *y) {
+  LOOMRT_DEVICE_CALL(x, w, y);
   checkNorm(__func__, dtype, rows, H);
   if (rows == 0)
     return;
@@ -163,6 +167,7 @@ extern "C" void loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
                                          float eps, void *dx,
                                          loomrt_dtype gdtype, void *dw,
                                          int32_t accumulate) {
+  LOOMRT_DEVICE_CALL(x, w, dy, dx, dw);
   checkNorm(__func__, dtype, rows, H);
   checkedDtypeSize(__func__, gdtype);
   LOOMRT_CHECK(x && w && dy && dx && dw, "NULL tensor");

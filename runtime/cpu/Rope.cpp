@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 #include "runtime/common/SequencePositions.h"
 
 #include <cmath>
@@ -70,6 +71,7 @@ extern "C" void loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S,
                                     int64_t N, int64_t D, int64_t rot_dim,
                                     float theta, const int32_t *pos,
                                     const void *x, void *y) {
+  LOOMRT_DEVICE_CALL(pos, x, y);
   rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, x, y, 1.0f);
 }
 
@@ -79,11 +81,13 @@ extern "C" void loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S,
                                      int64_t N, int64_t D, int64_t rot_dim,
                                      float theta, const int32_t *pos,
                                      const void *dy, void *dx) {
+  LOOMRT_DEVICE_CALL(pos, dy, dx);
   rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, dy, dx, -1.0f);
 }
 
 extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
                                     int32_t eod, int32_t *doc) {
+  LOOMRT_DEVICE_CALL(tokens, doc);
   LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
                (long long)S);
   if (B * S == 0)
@@ -101,6 +105,7 @@ extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
 
 extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
                                     int32_t eod, int32_t reset, int32_t *pos) {
+  LOOMRT_DEVICE_CALL(tokens, pos);
   LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
                (long long)S);
   if (B * S == 0)
@@ -119,6 +124,7 @@ extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
 extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
                                           int64_t chunk, int32_t num_chunks,
                                           const int64_t *order, int32_t *pos) {
+  LOOMRT_DEVICE_CALL(pos);
   if (loomrt::checkSequencePositions(B, L, start, chunk, num_chunks, pos))
     loomrt::fillSequencePositions(B, L, start, chunk, order, pos);
 }
@@ -126,6 +132,7 @@ extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
 extern "C" void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
                                         const int32_t *src, const int32_t *idx,
                                         int32_t *dst) {
+  LOOMRT_DEVICE_CALL(src, idx, dst);
   if (!loomrt::checkGatherPositions(B, S, L, src, idx, dst))
     return;
   for (int64_t b = 0; b < B; ++b)

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeviceContract.h"
 
 #include <cblas.h>
 #include <mpi.h>
@@ -166,6 +167,8 @@ extern "C" int32_t loomrt_get_num_threads(void) {
 
 extern "C" void *loomrt_alloc(int64_t bytes) {
   LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+  if (contract::enabled())
+    return contract::alloc(bytes);
   // aligned_alloc needs a multiple of the alignment; rounding up also makes
   // a zero-byte request return a real, unique pointer.
   size_t rounded = size_t((bytes + 63) / 64 * 64);
@@ -176,15 +179,22 @@ extern "C" void *loomrt_alloc(int64_t bytes) {
   return p;
 }
 
-extern "C" void loomrt_free(void *ptr) { std::free(ptr); }
+extern "C" void loomrt_free(void *ptr) {
+  if (contract::enabled())
+    contract::release(ptr);
+  else
+    std::free(ptr);
+}
 
 extern "C" void loomrt_copy(void *dst, const void *src, int64_t bytes) {
+  LOOMRT_DEVICE_CALL();
   LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
   if (bytes)
     std::memcpy(dst, src, size_t(bytes));
 }
 
 extern "C" void loomrt_zero(void *dst, int64_t bytes) {
+  LOOMRT_DEVICE_CALL(dst);
   LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
   if (bytes)
     std::memset(dst, 0, size_t(bytes));
@@ -193,6 +203,7 @@ extern "C" void loomrt_zero(void *dst, int64_t bytes) {
 extern "C" void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
                                int64_t src_stride, int64_t rows,
                                int64_t row_bytes) {
+  LOOMRT_DEVICE_CALL(dst, src);
   LOOMRT_CHECK(
       rows >= 0 && row_bytes >= 0 &&
           (rows <= 1 || (dst_stride >= row_bytes && src_stride >= row_bytes)),

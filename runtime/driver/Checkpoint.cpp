@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/DeviceIO.h"
 
 #include "runtime/driver/Layout.h"
 #include "runtime/driver/ParamInit.h"
@@ -192,8 +193,13 @@ void writeSafetensors(const std::string &path,
   std::string tmp = path + ".tmp";
   OutFile out(tmp);
   writeHeader(out, layout, metadata);
-  for (const NamedTensor &t : tensors)
-    out.write(t.data, numElements(t.shape) * dtypeBytes(t.dtype));
+  // Through a host buffer, one tensor at a time: `data` is backend memory.
+  std::vector<char> host;
+  for (const NamedTensor &t : tensors) {
+    host.resize(size_t(numElements(t.shape) * dtypeBytes(t.dtype)));
+    loomrt_copy(host.data(), t.data, int64_t(host.size()));
+    out.write(host.data(), int64_t(host.size()));
+  }
   commit(out, tmp, path);
 }
 
@@ -349,15 +355,17 @@ void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
     loomrt_dtype fileType = *parseSafetensorsDType(f.dtypeName);
     StridedView to{0, contiguousStrides(shape)};
     const unsigned char *data = file.data() + f.begin;
-    if (fileType == dtype) {
-      copyStrided(shape, dtypeBytes(dtype), data, src, dst, to);
-      return;
-    }
-    // A checkpoint in another float type: cut the box out, then convert.
+    // Cut the box out on the host, then into backend memory (converted
+    // there when the checkpoint has another float type).
     int64_t n = numElements(shape);
     tmp.resize(n * dtypeBytes(fileType));
     copyStrided(shape, dtypeBytes(fileType), data, src, tmp.data(), to);
-    loomrt_cast(fileType, tmp.data(), dtype, dst, n);
+    if (fileType == dtype) {
+      loomrt_copy(dst, tmp.data(), int64_t(tmp.size()));
+      return;
+    }
+    DeviceBuffer staged = upload(tmp.data(), int64_t(tmp.size()));
+    loomrt_cast(fileType, staged.get(), dtype, dst, n);
   };
 
   for (const ParamSpec &p : m.params) {

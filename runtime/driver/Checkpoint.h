@@ -55,7 +55,7 @@ struct NamedTensor {
   std::string name;
   loomrt_dtype dtype = LOOMRT_F32;
   Shape shape;
-  const void *data = nullptr;
+  const void *data = nullptr; // backend memory (loomrt_alloc)
 };
 
 /// Writes `tensors`, in this order, to `path` atomically (path.tmp,

@@ -41,6 +41,7 @@
 #include "runtime/driver/Driver.h"
 
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/DeviceIO.h"
 #include "runtime/driver/DistOptimizer.h"
 #include "runtime/driver/Manifest.h"
 #include "runtime/driver/Optimizer.h"
@@ -396,6 +397,8 @@ private:
   /// Reads micro-batch `micro` of step `step` into `batch`; a bad token
   /// aborts the job (only this rank sees the samples).
   void readBatch(const BatchReader &from, int64_t step, int64_t micro);
+  /// The loss the last call of `entry` wrote (0 when it computes none).
+  float takeLoss(const BoundEntry &entry);
   /// Runs `entry` on every micro-batch of step `step` of `from`; returns the
   /// sum of their losses.
   double forwardStep(BoundEntry &entry, const BatchReader &from,
@@ -450,6 +453,11 @@ private:
   std::unique_ptr<BatchReader> reader, validReader;
   BoundEntry evalEntry; // forward, on the validation batches
   MicroBatch batch;
+  // The entries' inputs and outputs in backend memory: the batch (copied in
+  // by readBatch), the loss (copied out by takeLoss), grad_scale.
+  struct {
+    DeviceBuffer tokens, labels, lossMask, loss, gradScale;
+  } dev;
   float loss = 0.0f;
   FILE *metrics = nullptr;
   int64_t dpSize = 1, dpRank = 0;
@@ -502,8 +510,7 @@ void Run::collectively(const std::function<void()> &fn) {
   // small integers are exact in f32.
   float flag = error.empty() ? 0.0f : float(worldSize - rank);
   if (worldSize > 1)
-    loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_MAX, &flag, &flag,
-                      1);
+    allReduceHost(loomrt_comm_world(), LOOMRT_MAX, &flag, 1);
   if (flag == 0.0f)
     return;
   if (worldSize - int32_t(flag) == rank) {
@@ -865,19 +872,19 @@ BoundEntry Run::bind(const Entry &entry) {
   for (const EntryArg &a : entry.args) {
     switch (a.kind) {
     case ArgKind::Tokens:
-      b.args.push_back(batch.tokens.data());
+      b.args.push_back(dev.tokens.get());
       break;
     case ArgKind::Labels:
-      b.args.push_back(batch.labels.data());
+      b.args.push_back(dev.labels.get());
       break;
     case ArgKind::LossMask:
-      b.args.push_back(batch.lossMask.data());
+      b.args.push_back(dev.lossMask.get());
       break;
     case ArgKind::Param:
       b.args.push_back(buffers.at(a.name));
       break;
     case ArgKind::Loss:
-      b.args.push_back(&loss);
+      b.args.push_back(dev.loss.get());
       b.producesLoss = true;
       break;
     case ArgKind::Comm:
@@ -886,7 +893,7 @@ BoundEntry Run::bind(const Entry &entry) {
       b.args.push_back(&comms.at(a.name));
       break;
     case ArgKind::GradScale:
-      b.args.push_back(&gradScale);
+      b.args.push_back(dev.gradScale.get());
       break;
     case ArgKind::Grad: {
       auto t = std::find_if(trained.begin(), trained.end(), [&](auto &t) {
@@ -925,8 +932,7 @@ double Run::globalGradNorm() {
           LOOMRT_F32, ownGrads + (pc.flatOffset - ownBegin), pc.n));
   float sum = float(local);
   if (worldSize > 1)
-    loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, &sum, &sum,
-                      1);
+    allReduceHost(loomrt_comm_world(), LOOMRT_SUM, &sum, 1);
   return std::sqrt(double(sum));
 }
 
@@ -936,11 +942,12 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   // The compiled code differentiates grad_scale * loss: scaling for f16 and
   // the mean over micro-batches cost nothing there.
   gradScale = float(lossScale / double(m.numMicrobatches));
+  loomrt_copy(dev.gradScale.get(), &gradScale, sizeof(float));
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
     readBatch(*reader, dataStep, micro);
     entry.fn(entry.args.data());
-    result.lossSum += loss;
+    result.lossSum += takeLoss(entry);
     // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
     for (const TrainParam &t : trained)
       loomrt_axpy(t.n, 1.0f, t.spec->dtype, t.grad, LOOMRT_F32,
@@ -995,8 +1002,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     // Every rank must take the same decision: MAX over the world.
     float flag = float(loomrt_has_nonfinite(LOOMRT_F32, ownGrads, ownN));
     if (worldSize > 1)
-      loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_MAX, &flag,
-                        &flag, 1);
+      allReduceHost(loomrt_comm_world(), LOOMRT_MAX, &flag, 1);
     nonfinite = flag != 0.0f;
     state.scaler.update(nonfinite);
   }
@@ -1134,9 +1140,19 @@ void Run::allGatherParams() {
     loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
 }
 
+float Run::takeLoss(const BoundEntry &entry) {
+  if (entry.producesLoss)
+    loomrt_copy(&loss, dev.loss.get(), sizeof(float));
+  return loss;
+}
+
 void Run::readBatch(const BatchReader &from, int64_t step, int64_t micro) {
   try {
     from.read(step, micro, dpRank, dpSize, batch);
+    int64_t bytes = int64_t(batch.tokens.size()) * 4;
+    loomrt_copy(dev.tokens.get(), batch.tokens.data(), bytes);
+    loomrt_copy(dev.labels.get(), batch.labels.data(), bytes);
+    loomrt_copy(dev.lossMask.get(), batch.lossMask.data(), bytes);
   } catch (const Error &e) {
     std::string msg = tool + ": error: " + e.what();
     loomrt_abort(msg.c_str());
@@ -1149,7 +1165,7 @@ double Run::forwardStep(BoundEntry &entry, const BatchReader &from,
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
     readBatch(from, step, micro);
     entry.fn(entry.args.data());
-    sum += loss;
+    sum += takeLoss(entry);
   }
   return sum;
 }
@@ -1165,8 +1181,7 @@ float Run::evaluate() {
   state.consumedValidSamples += opts.evalIters * samplesPerStep;
   float mean = float(sum / double(opts.evalIters * m.numMicrobatches));
   if (evalEntry.producesLoss && dpSize > 1) {
-    loomrt_all_reduce(comms.at("dp"), LOOMRT_F32, LOOMRT_SUM, &mean, &mean,
-                      1);
+    allReduceHost(comms.at("dp"), LOOMRT_SUM, &mean, 1);
     mean /= float(dpSize);
   }
   return mean;
@@ -1265,6 +1280,10 @@ void Run::runSteps() {
     batch.tokens.resize(n);
     batch.labels.resize(n);
     batch.lossMask.resize(n);
+    for (DeviceBuffer *buf : {&dev.tokens, &dev.labels, &dev.lossMask})
+      *buf = DeviceBuffer(n * 4); // int32 or f32
+    dev.loss = DeviceBuffer(sizeof(float));
+    dev.gradScale = upload(&gradScale, sizeof(float));
     entry = bind(me->entries.at(opts.train ? "train_step" : "forward"));
     if (!opts.validData.empty()) {
       validStream = openTokenStream(opts.validData, opts.dataFormat);
@@ -1322,8 +1341,7 @@ void Run::runSteps() {
     state.consumedSamples += samplesPerStep;
     float stepLoss = float(result.lossSum / double(m.numMicrobatches));
     if (entry.producesLoss && dpSize > 1) {
-      loomrt_all_reduce(comms.at("dp"), LOOMRT_F32, LOOMRT_SUM, &stepLoss,
-                        &stepLoss, 1);
+      allReduceHost(comms.at("dp"), LOOMRT_SUM, &stepLoss, 1);
       stepLoss /= float(dpSize);
     }
     double seconds = loomrt_wtime() - start;
@@ -1376,10 +1394,15 @@ void Run::writeFile(const std::string &path, const Manifest &layout,
         path, layout,
         [&](const ParamSpec &p, const Shard &s, void *out) {
           int64_t n = numElements(s.box.shape);
-          if (s.rank == 0)
-            std::memcpy(out, bufferOf(indexOf(p)), n * dtypeBytes(p.dtype));
-          else
-            loomrt_recv(loomrt_comm_world(), p.dtype, out, n, s.rank);
+          int64_t bytes = n * dtypeBytes(p.dtype);
+          if (s.rank == 0) {
+            loomrt_copy(out, bufferOf(indexOf(p)), bytes);
+          } else {
+            // Received into backend memory (a GPU's on cuda), then copied.
+            DeviceBuffer staged(bytes);
+            loomrt_recv(loomrt_comm_world(), p.dtype, staged.get(), n, s.rank);
+            loomrt_copy(out, staged.get(), bytes);
+          }
         },
         metadata);
   });

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/ParamInit.h"
+#include "runtime/driver/DeviceIO.h"
 
 #include "runtime/driver/Layout.h"
 
@@ -112,7 +113,7 @@ void initializeBox(const ParamSpec &param, const Box &box, uint64_t seed,
     std::fill(values.begin(), values.end(),
               param.init == InitKind::Ones ? 1.0f : 0.0f);
   }
-  loomrt_cast(LOOMRT_F32, values.data(), param.dtype, out, n);
+  uploadAs(values.data(), param.dtype, out, n);
 }
 
 } // namespace loom::driver

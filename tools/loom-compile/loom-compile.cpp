@@ -104,6 +104,11 @@ static cl::opt<bool> recompute(
     cl::desc("Recompute each layer's forward in backward instead of keeping "
              "its activations"),
     cl::cat(category));
+static cl::opt<std::string> backend(
+    "backend", cl::init("cpu"),
+    cl::desc("Runtime the rank executables link: cpu (OpenBLAS + MPI) or "
+             "cuda (CUDA kernels, cuBLAS, NCCL; one GPU per rank)"),
+    cl::value_desc("cpu|cuda"), cl::cat(category));
 static cl::opt<bool> report("report",
                             cl::desc("Print per-rank memory and communication"),
                             cl::cat(category));
@@ -175,7 +180,11 @@ int main(int argc, char **argv) {
   if (!module)
     return error("cannot parse '" + inputPath + "'");
 
+  if (backend != "cpu" && backend != "cuda")
+    return error("unknown --backend '" + backend + "' (cpu or cuda)");
+
   loom::driver::CompileOptions options;
+  options.backend = backend;
   options.tp = tp;
   options.cp = cp;
   options.dp = dp;

@@ -168,6 +168,14 @@ static cl::opt<bool> optDistOptimizer(
              "(reduce-scatter, AdamW on 1/dp, all-gather)"),
     cl::cat(category));
 
+static cl::opt<bool> optCheckDeviceContract(
+    "check-device-contract",
+    cl::desc("Run the cpu backend as if its memory were a GPU's: a host "
+             "access to loomrt_alloc memory, or a host buffer passed as a "
+             "tensor, stops the run naming the call and the driver step "
+             "(slower; results are bitwise those of a plain run)"),
+    cl::cat(category));
+
 // Launcher flags.
 static cl::opt<std::string> optMpirun("mpirun",
                                       cl::desc("mpirun to use (default: the "
@@ -216,8 +224,14 @@ static bool isOpenMpi(StringRef mpirun) {
   return rc == 0 && text && (*text)->getBuffer().contains("Open MPI");
 }
 
-/// Reads world_size from dir/manifest.json.
-static Expected<int64_t> readWorldSize(StringRef manifestPath) {
+/// What loom-run needs of dir/manifest.json.
+struct ManifestFacts {
+  int64_t worldSize = 0;
+  std::string backend = "cpu"; // absent in manifests before the field
+};
+
+/// Reads world_size and backend from dir/manifest.json.
+static Expected<ManifestFacts> readManifestFacts(StringRef manifestPath) {
   auto buffer = MemoryBuffer::getFile(manifestPath);
   if (!buffer)
     return createStringError(buffer.getError(),
@@ -235,7 +249,11 @@ static Expected<int64_t> readWorldSize(StringRef manifestPath) {
     return createStringError(inconvertibleErrorCode(),
                              manifestPath +
                                  ": missing or invalid \"world_size\"");
-  return *world;
+  ManifestFacts facts;
+  facts.worldSize = *world;
+  if (std::optional<StringRef> b = root->getString("backend"))
+    facts.backend = b->str();
+  return facts;
 }
 
 int main(int argc, char **argv) {
@@ -256,9 +274,14 @@ int main(int argc, char **argv) {
   if (!sys::fs::exists(manifest))
     return error("no manifest.json in '" + dir +
                  "' (is it the output directory of loom-compile?)");
-  Expected<int64_t> world = readWorldSize(manifest);
-  if (!world)
-    return error(toString(world.takeError()));
+  Expected<ManifestFacts> facts = readManifestFacts(manifest);
+  if (!facts)
+    return error(toString(facts.takeError()));
+  std::optional<int64_t> world = facts->worldSize;
+  if (optCheckDeviceContract && facts->backend != "cpu")
+    return error("--check-device-contract checks the cpu backend, but '" +
+                 dir + "' was compiled for " + facts->backend +
+                 " (loom-compile --backend cpu)");
   if (!sys::fs::can_execute(launch))
     return error("'" + launch + "' is missing or not executable");
   SmallString<256> launchAbs(launch);
@@ -314,6 +337,12 @@ int main(int argc, char **argv) {
     rankArgs.push_back(std::to_string(std::max<int64_t>(1, cores / *world)));
   }
 
+  if (optCheckDeviceContract) {
+    // Read by the cpu backend at its first allocation; ranks on this node
+    // inherit it, Open MPI's -x carries it to other nodes.
+    ::setenv("LOOMRT_CHECK_DEVICE_CONTRACT", "1", 1);
+  }
+
   std::vector<std::string> command;
   if (auto job = enclosingJob()) {
     if (job->second != *world)
@@ -339,6 +368,10 @@ int main(int argc, char **argv) {
       if (::geteuid() == 0)
         command.push_back("--allow-run-as-root");
       command.push_back("--oversubscribe");
+      if (optCheckDeviceContract) {
+        command.push_back("-x");
+        command.push_back("LOOMRT_CHECK_DEVICE_CONTRACT");
+      }
     }
     for (const std::string &a : optMpirunArgs)
       command.push_back(a);

@@ -49,6 +49,8 @@ struct CompileOptions {
   bool recompute = false;
   /// Micro-batches per step (gradient accumulation).
   int64_t numMicrobatches = 1;
+  /// The runtime backend the rank executables link: "cpu" or "cuda".
+  std::string backend = "cpu";
   /// Where rank-XXXXX, manifest.json and launch are written.
   std::string outputDir = "out";
   /// Keep the LLVM IR of every distinct program next to its object.
