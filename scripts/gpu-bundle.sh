@@ -51,7 +51,7 @@ fi
 cat > "$out/env.sh" <<'EOF'
 # Sourced on the GPU machine: the bundle's libraries first, then the CUDA
 # libraries of the machine itself.
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+loom_bundle=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cuda_dirs=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && cuda_dirs="$cuda_dirs:$d"
@@ -63,9 +63,9 @@ for py in python3 python; do
   done
   break
 done
-export LD_LIBRARY_PATH="$here/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export OMPI_MCA_mca_base_component_path="$here/lib/openmpi"
+export LD_LIBRARY_PATH="$loom_bundle/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMPI_MCA_mca_base_component_path="$loom_bundle/lib/openmpi"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export PATH="$here/bin:$PATH"
+export PATH="$loom_bundle/bin:$PATH"
 EOF
 du -sh "$out"

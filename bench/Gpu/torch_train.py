@@ -124,10 +124,19 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--flops-only", action="store_true",
+                    help="print the model FLOPs per token and exit")
     a = ap.parse_args()
     c = json.load(open(a.config))
     torch.manual_seed(0)
+    if a.flops_only:
+        with torch.device("meta"):
+            print(flops_per_token(c, (Gpt2 if c["model_type"] == "gpt2" else Llama)(c), a.seq))
+        return
     model = (Gpt2 if c["model_type"] == "gpt2" else Llama)(c).cuda()
+    for m in model.modules():  # HF's initializer_range, not N(0, 1)
+        if isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=c.get("initializer_range", 0.02))
     fpt = flops_per_token(c, model, a.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
     fwd = torch.compile(model) if a.compile else model
@@ -135,7 +144,7 @@ def main():
     def step(tokens, labels):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = fwd(tokens)
-        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1))
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -32,7 +32,9 @@
  *   aborts (MPI_Abort of the whole job once MPI is up). Functions therefore
  *   return results, not status codes.
  * - Tensor arguments point to backend memory: memory from loomrt_alloc.
- *   On the cpu backend that is host memory and any host pointer works; a
+ *   On the cpu backend that is host memory and any host pointer works
+ *   (unless LOOMRT_CHECK_DEVICE_CONTRACT=1, which enforces the rules below
+ *   as a GPU would); a
  *   device backend allocates device memory there, so compiled programs
  *   touch tensors only through runtime calls (loomrt_copy for host I/O).
  *   On the cuda backend every tensor argument (int32 ids, positions,
