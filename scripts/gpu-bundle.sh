@@ -15,19 +15,24 @@ mkdir -p "$out/bin" "$out/lib"
 
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libcuda\.so|libcudart|libcublas|libnccl|libcudnn|libnvrtc|libnvJitLink)'
 declare -A seen
-for f in "$@"; do
-  [ -e "$f" ] || { echo "$0: no such file: $f" >&2; exit 1; }
-  case "$f" in
-    *.so|*.so.*) cp -L "$f" "$out/lib/" ;;
-    *) cp -L "$f" "$out/bin/" ;;
-  esac
+# Copies the shared libraries `$1` loads (ldd) into lib/, each once.
+copy_deps() {
+  local name path
   while read -r name _ path _; do
     [[ "$name" =~ $skip ]] && continue
     [ -n "${path:-}" ] && [ -e "$path" ] || continue
     [ -n "${seen[$name]:-}" ] && continue
     seen[$name]=1
     cp -L "$path" "$out/lib/$name"
-  done < <(ldd "$f" 2>/dev/null | grep '=>' || true)
+  done < <(ldd "$1" 2>/dev/null | grep '=>' || true)
+}
+for f in "$@"; do
+  [ -e "$f" ] || { echo "$0: no such file: $f" >&2; exit 1; }
+  case "$f" in
+    *.so|*.so.*) cp -L "$f" "$out/lib/" ;;
+    *) cp -L "$f" "$out/bin/" ;;
+  esac
+  copy_deps "$f"
 done
 
 # OpenBLAS is found through Debian's alternatives; Open MPI loads its
@@ -37,15 +42,7 @@ if [ -n "${seen[libmpi.so.40]:-}" ] && [ -d "$plugins" ]; then
   mkdir -p "$out/lib/openmpi"
   cp -L "$plugins"/*.so "$out/lib/openmpi/" 2>/dev/null || true
   # The plugins' own dependencies (hwloc, libevent, pmix, ...).
-  for p in "$plugins"/*.so; do
-    while read -r name _ path _; do
-      [[ "$name" =~ $skip ]] && continue
-      [ -n "${path:-}" ] && [ -e "$path" ] || continue
-      [ -n "${seen[$name]:-}" ] && continue
-      seen[$name]=1
-      cp -L "$path" "$out/lib/$name"
-    done < <(ldd "$p" 2>/dev/null | grep '=>' || true)
-  done
+  for p in "$plugins"/*.so; do copy_deps "$p"; done
 fi
 
 cat > "$out/env.sh" <<'EOF'
