@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Support/ShortHelp.h"
 #include "loom/Driver/Compiler.h"
 #include "loom/InitAll.h"
 #include "loom/Support/ListFlags.h"
@@ -154,8 +155,9 @@ int main(int argc, char **argv) {
       {{"cp-comm-type", isCommTypes},
        {"hierarchical-context-parallel-sizes", isSizes}},
       storage);
+  loom::ShortHelpArgs parsed(int(args.size()), args.data());
   cl::ParseCommandLineOptions(
-      int(args.size()), args.data(),
+      parsed.argc(), parsed.argv(),
       "Loom ahead-of-time compiler: tfm IR + parallel plan -> per-rank "
       "executables, manifest.json and a launcher\n");
 

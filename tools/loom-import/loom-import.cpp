@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Support/ShortHelp.h"
 #include "loom/Import/ModelImporter.h"
 #include "loom/Support/ModelSummary.h"
 
@@ -78,8 +79,9 @@ static int error(const Twine &message) {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
+  loom::ShortHelpArgs parsed(argc, argv);
   cl::ParseCommandLineOptions(
-      argc, argv,
+      parsed.argc(), parsed.argv(),
       "Loom model importer: Hugging Face config.json (GPT-2 or Llama family) "
       "-> tfm IR\n");
 

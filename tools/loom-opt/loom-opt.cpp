@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/InitAll.h"
+#include "loom/Support/ShortHelp.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -20,6 +21,7 @@ int main(int argc, char **argv) {
   loom::registerAllPasses();
   mlir::DialectRegistry registry;
   loom::registerAllDialects(registry);
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
+  loom::ShortHelpArgs parsed(argc, argv);
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      parsed.argc(), parsed.argv(), "Loom optimizer driver\n", registry));
 }

@@ -17,6 +17,7 @@
 
 #include "RanksSvg.h"
 
+#include "loom/Support/ShortHelp.h"
 #include "loom/RankGen/ContextParallelLayout.h"
 #include "loom/RankGen/ParallelLayout.h"
 
@@ -557,8 +558,9 @@ int main(int argc, char **argv) {
   // "loom-ranks: error: ..." form as every other error.
   std::string flagErrors;
   raw_string_ostream flagErrorStream(flagErrors);
+  loom::ShortHelpArgs parsed(argc, argv);
   if (!cl::ParseCommandLineOptions(
-          argc, argv,
+          parsed.argc(), parsed.argv(),
           "loom-ranks: print or draw the process groups of a parallel plan, "
           "as Megatron-Core builds them\n",
           &flagErrorStream)) {

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Support/ShortHelp.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -259,8 +260,9 @@ static Expected<ManifestFacts> readManifestFacts(StringRef manifestPath) {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
+  loom::ShortHelpArgs parsed(argc, argv);
   cl::ParseCommandLineOptions(
-      argc, argv,
+      parsed.argc(), parsed.argv(),
       "loom-run: launch the per-rank programs of a loom-compile output "
       "directory with mpirun\n");
 
