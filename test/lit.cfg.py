@@ -50,6 +50,9 @@ def _python_has(module):
 if _python_has("torch"):
     config.available_features.add("torch")
 
+# Linking for the cuda backend needs it built (no GPU needed).
+if config.loom_has_cuda_runtime:
+    config.available_features.add("cuda-backend")
 # A CUDA test needs both the CUDA backend built and a GPU on this machine.
 if config.loom_has_cuda_runtime and shutil.which("nvidia-smi"):
     if subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.DEVNULL,

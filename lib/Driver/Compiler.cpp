@@ -320,6 +320,9 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                              seconds)
                    .str());
   };
+  // A backend this build cannot link fails now, not after codegen.
+  if (Expected<std::string> lib = backendLibrary(o.backend); !lib)
+    return lib.takeError();
   // --print-ir-after: the module after the named stage.
   if (!o.printIrAfter.empty() &&
       !llvm::is_contained(kIrStages, StringRef(o.printIrAfter)))

@@ -30,29 +30,34 @@ static Error fail(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
 
+/// The runtime directory: this build's, or LOOM_RUNTIME_DIR.
+static std::optional<std::string> runtimeDirOverride() {
+  return sys::Process::GetEnv("LOOM_RUNTIME_DIR");
+}
+
+Expected<std::string> loom::driver::backendLibrary(StringRef backend) {
+  if (backend == "cpu")
+    return sys::path::filename(kRuntimeBackend).str();
+  if (backend != "cuda")
+    return fail("unknown backend '" + backend + "' (cpu or cuda)");
+  if (*kRuntimeCudaBackend)
+    return sys::path::filename(kRuntimeCudaBackend).str();
+  if (runtimeDirOverride())
+    return std::string("libloomrt_cuda.so");
+  return fail("this build of Loom has no cuda backend (CUDA toolkit, nvcc "
+              "or NCCL were not found when it was configured: see 'loomrt: "
+              "cuda backend skipped' in the CMake output)");
+}
+
 Error loom::driver::linkExecutable(StringRef objectPath, StringRef outputPath,
                                    StringRef backend) {
-  std::string dir = kRuntimeDir;
-  std::optional<std::string> env = sys::Process::GetEnv("LOOM_RUNTIME_DIR");
-  if (env)
-    dir = *env;
-  StringRef backendFile;
-  if (backend == "cpu") {
-    backendFile = kRuntimeBackend;
-  } else if (backend == "cuda") {
-    backendFile = kRuntimeCudaBackend;
-    if (backendFile.empty() && !env)
-      return fail("this build of Loom has no cuda backend (CUDA toolkit, "
-                  "nvcc or NCCL were not found when it was configured: see "
-                  "'loomrt: cuda backend skipped' in the CMake output)");
-    if (backendFile.empty())
-      backendFile = "libloomrt_cuda.so";
-  } else {
-    return fail("unknown backend '" + backend + "' (cpu or cuda)");
-  }
+  Expected<std::string> backendFile = backendLibrary(backend);
+  if (!backendFile)
+    return backendFile.takeError();
+  std::string dir = runtimeDirOverride().value_or(kRuntimeDir);
   SmallString<256> mainLib(dir), backendLib(dir);
   sys::path::append(mainLib, sys::path::filename(kRuntimeMain));
-  sys::path::append(backendLib, sys::path::filename(backendFile));
+  sys::path::append(backendLib, *backendFile);
   for (StringRef lib : {StringRef(mainLib), StringRef(backendLib)})
     if (!sys::fs::exists(lib))
       return fail("runtime library '" + lib +

@@ -18,6 +18,10 @@ namespace loom::driver {
 /// compiler driver (it knows the C++ runtime and the system libraries).
 /// The runtime directory defaults to the one this build produced; the
 /// LOOM_RUNTIME_DIR environment variable overrides it.
+/// The file name of `backend`'s runtime library ("cpu" or "cuda"), or an
+/// error naming an unknown backend or one this build did not produce.
+llvm::Expected<std::string> backendLibrary(llvm::StringRef backend);
+
 llvm::Error linkExecutable(llvm::StringRef objectPath,
                            llvm::StringRef outputPath,
                            llvm::StringRef backend = "cpu");

@@ -299,23 +299,23 @@ public:
   /// Element `i` of a 1-d memref.
   Value loadAt(Value memref, int64_t i) {
     Type type = cast<MemRefType>(memref.getType()).getElementType();
-    return loadFrom(
-        offsetPtr(ptr(memref), i * int64_t(type.getIntOrFloatBitWidth() / 8)),
-        type);
+    return loadFrom(offsetPtr(ptr(memref), i * scalarBytes(type)), type);
   }
   /// The `type` value at backend pointer `src`.
   Value loadFrom(Value src, Type type) {
     Value slot = b.create<memref::AllocaOp>(loc, MemRefType::get({}, type));
-    call("loomrt_copy",
-         {ptr(slot), src, i64(type.getIntOrFloatBitWidth() / 8)});
+    call("loomrt_copy", {ptr(slot), src, i64(scalarBytes(type))});
     return b.create<memref::LoadOp>(loc, slot, ValueRange());
   }
   void store(Value value, Value scalarMemref) {
-    Value slot = b.create<memref::AllocaOp>(
-        loc, MemRefType::get({}, value.getType()));
+    Type type = value.getType();
+    Value slot = b.create<memref::AllocaOp>(loc, MemRefType::get({}, type));
     b.create<memref::StoreOp>(loc, value, slot, ValueRange());
-    call("loomrt_copy", {ptr(scalarMemref), ptr(slot),
-                         i64(value.getType().getIntOrFloatBitWidth() / 8)});
+    call("loomrt_copy",
+         {ptr(scalarMemref), ptr(slot), i64(scalarBytes(type))});
+  }
+  static int64_t scalarBytes(Type type) {
+    return int64_t(type.getIntOrFloatBitWidth() / 8);
   }
 
 private:

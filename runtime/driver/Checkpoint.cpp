@@ -360,12 +360,7 @@ void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
     int64_t n = numElements(shape);
     tmp.resize(n * dtypeBytes(fileType));
     copyStrided(shape, dtypeBytes(fileType), data, src, tmp.data(), to);
-    if (fileType == dtype) {
-      loomrt_copy(dst, tmp.data(), int64_t(tmp.size()));
-      return;
-    }
-    DeviceBuffer staged = upload(tmp.data(), int64_t(tmp.size()));
-    loomrt_cast(fileType, staged.get(), dtype, dst, n);
+    uploadAs(fileType, tmp.data(), dtype, dst, n);
   };
 
   for (const ParamSpec &p : m.params) {

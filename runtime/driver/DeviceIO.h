@@ -5,10 +5,11 @@
 //===----------------------------------------------------------------------===//
 //
 // Backend memory (`loomrt_alloc`) may be a GPU's: the driver never
-// dereferences it. Host data goes in and out through loomrt_copy, and
-// collectives on host values (flags, loss sums) are staged through a device
-// buffer, since collectives take backend memory only. The cpu backend's
-// contract check (LOOMRT_CHECK_DEVICE_CONTRACT) holds the driver to this.
+// dereferences it. Host data goes in and out through loomrt_copy (these
+// helpers for buffers the host owns or fills), and collectives on host
+// values cross through a backend float (Run::allReduceScalar). The cpu
+// backend's contract check (LOOMRT_CHECK_DEVICE_CONTRACT) holds the driver
+// to this.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_RUNTIME_DRIVER_DEVICEIO_H
@@ -18,7 +19,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 namespace loom::driver {
 
@@ -37,22 +37,13 @@ private:
   std::unique_ptr<void, Free> ptr;
 };
 
-/// Host f32 values written to backend memory `out` in `dtype` (rounded
-/// there, as the backend rounds).
-void uploadAs(const float *host, loomrt_dtype dtype, void *out, int64_t n);
-
-/// `n` elements of `dtype` at backend memory `src`, widened to f32 on the
-/// host.
-std::vector<float> downloadF32(loomrt_dtype dtype, const void *src, int64_t n);
-
-/// `bytes` of backend memory at `src` on the host.
-std::vector<char> download(const void *src, int64_t bytes);
+/// `n` host values of `hostType` written to backend memory `out` in `dtype`
+/// (converted there, as the backend rounds).
+void uploadAs(loomrt_dtype hostType, const void *host, loomrt_dtype dtype,
+              void *out, int64_t n);
 
 /// A new backend buffer holding a copy of `bytes` host bytes.
 DeviceBuffer upload(const void *host, int64_t bytes);
-
-/// all_reduce(op) of host floats over `comm`, in place.
-void allReduceHost(loomrt_comm comm, int32_t op, float *values, int64_t n);
 
 } // namespace loom::driver
 

@@ -348,14 +348,6 @@ struct StepResult {
   bool skipped = false;
 };
 
-/// A temporary backend buffer (whole optimizer state around checkpoints).
-using TempBuffer = std::unique_ptr<float, void (*)(void *)>;
-TempBuffer tempFloats(int64_t n) {
-  return TempBuffer(
-      static_cast<float *>(loomrt_alloc(n * int64_t(sizeof(float)))),
-      loomrt_free);
-}
-
 const char *const kMomentPrefixes[] = {"optimizer.exp_avg.",
                                        "optimizer.exp_avg_sq."};
 const char *const kMainParamPrefix = "optimizer.main_param.";
@@ -367,6 +359,7 @@ public:
         rank(loomrt_world_rank()), worldSize(loomrt_world_size()) {
     for (int i = 1; i < argc; ++i)
       args.push_back(argv[i]);
+    dev.scalar = DeviceBuffer(sizeof(float));
   }
   ~Run() {
     for (auto &[name, buf] : buffers)
@@ -397,6 +390,9 @@ private:
   /// Reads micro-batch `micro` of step `step` into `batch`; a bad token
   /// aborts the job (only this rank sees the samples).
   void readBatch(const BatchReader &from, int64_t step, int64_t micro);
+  /// all_reduce(op) of one host value over `comm` (collectives take backend
+  /// memory: it crosses through dev.scalar).
+  float allReduceScalar(loomrt_comm comm, int32_t op, float value);
   /// The loss the last call of `entry` wrote (0 when it computes none).
   float takeLoss(const BoundEntry &entry);
   /// Runs `entry` on every micro-batch of step `step` of `from`; returns the
@@ -454,9 +450,10 @@ private:
   BoundEntry evalEntry; // forward, on the validation batches
   MicroBatch batch;
   // The entries' inputs and outputs in backend memory: the batch (copied in
-  // by readBatch), the loss (copied out by takeLoss), grad_scale.
+  // by readBatch), the loss (copied out by takeLoss), grad_scale; and the
+  // float that host values cross collectives in (allReduceScalar).
   struct {
-    DeviceBuffer tokens, labels, lossMask, loss, gradScale;
+    DeviceBuffer tokens, labels, lossMask, loss, gradScale, scalar;
   } dev;
   float loss = 0.0f;
   FILE *metrics = nullptr;
@@ -475,7 +472,6 @@ private:
   int64_t sharedElements = 0; // the shared parameters' prefix of the buffer
   float *mainGrads = nullptr, *expAvg = nullptr, *expAvgSq = nullptr;
   float *mainParams = nullptr; // only when some parameter is not f32
-  float gradScale = 1.0f;      // the train_step's grad_scale input
   // The optimizer's share of the flat buffer: everything, or with
   // --use-distributed-optimizer and dp > 1 the 1/dp slice [ownBegin,
   // ownEnd) (Megatron-Core's DistributedOptimizer). expAvg, expAvgSq,
@@ -510,7 +506,7 @@ void Run::collectively(const std::function<void()> &fn) {
   // small integers are exact in f32.
   float flag = error.empty() ? 0.0f : float(worldSize - rank);
   if (worldSize > 1)
-    allReduceHost(loomrt_comm_world(), LOOMRT_MAX, &flag, 1);
+    flag = allReduceScalar(loomrt_comm_world(), LOOMRT_MAX, flag);
   if (flag == 0.0f)
     return;
   if (worldSize - int32_t(flag) == rank) {
@@ -811,12 +807,12 @@ void Run::loadOptimizerState() {
 
   // The file holds whole tensors: the distributed optimizer reads this
   // rank's full shards into temporary flat buffers and keeps its slice.
-  std::vector<TempBuffer> temps;
+  std::vector<DeviceBuffer> temps;
   auto full = [&](float *slice) {
     if (!distributed)
       return slice;
-    temps.push_back(tempFloats(trainedElements));
-    return temps.back().get();
+    temps.emplace_back(trainedElements * int64_t(sizeof(float)));
+    return temps.back().as<float>();
   };
   auto keepSlice = [&](float *slice, const float *fullBuf) {
     if (distributed)
@@ -932,7 +928,7 @@ double Run::globalGradNorm() {
           LOOMRT_F32, ownGrads + (pc.flatOffset - ownBegin), pc.n));
   float sum = float(local);
   if (worldSize > 1)
-    allReduceHost(loomrt_comm_world(), LOOMRT_SUM, &sum, 1);
+    sum = allReduceScalar(loomrt_comm_world(), LOOMRT_SUM, sum);
   return std::sqrt(double(sum));
 }
 
@@ -941,7 +937,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   double lossScale = dynamicScaling ? state.scaler.scale : 1.0;
   // The compiled code differentiates grad_scale * loss: scaling for f16 and
   // the mean over micro-batches cost nothing there.
-  gradScale = float(lossScale / double(m.numMicrobatches));
+  float gradScale = float(lossScale / double(m.numMicrobatches));
   loomrt_copy(dev.gradScale.get(), &gradScale, sizeof(float));
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
@@ -1002,7 +998,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     // Every rank must take the same decision: MAX over the world.
     float flag = float(loomrt_has_nonfinite(LOOMRT_F32, ownGrads, ownN));
     if (worldSize > 1)
-      allReduceHost(loomrt_comm_world(), LOOMRT_MAX, &flag, 1);
+      flag = allReduceScalar(loomrt_comm_world(), LOOMRT_MAX, flag);
     nonfinite = flag != 0.0f;
     state.scaler.update(nonfinite);
   }
@@ -1061,7 +1057,8 @@ void Run::checkWeightHashes() {
     for (int k = 0; k < 4; ++k)
       mine[i * 4 + k] = float((h >> (16 * k)) & 0xffff);
   }
-  TempBuffer send = tempFloats(n), recv = tempFloats(n * worldSize);
+  DeviceBuffer send(n * int64_t(sizeof(float))),
+      recv(n * worldSize * int64_t(sizeof(float)));
   loomrt_copy(send.get(), mine.data(), n * int64_t(sizeof(float)));
   int64_t shape[1] = {n};
   loomrt_all_gather(loomrt_comm_world(), LOOMRT_F32, 1, shape, 0, send.get(),
@@ -1140,6 +1137,14 @@ void Run::allGatherParams() {
     loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
 }
 
+float Run::allReduceScalar(loomrt_comm comm, int32_t op, float value) {
+  loomrt_copy(dev.scalar.get(), &value, sizeof(float));
+  loomrt_all_reduce(comm, LOOMRT_F32, op, dev.scalar.get(), dev.scalar.get(),
+                    1);
+  loomrt_copy(&value, dev.scalar.get(), sizeof(float));
+  return value;
+}
+
 float Run::takeLoss(const BoundEntry &entry) {
   if (entry.producesLoss)
     loomrt_copy(&loss, dev.loss.get(), sizeof(float));
@@ -1181,7 +1186,7 @@ float Run::evaluate() {
   state.consumedValidSamples += opts.evalIters * samplesPerStep;
   float mean = float(sum / double(opts.evalIters * m.numMicrobatches));
   if (evalEntry.producesLoss && dpSize > 1) {
-    allReduceHost(comms.at("dp"), LOOMRT_SUM, &mean, 1);
+    mean = allReduceScalar(comms.at("dp"), LOOMRT_SUM, mean);
     mean /= float(dpSize);
   }
   return mean;
@@ -1283,7 +1288,7 @@ void Run::runSteps() {
     for (DeviceBuffer *buf : {&dev.tokens, &dev.labels, &dev.lossMask})
       *buf = DeviceBuffer(n * 4); // int32 or f32
     dev.loss = DeviceBuffer(sizeof(float));
-    dev.gradScale = upload(&gradScale, sizeof(float));
+    dev.gradScale = DeviceBuffer(sizeof(float)); // set by trainStep
     entry = bind(me->entries.at(opts.train ? "train_step" : "forward"));
     if (!opts.validData.empty()) {
       validStream = openTokenStream(opts.validData, opts.dataFormat);
@@ -1341,7 +1346,7 @@ void Run::runSteps() {
     state.consumedSamples += samplesPerStep;
     float stepLoss = float(result.lossSum / double(m.numMicrobatches));
     if (entry.producesLoss && dpSize > 1) {
-      allReduceHost(comms.at("dp"), LOOMRT_SUM, &stepLoss, 1);
+      stepLoss = allReduceScalar(comms.at("dp"), LOOMRT_SUM, stepLoss);
       stepLoss /= float(dpSize);
     }
     double seconds = loomrt_wtime() - start;
@@ -1423,13 +1428,13 @@ void Run::save() {
       byIndex[t.index] = &t;
     // The distributed optimizer's slices are gathered into whole buffers
     // first: the file is the plain optimizer's, whatever the plan.
-    std::vector<TempBuffer> temps;
+    std::vector<DeviceBuffer> temps;
     auto full = [&](float *slice) {
       if (!distributed)
         return slice;
-      temps.push_back(tempFloats(partition.padded()));
-      allGatherFlat(slice, temps.back().get());
-      return temps.back().get();
+      temps.emplace_back(partition.padded() * int64_t(sizeof(float)));
+      allGatherFlat(slice, temps.back().as<float>());
+      return temps.back().as<float>();
     };
     float *avg = full(expAvg), *avgSq = full(expAvgSq);
     float *main = mixedPrecision ? full(mainParams) : nullptr;

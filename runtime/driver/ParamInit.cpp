@@ -113,7 +113,7 @@ void initializeBox(const ParamSpec &param, const Box &box, uint64_t seed,
     std::fill(values.begin(), values.end(),
               param.init == InitKind::Ones ? 1.0f : 0.0f);
   }
-  uploadAs(values.data(), param.dtype, out, n);
+  uploadAs(LOOMRT_F32, values.data(), param.dtype, out, n);
 }
 
 } // namespace loom::driver

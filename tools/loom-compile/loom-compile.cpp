@@ -182,9 +182,6 @@ int main(int argc, char **argv) {
   if (!module)
     return error("cannot parse '" + inputPath + "'");
 
-  if (backend != "cpu" && backend != "cuda")
-    return error("unknown --backend '" + backend + "' (cpu or cuda)");
-
   loom::driver::CompileOptions options;
   options.backend = backend;
   options.tp = tp;

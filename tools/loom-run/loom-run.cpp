@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
   Expected<ManifestFacts> facts = readManifestFacts(manifest);
   if (!facts)
     return error(toString(facts.takeError()));
-  std::optional<int64_t> world = facts->worldSize;
+  const int64_t world = facts->worldSize;
   if (optCheckDeviceContract && facts->backend != "cpu")
     return error("--check-device-contract checks the cpu backend, but '" +
                  dir + "' was compiled for " + facts->backend +
@@ -336,7 +336,7 @@ int main(int argc, char **argv) {
       !sys::Process::GetEnv("OMP_NUM_THREADS")) {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     rankArgs.push_back("--threads");
-    rankArgs.push_back(std::to_string(std::max<int64_t>(1, cores / *world)));
+    rankArgs.push_back(std::to_string(std::max<int64_t>(1, cores / world)));
   }
 
   if (optCheckDeviceContract) {
@@ -347,10 +347,10 @@ int main(int argc, char **argv) {
 
   std::vector<std::string> command;
   if (auto job = enclosingJob()) {
-    if (job->second != *world)
+    if (job->second != world)
       return error("this job has " + Twine(job->second) + " rank" +
                    (job->second == 1 ? "" : "s") + " (" + job->first +
-                   ") but '" + manifest + "' is for " + Twine(*world));
+                   ") but '" + manifest + "' is for " + Twine(world));
     command.push_back(launchAbs.str().str());
   } else {
     std::string mpirun = optMpirun;
@@ -363,7 +363,7 @@ int main(int argc, char **argv) {
     } else if (!sys::fs::can_execute(mpirun)) {
       return error("--mpirun '" + mpirun + "' is not an executable");
     }
-    command = {mpirun, "-np", std::to_string(*world)};
+    command = {mpirun, "-np", std::to_string(world)};
     if (isOpenMpi(mpirun)) {
       // Open MPI refuses to run as root (containers) and to place more
       // ranks than cores without these.
