@@ -90,6 +90,8 @@ public:
   }
   void write(const void *data, int64_t n) {
     const char *p = static_cast<const char *>(data);
+    if (hashing)
+      hash.update(p, n);
     while (n > 0 && error.empty()) {
       ssize_t w = ::write(fd, p, size_t(std::min<int64_t>(n, 1 << 30)));
       if (w < 0 && errno == EINTR)
@@ -113,6 +115,9 @@ public:
       throw Error(error);
   }
   void keep() { kept = true; }
+  /// Everything written from now on (the tensor data) enters digest().
+  void startDigest() { hashing = true; }
+  uint64_t digest() const { return hash.value(); }
 
 private:
   void fail(const char *what) {
@@ -124,6 +129,8 @@ private:
   std::string path;
   int fd = -1;
   bool kept = false;
+  bool hashing = false;
+  Fnv1a64 hash;
   std::string error;
 };
 
@@ -161,20 +168,26 @@ void writeHeader(OutFile &out,
   uint64_t headerLen = text.size();
   out.write(&headerLen, 8);
   out.write(text.data(), int64_t(text.size()));
+  out.startDigest();
 }
 
-/// Makes the finished temporary file `tmp` the file `path`, durably.
-void commit(OutFile &out, const std::string &tmp, const std::string &path) {
+/// Makes the temporary file `tmp` complete and durable, still at `tmp`.
+StagedFile stage(OutFile &out, const std::string &tmp,
+                 const std::string &path) {
   out.syncAndClose();
   out.check();
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("cannot rename " + tmp + " to " + path + ": " +
-                std::strerror(errno));
   out.keep();
-  syncDirectory(directoryOf(path));
+  return {tmp, path, out.digest()};
 }
 
 } // namespace
+
+void publish(const StagedFile &file) {
+  if (::rename(file.tmp.c_str(), file.path.c_str()) != 0)
+    throw Error("cannot rename " + file.tmp + " to " + file.path + ": " +
+                std::strerror(errno));
+  syncDirectory(directoryOf(file.path));
+}
 
 void syncDirectory(const std::string &dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -200,12 +213,18 @@ void writeSafetensors(const std::string &path,
     loomrt_copy(host.data(), t.data, int64_t(host.size()));
     out.write(host.data(), int64_t(host.size()));
   }
-  commit(out, tmp, path);
+  publish(stage(out, tmp, path));
 }
 
 void writeCheckpoint(const std::string &path, const Manifest &m,
                      const ShardFetcher &fetch,
                      const std::map<std::string, std::string> &metadata) {
+  publish(stageCheckpoint(path, m, fetch, metadata));
+}
+
+StagedFile stageCheckpoint(const std::string &path, const Manifest &m,
+                           const ShardFetcher &fetch,
+                           const std::map<std::string, std::string> &metadata) {
   // A padded tensor's rows are written in order: the file's rows under its
   // name, then the padding rows under paddingName().
   std::vector<std::tuple<std::string, loomrt_dtype, Shape>> layout;
@@ -240,7 +259,7 @@ void writeCheckpoint(const std::string &path, const Manifest &m,
                 hfViewOfBox(p, s.box));
   });
   flush();
-  commit(out, tmp, path);
+  return stage(out, tmp, path);
 }
 
 //===----------------------------------------------------------------------===//
@@ -270,7 +289,7 @@ SafetensorsFile::SafetensorsFile(const std::string &path)
   if (!header.is_object())
     throw Error("checkpoint " + p + ": the safetensors header is not a JSON "
                 "object");
-  int64_t dataStart = 8 + int64_t(headerLen);
+  dataStart = 8 + int64_t(headerLen);
   for (auto it = header.begin(); it != header.end(); ++it) {
     const json &v = it.value();
     if (it.key() == "__metadata__") {
@@ -405,6 +424,12 @@ void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
       copyIn(t.paddingName(), tail.shape, view, p.dtype, out);
     }
   }
+}
+
+uint64_t SafetensorsFile::dataDigest() const {
+  Fnv1a64 hash;
+  hash.update(file.data() + dataStart, file.size() - dataStart);
+  return hash.value();
 }
 
 } // namespace loom::driver

@@ -21,6 +21,7 @@
 #ifndef LOOM_RUNTIME_DRIVER_CHECKPOINT_H
 #define LOOM_RUNTIME_DRIVER_CHECKPOINT_H
 
+#include "runtime/driver/Digest.h"
 #include "runtime/driver/MappedFile.h"
 #include "runtime/driver/Manifest.h"
 
@@ -43,9 +44,24 @@ void forEachCheckpointPiece(
 using ShardFetcher =
     std::function<void(const ParamSpec &, const Shard &, void *out)>;
 
-/// Writes the checkpoint of `m` to `path` atomically: path.tmp is written,
-/// fsynced and renamed over `path`. `metadata` lands in "__metadata__".
-/// Throws Error on I/O failures.
+/// A complete, fsynced file at `tmp` that is not yet visible at `path`.
+/// `digest` is the digest of its tensor data (dataDigest of the file).
+struct StagedFile {
+  std::string tmp, path;
+  uint64_t digest = 0;
+};
+
+/// Writes the checkpoint of `m` to path.tmp and fsyncs it; publish() makes
+/// it `path`. `metadata` lands in "__metadata__". Throws Error on I/O
+/// failures.
+StagedFile stageCheckpoint(const std::string &path, const Manifest &m,
+                           const ShardFetcher &fetch,
+                           const std::map<std::string, std::string> &metadata);
+
+/// Renames a staged file over its path, durably (fsync of the directory).
+void publish(const StagedFile &file);
+
+/// stageCheckpoint, then publish: `path` is replaced atomically.
 void writeCheckpoint(const std::string &path, const Manifest &m,
                      const ShardFetcher &fetch,
                      const std::map<std::string, std::string> &metadata);
@@ -93,9 +109,13 @@ public:
   const std::map<std::string, std::string> &metadata() const { return meta; }
   const unsigned char *data() const { return file.data(); }
   const std::string &path() const { return file.path(); }
+  /// The digest of everything after the header (the tensor data), the value
+  /// StagedFile::digest had when the file was written.
+  uint64_t dataDigest() const;
 
 private:
   MappedFile file;
+  int64_t dataStart = 0;
   std::map<std::string, Tensor> entries;
   std::map<std::string, std::string> meta;
 };

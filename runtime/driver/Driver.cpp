@@ -41,6 +41,7 @@
 #include "runtime/driver/Driver.h"
 
 #include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/CheckpointPair.h"
 #include "runtime/driver/DeviceIO.h"
 #include "runtime/driver/DistOptimizer.h"
 #include "runtime/driver/Manifest.h"
@@ -435,6 +436,11 @@ private:
   void writeFile(const std::string &path, const Manifest &layout,
                  const std::function<const void *(size_t)> &bufferOf,
                  const std::map<std::string, std::string> &metadata);
+  /// writeFile without the final rename: on rank 0 the staged file (the
+  /// other ranks return an empty one).
+  StagedFile stageFile(const std::string &path, const Manifest &layout,
+                       const std::function<const void *(size_t)> &bufferOf,
+                       const std::map<std::string, std::string> &metadata);
 
   std::string tool, exeDir;
   int32_t rank, worldSize;
@@ -590,6 +596,15 @@ void Run::allocateParameters() {
       buffers[p.name] =
           loomrt_alloc(numElements(s->box.shape) * dtypeBytes(p.dtype));
   if (!opts.load.empty()) {
+    if (opts.train)
+      collectively([&] {
+        if (rank != 0)
+          return;
+        if (auto note =
+                settleCheckpointPair(opts.load, optimizerStatePath(opts.load)))
+          std::printf("%s\n", note->c_str());
+        std::fflush(stdout);
+      });
     collectively(
         [&] { loadCheckpoint(opts.load, m, rank, buffers, opts.seed); });
     return;
@@ -1380,6 +1395,18 @@ void Run::runSteps() {
 void Run::writeFile(const std::string &path, const Manifest &layout,
                     const std::function<const void *(size_t)> &bufferOf,
                     const std::map<std::string, std::string> &metadata) {
+  StagedFile staged = stageFile(path, layout, bufferOf, metadata);
+  collectively([&] {
+    if (rank == 0)
+      publish(staged);
+  });
+}
+
+StagedFile
+Run::stageFile(const std::string &path, const Manifest &layout,
+               const std::function<const void *(size_t)> &bufferOf,
+               const std::map<std::string, std::string> &metadata) {
+  StagedFile staged;
   // Rank 0 writes; the first holder of every distinct shard sends it, in
   // the order forEachCheckpointPiece defines on every rank.
   auto indexOf = [&](const ParamSpec &p) {
@@ -1395,7 +1422,7 @@ void Run::writeFile(const std::string &path, const Manifest &layout,
       });
       return;
     }
-    writeCheckpoint(
+    staged = stageCheckpoint(
         path, layout,
         [&](const ParamSpec &p, const Shard &s, void *out) {
           int64_t n = numElements(s.box.shape);
@@ -1411,12 +1438,22 @@ void Run::writeFile(const std::string &path, const Manifest &layout,
         },
         metadata);
   });
+  return staged;
 }
 
 void Run::save() {
+  // Both files complete at their .tmp names first, then the optimizer state
+  // renamed into place, then the model; the optimizer state names its model
+  // by digest, so a --load finds one whole pair whenever this stops
+  // (CheckpointPair.h). Only what describes the tensors goes into the model
+  // file: the same parameters give the same bytes whatever the plan, seed
+  // or step count that produced them.
+  StagedFile model = stageFile(
+      opts.save, m,
+      [&](size_t k) -> const void * { return buffers.at(m.params[k].name); },
+      {{"format", "pt"}, {"loom.family", m.family}});
+  std::optional<StagedFile> optimizer;
   if (opts.train) {
-    // The optimizer file first: a crash between the two writes leaves the
-    // previous model file, which a reader can still use alone.
     std::vector<std::string> prefixes = {kMomentPrefixes[0],
                                          kMomentPrefixes[1]};
     if (mixedPrecision)
@@ -1438,7 +1475,7 @@ void Run::save() {
     };
     float *avg = full(expAvg), *avgSq = full(expAvgSq);
     float *main = mixedPrecision ? full(mainParams) : nullptr;
-    writeFile(optimizerStatePath(opts.save), layout,
+    optimizer = stageFile(optimizerStatePath(opts.save), layout,
               [&](size_t k) -> const void * {
                 const TrainParam &t = *byIndex[k % n];
                 switch (k / n) {
@@ -1453,15 +1490,16 @@ void Run::save() {
               },
               {{"format", "pt"},
                {"loom.family", m.family},
-               {"loom.train_state", state.toJson()}});
+               {"loom.train_state", state.toJson()},
+               {kModelDigestKey, modelDigestStamp(model.digest)}});
   }
-  // Only what describes the tensors: the same parameters give the same
-  // bytes whatever the plan, seed or step count that produced them.
-  writeFile(opts.save, m,
-            [&](size_t k) -> const void * {
-              return buffers.at(m.params[k].name);
-            },
-            {{"format", "pt"}, {"loom.family", m.family}});
+  collectively([&] {
+    if (rank != 0)
+      return;
+    if (optimizer)
+      publish(*optimizer);
+    publish(model);
+  });
   if (rank == 0) {
     std::printf("loom: saved checkpoint %s%s at iteration %" PRId64 "\n",
                 opts.save.c_str(),

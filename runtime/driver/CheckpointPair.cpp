@@ -1,0 +1,74 @@
+//===- CheckpointPair.cpp - Model and optimizer files of one save ---------===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/driver/CheckpointPair.h"
+
+#include "runtime/driver/Checkpoint.h"
+#include "runtime/driver/Digest.h"
+#include "runtime/driver/Error.h"
+#include "runtime/driver/MappedFile.h"
+#include "runtime/driver/Optimizer.h"
+
+namespace loom::driver {
+
+std::string modelDigestStamp(uint64_t digest) { return digestText(digest); }
+
+namespace {
+
+/// "iteration N" of an optimizer file, from its training state.
+std::string iterationOf(const SafetensorsFile &optimizer) {
+  auto it = optimizer.metadata().find("loom.train_state");
+  if (it == optimizer.metadata().end())
+    return "an unknown iteration";
+  return "iteration " +
+         std::to_string(TrainState::fromJson(it->second, "optimizer state " +
+                                                             optimizer.path())
+                            .iteration);
+}
+
+/// Whether `path` is a complete safetensors file whose data has `digest`.
+bool hasDigest(const std::string &path, const std::string &digest) {
+  if (!fileExists(path))
+    return false;
+  try {
+    return digestText(SafetensorsFile(path).dataDigest()) == digest;
+  } catch (const Error &) {
+    return false; // a partial .tmp: that save never reached its renames
+  }
+}
+
+} // namespace
+
+std::optional<std::string> settleCheckpointPair(const std::string &model,
+                                                const std::string &optimizer) {
+  if (!fileExists(optimizer))
+    return std::nullopt;
+  SafetensorsFile optimizerFile(optimizer);
+  auto recorded = optimizerFile.metadata().find(kModelDigestKey);
+  if (recorded == optimizerFile.metadata().end())
+    throw Error("optimizer state " + optimizer + " (" +
+                iterationOf(optimizerFile) +
+                ") does not record which model file it was saved with; "
+                "refusing to pair it with " +
+                model);
+  const std::string &digest = recorded->second;
+  if (hasDigest(model, digest))
+    return std::nullopt; // one save
+  const std::string partner = model + ".tmp";
+  if (hasDigest(partner, digest)) {
+    // The save stopped between its renames: finish it.
+    publish({partner, model, 0});
+    return "loom: completed the interrupted save of " +
+           iterationOf(optimizerFile) + ": renamed " + partner + " to " + model;
+  }
+  throw Error("checkpoint " + model + " and optimizer state " + optimizer +
+              " come from different saves: the optimizer state of " +
+              iterationOf(optimizerFile) +
+              " was saved with another model file; refusing to resume from "
+              "a mixed pair");
+}
+
+} // namespace loom::driver
