@@ -5,7 +5,8 @@ Usage: kill_saves.py LOOM_RUN RANK_DIR WORK_DIR STEPS SECONDS -- RUN_FLAGS...
 
 The uninterrupted run (STEPS steps, --save WORK_DIR/ref.safetensors) is the
 reference. Each trial starts the same run with --save-interval 1, SIGKILLs
-one of its rank processes (a random one) after a random delay, then resumes
+one of its rank processes (a random one) at a random moment (every other
+trial while a save is under way), then resumes
 from whatever checkpoint the trial left and runs to STEPS: the final model
 and optimizer files must equal the reference's bitwise. Trials repeat until
 SECONDS have passed (at least 4). A checkpoint that cannot be resumed, or a
@@ -70,11 +71,29 @@ def main():
             [loom_run, rank_dir, *flags, "--steps", str(steps), "--save", ck,
              "--save-interval", "1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # The ranks start after mpirun; kill somewhere in the run.
-        time.sleep(rng.uniform(0.2, run_time))
-        pids = rank_pids(rank_dir)
-        if pids:
-            os.kill(rng.choice(pids), signal.SIGKILL)
+        # Every other trial kills at a random moment of the run, the others
+        # in the first 15 ms after a save began (a .tmp file appeared; a
+        # gpt-tiny save takes about that long): where pairs can tear.
+        # The victim is chosen once its process exists (looking it up takes
+        # milliseconds, longer than a small save).
+        wake = time.monotonic() + rng.uniform(0.2, run_time)
+        pids = []
+        while job.poll() is None and len(pids) < 2:
+            pids = rank_pids(rank_dir)
+        victim = rng.choice(pids) if pids else None
+        if trials % 2:
+            time.sleep(max(0.0, wake - time.monotonic()))
+        else:
+            while job.poll() is None and not (
+                    time.monotonic() > wake and
+                    any(n.endswith(".tmp") for n in os.listdir(trial))):
+                pass
+            time.sleep(rng.uniform(0, 0.015))
+        if victim is not None and job.poll() is None:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         job.wait()
         for p in rank_pids(rank_dir):  # nothing may outlive the job
             os.kill(p, signal.SIGKILL)
