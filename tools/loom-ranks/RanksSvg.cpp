@@ -258,3 +258,76 @@ void loom::ranks::writeSvg(llvm::raw_ostream &os, const std::string &heading,
   }
   os << "</svg>\n";
 }
+
+//===----------------------------------------------------------------------===//
+// Schedule timeline
+//===----------------------------------------------------------------------===//
+
+void loom::ranks::writeScheduleSvg(llvm::raw_ostream &os,
+                                   const std::string &heading,
+                                   const rankgen::PipelineTimeline &timeline) {
+  constexpr int kLabelW = 84, kRowH = 30, kRowGap = 6, kTop = 80;
+  int64_t makespan = std::max<int64_t>(timeline.makespan, 1);
+  // Pixels per time unit: wide enough to label a forward, narrow enough to
+  // keep long schedules on a screen.
+  int unit = int(std::clamp<int64_t>(1400 / makespan, 3, 16));
+  int rows = int(timeline.ranks.size());
+  int chartW = int(makespan) * unit;
+  int pictureW = std::max(kLabelW + chartW + 2 * kPanelGap,
+                          int(heading.size() * 9.5) + 2 * kPanelGap);
+  int pictureH = kTop + rows * (kRowH + kRowGap) + 40;
+
+  char bubble[32];
+  snprintf(bubble, sizeof(bubble), "%.1f", 100.0 * timeline.bubbleFraction);
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << pictureW
+     << "\" height=\"" << pictureH << "\" viewBox=\"0 0 " << pictureW << " "
+     << pictureH << "\" font-family=\"DejaVu Sans, Helvetica, Arial, "
+     << "sans-serif\">\n"
+     << "<title>" << escape(heading) << "</title>\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n"
+     << "<text x=\"" << kPanelGap << "\" y=\"32\" font-size=\"20\" "
+     << "font-weight=\"bold\" fill=\"#202020\">" << escape(heading)
+     << "</text>\n"
+     << "<text x=\"" << kPanelGap << "\" y=\"54\" font-size=\"12\" "
+     << "fill=\"#505050\">Each row is a pp rank, time runs right. F&lt;mb&gt;."
+     << "&lt;chunk&gt; is a forward, B a backward (twice as long), coloured by "
+     << "micro-batch; grey gaps are the pipeline bubble (" << bubble
+     << "%).</text>\n";
+
+  int x0 = kPanelGap + kLabelW;
+  for (int r = 0; r < rows; ++r) {
+    int y = kTop + r * (kRowH + kRowGap);
+    os << "<g id=\"rank-" << r << "\">\n"
+       << "<text x=\"" << kPanelGap << "\" y=\"" << y + kRowH / 2 + 5
+       << "\" font-size=\"13\" font-weight=\"bold\" fill=\"#202020\">pp rank "
+       << r << "</text>\n"
+       << "<rect x=\"" << x0 << "\" y=\"" << y << "\" width=\"" << chartW
+       << "\" height=\"" << kRowH << "\" fill=\"#e4e4e4\"><title>pp rank " << r
+       << ": idle</title></rect>\n";
+    for (const rankgen::TimedStep &t : timeline.ranks[size_t(r)]) {
+      int x = x0 + int(t.start) * unit, w = int(t.end - t.start) * unit;
+      double hue =
+          std::fmod(double(t.step.microbatch) * 137.508 + 200.0, 360.0);
+      std::string fill = hsl(hue, 0.62, t.step.forward ? 0.78 : 0.58);
+      std::string label = t.step.str();
+      os << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w
+         << "\" height=\"" << kRowH << "\" fill=\"" << fill << "\" stroke=\""
+         << hsl(hue, 0.55, 0.32) << "\" stroke-width=\"1\"><title>" << label
+         << ": time " << t.start << "-" << t.end << "</title></rect>\n";
+      if (w >= int(label.size() * 6.5) + 2)
+        os << "<text x=\"" << x + w / 2 << "\" y=\"" << y + kRowH / 2 + 4
+           << "\" font-size=\"10\" text-anchor=\"middle\" fill=\"#1a1a1a\">"
+           << label << "</text>\n";
+    }
+    os << "</g>\n";
+  }
+  // A time axis under the rows.
+  int axisY = kTop + rows * (kRowH + kRowGap) + 4;
+  int64_t tick = std::max<int64_t>(1, (80 + unit - 1) / unit);
+  for (int64_t t = 0; t <= makespan; t += tick)
+    os << "<text x=\"" << x0 + int(t) * unit << "\" y=\"" << axisY + 12
+       << "\" font-size=\"10\" text-anchor=\"middle\" fill=\"#606060\">" << t
+       << "</text>\n";
+  os << "</svg>\n";
+}

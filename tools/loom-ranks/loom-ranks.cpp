@@ -12,6 +12,9 @@
 //   loom-ranks --world-size 16 --etp 1 --ep 4 --pp 2 --json
 //   loom-ranks --world-size 16 --tp 4 --pp 2 --svg groups.svg
 //   loom-ranks --world-size 8 --cp 4 --seq-length 16   # tokens per cp rank
+//   loom-ranks --world-size 4 --pp 4 --vpp 2 --num-layers 16 \
+//     --num-microbatches 8 --schedule [--json | --svg timeline.svg]
+//                                 # each stage's layers, each rank's steps
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,10 +23,15 @@
 #include "loom/Support/ShortHelp.h"
 #include "loom/RankGen/ContextParallelLayout.h"
 #include "loom/RankGen/ParallelLayout.h"
+#include "loom/RankGen/PipelineLayout.h"
+#include "loom/RankGen/PipelineP2P.h"
+#include "loom/RankGen/PipelineSchedule.h"
+#include "loom/RankGen/PipelineTimeline.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
@@ -32,6 +40,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <deque>
+#include <optional>
 
 using namespace llvm;
 using namespace loom::rankgen;
@@ -151,6 +160,78 @@ static IntOpt optSeqLength(
              "and 2*cp-1-r; the length must be divisible by 2*cp when cp > 1)"),
     cl::init(Int{0}), cl::cat(category));
 
+//===----------------------------------------------------------------------===//
+// Pipeline options: the layer split and the schedule.
+//===----------------------------------------------------------------------===//
+
+static IntOpt optVpp("vpp",
+                     cl::desc("Virtual pipeline stages (model chunks) per pp "
+                              "rank; > 1 selects the interleaved schedule"),
+                     cl::init(Int{0}), cl::value_desc("n"), cl::cat(category));
+static cl::alias vppAlias("virtual-pipeline-model-parallel-size",
+                          cl::desc("Alias for --vpp"), cl::aliasopt(optVpp),
+                          cl::NotHidden, cl::cat(category));
+static cl::alias vppStagesAlias("num-virtual-stages-per-pipeline-rank",
+                                cl::desc("Alias for --vpp"),
+                                cl::aliasopt(optVpp), cl::NotHidden,
+                                cl::cat(category));
+static IntOpt optLayersPerVirtualStage(
+    "num-layers-per-virtual-pipeline-stage",
+    cl::desc("Layers per virtual stage (sets vpp to the layers per pp rank "
+             "divided by it)"),
+    cl::init(Int{0}), cl::cat(category));
+static IntOpt optNumLayers(
+    "num-layers",
+    cl::desc("Transformer layers: also list the layers of every pipeline "
+             "stage, as Megatron-Core assigns them"),
+    cl::init(Int{0}), cl::cat(category));
+static IntOpt optFirstStageLayers(
+    "decoder-first-pipeline-num-layers",
+    cl::desc("Layers of the first pipeline stage (the rest split evenly)"),
+    cl::init(Int{0}), cl::cat(category));
+static IntOpt optLastStageLayers(
+    "decoder-last-pipeline-num-layers",
+    cl::desc("Layers of the last pipeline stage (the rest split evenly)"),
+    cl::init(Int{0}), cl::cat(category));
+static cl::opt<bool> optAccountForEmbedding(
+    "account-for-embedding-in-pipeline-split",
+    cl::desc("Count the embedding as one layer of the first stage"),
+    cl::cat(category));
+static cl::opt<bool> optAccountForLoss(
+    "account-for-loss-in-pipeline-split",
+    cl::desc("Count the loss as one layer of the last stage"),
+    cl::cat(category));
+static cl::opt<std::string> optLayout(
+    "pipeline-model-parallel-layout",
+    cl::desc("Layers of every virtual stage, e.g. 'Et|(tt|)*2tL' (E "
+             "embedding, t layer, L loss, | next stage; stage s runs on pp "
+             "rank s % pp)"),
+    cl::value_desc("layout"), cl::cat(category));
+static cl::opt<bool> optSchedule(
+    "schedule",
+    cl::desc("Print each pp rank's forward and backward steps under "
+             "Megatron-Core's schedule (no pipelining, 1F1B or interleaved "
+             "1F1B), checked for matched, deadlock-free p2p first"),
+    cl::cat(category));
+static IntOpt optNumMicrobatches("num-microbatches",
+                                 cl::desc("Micro-batches per step (with "
+                                          "--schedule)"),
+                                 cl::init(Int{0}), cl::cat(category));
+static IntOpt optGroupSize(
+    "microbatch-group-size-per-vp-stage",
+    cl::desc("Micro-batches run through a model chunk before the next "
+             "(interleaved schedule; default pp)"),
+    cl::init(Int{0}), cl::cat(category));
+static cl::opt<bool> optForwardOnly(
+    "forward-only",
+    cl::desc("The forward-only (evaluation) schedule"), cl::cat(category));
+static cl::opt<std::string> optP2PMode(
+    "p2p-mode",
+    cl::desc("Megatron's p2p transport the schedule is checked under: "
+             "batched (one batch_isend_irecv per call, the default) or "
+             "unbatched (single isend/irecv in even/odd rank order)"),
+    cl::init("batched"), cl::value_desc("mode"), cl::cat(category));
+
 static IntOpt optRank("rank",
                       cl::desc("Print the coordinates and groups of "
                                "this rank"),
@@ -163,11 +244,11 @@ static cl::list<std::string> optKinds(
     cl::CommaSeparated, cl::value_desc("kind,..."), cl::cat(category));
 static cl::opt<bool> optJson("json", cl::desc("Print one JSON object"),
                              cl::cat(category));
-static cl::opt<std::string> optSvgFile("svg",
-                                       cl::desc("Draw the groups into this SVG "
-                                                "file"),
-                                       cl::value_desc("file"),
-                                       cl::cat(category));
+static cl::opt<std::string> optSvgFile(
+    "svg",
+    cl::desc("Draw the groups (with --schedule: the schedule's timeline) "
+             "into this SVG file"),
+    cl::value_desc("file"), cl::cat(category));
 static IntOpt optSvgColumns("svg-columns",
                             cl::desc("Ranks per grid row in the SVG"),
                             cl::init(Int{8}), cl::value_desc("n"),
@@ -175,6 +256,8 @@ static IntOpt optSvgColumns("svg-columns",
 
 /// The SVG has one cell per rank and panel; beyond this it is unreadable.
 static constexpr int64_t kMaxSvgRanks = 1024;
+/// The schedule timeline has one box per step.
+static constexpr int64_t kMaxSvgSteps = 16384;
 
 //===----------------------------------------------------------------------===//
 // What to show
@@ -236,6 +319,143 @@ static Result<std::vector<Shown>> selectKinds(const ParallelLayout &layout,
          nullptr});
   }
   return shown;
+}
+
+//===----------------------------------------------------------------------===//
+// The pipeline: layer split and schedule
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// What the pipeline flags asked for, built and checked before printing.
+struct Pipeline {
+  std::optional<PipelineLayout> layers;
+  std::optional<PipelineSchedule> schedule;
+  std::optional<PipelineTimeline> timeline;
+  P2PMode mode = P2PMode::Batched;
+};
+} // namespace
+
+/// The first of `options` given on the command line, or null.
+static const cl::Option *
+firstGiven(std::initializer_list<const cl::Option *> options) {
+  for (const cl::Option *o : options)
+    if (o->getNumOccurrences())
+      return o;
+  return nullptr;
+}
+
+/// Builds the layer split (with --num-layers) and the schedule (with
+/// --schedule) of a pipeline of `pp` ranks. The schedule must pass the
+/// static p2p check in the chosen mode: a plan whose sends could meet the
+/// wrong receive, or block forever, is an error, not a table.
+static Result<Pipeline> buildPipeline(int64_t pp) {
+  Pipeline pipeline;
+  if (optVpp.getNumOccurrences() && optVpp.value < 1)
+    return fail("vpp must be at least 1, got " + std::to_string(optVpp.value));
+  int64_t vpp = optVpp.value;
+
+  const cl::Option *layerFlag =
+      firstGiven({&optFirstStageLayers, &optLastStageLayers,
+                  &optAccountForEmbedding, &optAccountForLoss, &optLayout,
+                  &optLayersPerVirtualStage});
+  if (layerFlag && !optNumLayers.getNumOccurrences())
+    return fail("--" + layerFlag->ArgStr.str() + " needs --num-layers");
+  if (optNumLayers.getNumOccurrences()) {
+    PipelineLayoutOptions o;
+    o.pp = pp;
+    o.vpp = vpp;
+    o.numLayers = optNumLayers.value;
+    if (optFirstStageLayers.getNumOccurrences())
+      o.firstStageLayers = optFirstStageLayers.value;
+    if (optLastStageLayers.getNumOccurrences())
+      o.lastStageLayers = optLastStageLayers.value;
+    o.accountForEmbedding = optAccountForEmbedding;
+    o.accountForLoss = optAccountForLoss;
+    if (optLayersPerVirtualStage.getNumOccurrences())
+      o.layersPerVirtualStage = optLayersPerVirtualStage.value;
+    o.layout = optLayout;
+    Result<PipelineLayout> layers = PipelineLayout::create(o);
+    if (!layers)
+      return fail(layers.error());
+    vpp = layers->vpp();
+    pipeline.layers = layers.take();
+  } else if (vpp > 1 && pp == 1) {
+    return fail("vpp " + std::to_string(vpp) +
+                " needs pipeline parallelism (pp > 1)");
+  }
+
+  const cl::Option *scheduleFlag = firstGiven(
+      {&optNumMicrobatches, &optGroupSize, &optForwardOnly, &optP2PMode});
+  if (scheduleFlag && !optSchedule)
+    return fail("--" + scheduleFlag->ArgStr.str() + " needs --schedule");
+  if (!optSchedule)
+    return pipeline;
+  if (!optNumMicrobatches.getNumOccurrences())
+    return fail("--schedule needs --num-microbatches");
+  Result<P2PMode> mode = parseP2PMode(optP2PMode);
+  if (!mode)
+    return fail("--p2p-mode: " + mode.error());
+  pipeline.mode = *mode;
+  if (optGroupSize.getNumOccurrences() && optGroupSize.value < 1)
+    return fail("--microbatch-group-size-per-vp-stage must be at least 1, "
+                "got " +
+                std::to_string(optGroupSize.value));
+  ScheduleOptions o;
+  o.pp = pp;
+  o.vpp = std::max<int64_t>(vpp, 1);
+  o.numMicrobatches = optNumMicrobatches.value;
+  o.microbatchGroupSize = optGroupSize.value;
+  o.forwardOnly = optForwardOnly;
+  Result<PipelineSchedule> schedule = PipelineSchedule::create(o);
+  if (!schedule)
+    return fail(schedule.error());
+  Result<bool> checked = checkPipelineP2P(*schedule, pipeline.mode);
+  if (!checked) {
+    std::string message = checked.error();
+    if (pipeline.mode == P2PMode::Batched &&
+        checkPipelineP2P(*schedule, P2PMode::Unbatched).ok())
+      message += "; it passes with --p2p-mode unbatched";
+    return fail(message);
+  }
+  Result<PipelineTimeline> timeline = computeTimeline(*schedule);
+  if (!timeline)
+    return fail(timeline.error());
+  pipeline.schedule = schedule.take();
+  pipeline.timeline = timeline.take();
+  return pipeline;
+}
+
+/// Contiguous layer ids as "4-7", "4", or "none".
+static std::string layerRange(const std::vector<int64_t> &ids) {
+  if (ids.empty())
+    return "none";
+  std::string out = std::to_string(ids.front());
+  if (ids.size() > 1)
+    out += "-" + std::to_string(ids.back());
+  return out;
+}
+
+/// "interleaved 1F1B, pp 4 x vpp 2, 8 micro-batches in groups of 4".
+static std::string scheduleTitle(const PipelineSchedule &s) {
+  const ScheduleOptions &o = s.options();
+  std::string out = scheduleKindName(s.kind());
+  if (o.forwardOnly)
+    out += " forward-only";
+  out += ", pp " + std::to_string(o.pp);
+  if (o.vpp > 1)
+    out += " x vpp " + std::to_string(o.vpp);
+  out += ", " + std::to_string(o.numMicrobatches) +
+         (o.numMicrobatches == 1 ? " micro-batch" : " micro-batches");
+  if (s.kind() == ScheduleKind::Interleaved)
+    out += " in groups of " + std::to_string(s.microbatchGroupSize());
+  return out;
+}
+
+static std::string stepsString(const RankSchedule &rank) {
+  std::string out;
+  for (const ScheduleStep &step : rank.steps)
+    out += (out.empty() ? "" : " ") + step.str();
+  return out;
 }
 
 //===----------------------------------------------------------------------===//
@@ -301,9 +521,49 @@ static void printCpLayout(raw_ostream &os, int64_t seqLength, int64_t cp) {
        << rangesString(*contextParallelTokenRanges(seqLength, cp, r)) << "\n";
 }
 
+/// The --num-layers section: every stage's layers, by pp rank.
+static void printPipelineLayers(raw_ostream &os, const PipelineLayout &layers) {
+  os << "\npipeline layers: " << layers.numLayers() << " over pp "
+     << layers.pp();
+  if (layers.vpp() > 1)
+    os << " x vpp " << layers.vpp();
+  os << "\n";
+  for (const PipelineStage &stage : layers.stages()) {
+    os << "  pp rank " << stage.ppRank;
+    if (layers.vpp() > 1)
+      os << ", vp " << stage.vpStage;
+    os << ": " << layerRange(stage.layerIds);
+    if (stage.embedding)
+      os << ", embedding";
+    if (stage.loss)
+      os << ", loss";
+    os << "\n";
+  }
+}
+
+/// The --schedule section: one line of steps per pp rank.
+static void printSchedule(raw_ostream &os, const Pipeline &pipeline) {
+  const PipelineSchedule &s = *pipeline.schedule;
+  os << "\npipeline schedule: " << scheduleTitle(s) << "\n";
+  if (s.kind() != ScheduleKind::NoPipelining)
+    os << "  p2p " << p2pModeName(pipeline.mode)
+       << ": every send meets its receive, no rank blocks\n";
+  os << "  bubble: "
+     << format("%.1f", 100.0 * pipeline.timeline->bubbleFraction)
+     << "% (a backward taking twice a forward)\n";
+  for (const RankSchedule &rank : s.ranks()) {
+    os << "  pp rank " << rank.ppRank;
+    if (s.kind() != ScheduleKind::NoPipelining)
+      os << " (warmup " << rank.warmup << ", steady " << rank.steady
+         << ", cooldown " << rank.cooldown << ")";
+    os << ": " << stepsString(rank) << "\n";
+  }
+}
+
 /// Every kind, each as a header line and its groups wrapped at 100 columns.
 static void printTable(raw_ostream &os, const ParallelLayout &layout,
-                       const std::vector<Shown> &shown) {
+                       const std::vector<Shown> &shown,
+                       const Pipeline &pipeline) {
   printSizes(os, layout, shown);
   for (const Shown &s : shown) {
     size_t n = s.groups->numGroups();
@@ -325,6 +585,10 @@ static void printTable(raw_ostream &os, const ParallelLayout &layout,
   }
   if (optSeqLength.getNumOccurrences())
     printCpLayout(os, optSeqLength.value, layout.config().cp);
+  if (pipeline.layers)
+    printPipelineLayers(os, *pipeline.layers);
+  if (pipeline.schedule)
+    printSchedule(os, pipeline);
 }
 
 /// Finds `rank` in a list of groups: (group, position) or (-1, -1).
@@ -352,7 +616,8 @@ static Membership membershipOf(const Shown &s, const RankInfo &info) {
 }
 
 static void printRank(raw_ostream &os, const ParallelLayout &layout,
-                      const std::vector<Shown> &shown, const RankInfo &info) {
+                      const std::vector<Shown> &shown, const RankInfo &info,
+                      const Pipeline &pipeline) {
   const ParallelConfig &c = layout.config();
   os << "rank " << info.rank << " of " << c.worldSize << " (order " << c.order
      << ")\n";
@@ -382,6 +647,25 @@ static void printRank(raw_ostream &os, const ParallelLayout &layout,
        << " (cp rank " << cpRank << ", seq length " << optSeqLength.value
        << ")\n";
   }
+  int64_t ppRank = info.dense[int(Dim::PP)];
+  if (pipeline.layers) {
+    os << "  layers:";
+    for (int64_t v = 0; v < pipeline.layers->vpp(); ++v) {
+      const PipelineStage &stage = pipeline.layers->stage(ppRank, v);
+      os << (v ? ", " : " ");
+      if (pipeline.layers->vpp() > 1)
+        os << "vp " << v << ": ";
+      os << layerRange(stage.layerIds);
+      if (stage.embedding)
+        os << " (embedding)";
+      if (stage.loss)
+        os << " (loss)";
+    }
+    os << "\n";
+  }
+  if (pipeline.schedule)
+    os << "  schedule: "
+       << stepsString(pipeline.schedule->ranks()[size_t(ppRank)]) << "\n";
   os << "  groups:\n";
   for (const Shown &s : shown) {
     Membership m = membershipOf(s, info);
@@ -421,8 +705,62 @@ static void writeTokenIndices(json::OStream &j, int64_t seqLength, int64_t cp,
   });
 }
 
+static void writeIds(json::OStream &j, const std::vector<int64_t> &ids) {
+  j.array([&] {
+    for (int64_t id : ids)
+      j.value(id);
+  });
+}
+
+static void writeSteps(json::OStream &j, const RankSchedule &rank) {
+  j.array([&] {
+    for (const ScheduleStep &step : rank.steps)
+      j.value(step.str());
+  });
+}
+
+/// "layers", "schedule" and "schedule_info", as asked for.
+static void writePipelineJson(json::OStream &j, const Pipeline &pipeline) {
+  if (pipeline.layers)
+    j.attributeArray("layers", [&] {
+      for (const PipelineStage &stage : pipeline.layers->stages())
+        j.object([&] {
+          j.attribute("pp_rank", stage.ppRank);
+          j.attribute("vp_stage", stage.vpStage);
+          j.attributeBegin("layer_ids");
+          writeIds(j, stage.layerIds);
+          j.attributeEnd();
+        });
+    });
+  if (!pipeline.schedule)
+    return;
+  const PipelineSchedule &s = *pipeline.schedule;
+  j.attributeObject("schedule", [&] {
+    for (const RankSchedule &rank : s.ranks()) {
+      j.attributeBegin(std::to_string(rank.ppRank));
+      writeSteps(j, rank);
+      j.attributeEnd();
+    }
+  });
+  j.attributeObject("schedule_info", [&] {
+    static const char *kinds[] = {"no-pipelining", "1f1b", "interleaved-1f1b"};
+    j.attribute("kind", kinds[int(s.kind())]);
+    j.attribute("vpp", s.options().vpp);
+    j.attribute("num_microbatches", s.options().numMicrobatches);
+    if (s.kind() == ScheduleKind::Interleaved)
+      j.attribute("microbatch_group_size", s.microbatchGroupSize());
+    j.attribute("forward_only", s.options().forwardOnly);
+    j.attribute("p2p_mode", p2pModeName(pipeline.mode));
+    j.attributeArray("warmup", [&] {
+      for (const RankSchedule &rank : s.ranks())
+        j.value(rank.warmup);
+    });
+  });
+}
+
 static void printJson(raw_ostream &os, const ParallelLayout &layout,
-                      const std::vector<Shown> &shown) {
+                      const std::vector<Shown> &shown,
+                      const Pipeline &pipeline) {
   const ParallelConfig &c = layout.config();
   json::OStream j(os);
   j.object([&] {
@@ -492,13 +830,14 @@ static void printJson(raw_ostream &os, const ParallelLayout &layout,
           });
       });
     }
+    writePipelineJson(j, pipeline);
   });
   os << "\n";
 }
 
 static void printRankJson(raw_ostream &os, const ParallelLayout &layout,
                           const std::vector<Shown> &shown,
-                          const RankInfo &info) {
+                          const RankInfo &info, const Pipeline &pipeline) {
   json::OStream j(os);
   j.object([&] {
     j.attribute("rank", info.rank);
@@ -526,6 +865,22 @@ static void printRankJson(raw_ostream &os, const ParallelLayout &layout,
       j.attributeBegin("token_indices");
       writeTokenIndices(j, optSeqLength.value, layout.config().cp,
                         info.dense[int(Dim::CP)]);
+      j.attributeEnd();
+    }
+    int64_t ppRank = info.dense[int(Dim::PP)];
+    if (pipeline.layers)
+      j.attributeArray("layers", [&] {
+        for (int64_t v = 0; v < pipeline.layers->vpp(); ++v)
+          j.object([&] {
+            j.attribute("vp_stage", v);
+            j.attributeBegin("layer_ids");
+            writeIds(j, pipeline.layers->stage(ppRank, v).layerIds);
+            j.attributeEnd();
+          });
+      });
+    if (pipeline.schedule) {
+      j.attributeBegin("schedule");
+      writeSteps(j, pipeline.schedule->ranks()[size_t(ppRank)]);
       j.attributeEnd();
     }
     j.attributeObject("groups", [&] {
@@ -562,7 +917,8 @@ int main(int argc, char **argv) {
   if (!cl::ParseCommandLineOptions(
           parsed.argc(), parsed.argv(),
           "loom-ranks: print or draw the process groups of a parallel plan, "
-          "as Megatron-Core builds them\n",
+          "as Megatron-Core builds them, and its pipeline's layer split and "
+          "schedule\n",
           &flagErrorStream)) {
     StringRef text = StringRef(flagErrors).trim();
     SmallVector<StringRef> lines;
@@ -613,12 +969,32 @@ int main(int argc, char **argv) {
       return error("--seq-length: " + split.error());
   }
 
+  Result<Pipeline> pipeline = buildPipeline(layout->config().pp);
+  if (!pipeline)
+    return error(pipeline.error());
+
   std::deque<GroupList> extra;
   Result<std::vector<Shown>> shown = selectKinds(*layout, extra);
   if (!shown)
     return error(shown.error());
 
-  if (!optSvgFile.empty()) {
+  if (!optSvgFile.empty() && pipeline->schedule) {
+    const PipelineSchedule &s = *pipeline->schedule;
+    int64_t steps = 0;
+    for (const RankSchedule &rank : s.ranks())
+      steps += int64_t(rank.steps.size());
+    if (steps > kMaxSvgSteps)
+      return error("--svg draws at most " + Twine(kMaxSvgSteps) +
+                   " schedule steps, but the schedule has " + Twine(steps));
+    std::error_code ec;
+    ToolOutputFile out(optSvgFile, ec, sys::fs::OF_Text);
+    if (ec)
+      return error("cannot write '" + optSvgFile + "': " + ec.message());
+    loom::ranks::writeScheduleSvg(out.os(), "pipeline schedule: " +
+                                                scheduleTitle(s),
+                                  *pipeline->timeline);
+    out.keep();
+  } else if (!optSvgFile.empty()) {
     if (layout->worldSize() > kMaxSvgRanks)
       return error("--svg draws at most " + Twine(kMaxSvgRanks) +
                    " ranks, but the world size is " +
@@ -653,14 +1029,14 @@ int main(int argc, char **argv) {
     if (!info)
       return error(info.error());
     if (optJson)
-      printRankJson(outs(), *layout, *shown, *info);
+      printRankJson(outs(), *layout, *shown, *info, *pipeline);
     else
-      printRank(outs(), *layout, *shown, *info);
+      printRank(outs(), *layout, *shown, *info, *pipeline);
     return 0;
   }
   if (optJson)
-    printJson(outs(), *layout, *shown);
+    printJson(outs(), *layout, *shown, *pipeline);
   else if (optSvgFile.empty())
-    printTable(outs(), *layout, *shown);
+    printTable(outs(), *layout, *shown, *pipeline);
   return 0;
 }
