@@ -5,6 +5,10 @@
 // communicator uses MPI_ERRORS_RETURN and every MPI call is checked, so a
 // failure ends the job with the name of the call instead of a hang.
 //
+// Every wait for other ranks is nonblocking MPI completed under the
+// watchdog (runtime/common/Watchdog.h): with loomrt_set_timeout, a rank that
+// never arrives ends the job with a report instead of a hang.
+//
 // bf16/f16 payloads travel as 16-bit words; reductions widen them to f32
 // first (MPI has no 16-bit float types, and f32 is the accumulation type).
 //
@@ -13,6 +17,7 @@
 #include "Common.h"
 #include "DeviceContract.h"
 #include "runtime/common/Groups.h"
+#include "runtime/common/Watchdog.h"
 
 #include <mpi.h>
 
@@ -40,6 +45,9 @@ struct loomrt_comm_impl {
   std::vector<int32_t> worldRanks; // group rank -> world rank
   bool inBatch = false;
   std::vector<P2POp> pending;
+  // Operations issued so far, for the watchdog's reports: every member
+  // counts the same collectives; p2p batches are per rank.
+  uint64_t collectives = 0, batches = 0;
 };
 
 namespace {
@@ -62,6 +70,15 @@ int checkedCount(const char *fn, int64_t n) {
   if (n < 0 || n > INT_MAX)
     fatal(fn, "element count %lld is outside [0, INT_MAX]", (long long)n);
   return int(n);
+}
+
+/// Waits for the nonblocking collective `request` of `c` under the
+/// watchdog; `call` names the MPI function in errors.
+void complete(const char *fn, const char *name, loomrt_comm c,
+              MPI_Request request, const char *call) {
+  watchdog::Operation op{fn, name, ++c->collectives, &c->worldRanks};
+  MPI_Status status;
+  checkMpi(watchdog::waitAll(op, 1, &request, &status), call);
 }
 
 /// The MPI type that moves (not reduces) elements of dtype.
@@ -158,9 +175,11 @@ extern "C" void loomrt_init(int *argc, char ***argv) {
   for (int i = 0; i < size; ++i)
     ranks[size_t(i)] = i;
   worldComm = registerComm(dup, std::move(ranks));
+  watchdog::start(MPI_COMM_WORLD);
 }
 
 extern "C" void loomrt_finalize(void) {
+  watchdog::stop();
   while (!liveComms.empty())
     freeComm(*liveComms.begin());
   worldComm = nullptr;
@@ -225,7 +244,16 @@ extern "C" int32_t loomrt_comm_world_rank_of(loomrt_comm comm, int32_t r) {
 }
 
 extern "C" void loomrt_barrier(loomrt_comm comm) {
-  checkMpi(MPI_Barrier(checkedComm(__func__, comm)->comm), "MPI_Barrier");
+  loomrt_comm c = checkedComm(__func__, comm);
+  MPI_Request request;
+  checkMpi(MPI_Ibarrier(c->comm, &request), "MPI_Ibarrier");
+  complete(__func__, "barrier", c, request, "MPI_Ibarrier");
+}
+
+extern "C" void loomrt_set_timeout(double seconds) {
+  if (!(seconds >= 0))
+    fatal(__func__, "timeout %g is not a number of seconds >= 0", seconds);
+  watchdog::setTimeout(seconds);
 }
 
 //===----------------------------------------------------------------------===//
@@ -243,17 +271,20 @@ extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
     fatal(__func__, "unknown reduction %d", int(op));
   LOOMRT_CHECK(count == 0 || (send && recv), "NULL buffer");
   const MPI_Op mpiOp = op == LOOMRT_SUM ? MPI_SUM : MPI_MAX;
+  MPI_Request request;
   if (dtype == LOOMRT_F32) {
-    checkMpi(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, count,
-                           MPI_FLOAT, mpiOp, c->comm),
-             "MPI_Allreduce");
+    checkMpi(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, count,
+                            MPI_FLOAT, mpiOp, c->comm, &request),
+             "MPI_Iallreduce");
+    complete(__func__, "all_reduce", c, request, "MPI_Iallreduce");
     return;
   }
   std::vector<float> wide(static_cast<size_t>(count));
   toF32(dtype, send, wide.data(), count);
-  checkMpi(MPI_Allreduce(MPI_IN_PLACE, wide.data(), count, MPI_FLOAT, mpiOp,
-                         c->comm),
-           "MPI_Allreduce");
+  checkMpi(MPI_Iallreduce(MPI_IN_PLACE, wide.data(), count, MPI_FLOAT, mpiOp,
+                          c->comm, &request),
+           "MPI_Iallreduce");
+  complete(__func__, "all_reduce", c, request, "MPI_Iallreduce");
   fromF32(wide.data(), dtype, recv, count);
 }
 
@@ -266,7 +297,10 @@ extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
   if (root < 0 || root >= c->size)
     fatal(__func__, "root %d is outside a group of %d", int(root), c->size);
   LOOMRT_CHECK(count == 0 || buf, "NULL buffer");
-  checkMpi(MPI_Bcast(buf, count, rawType(dtype), root, c->comm), "MPI_Bcast");
+  MPI_Request request;
+  checkMpi(MPI_Ibcast(buf, count, rawType(dtype), root, c->comm, &request),
+           "MPI_Ibcast");
+  complete(__func__, "broadcast", c, request, "MPI_Ibcast");
 }
 
 extern "C" void loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype,
@@ -281,16 +315,19 @@ extern "C" void loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype,
   LOOMRT_CHECK(block == 0 || (send && recv), "NULL buffer");
   // Gathering along dim 0 (or any dim with nothing in front) is already the
   // rank-ordered concatenation MPI produces.
+  MPI_Request request;
   if (s.outer == 1) {
-    checkMpi(MPI_Allgather(send, block, rawType(dtype), recv, block,
-                           rawType(dtype), c->comm),
-             "MPI_Allgather");
+    checkMpi(MPI_Iallgather(send, block, rawType(dtype), recv, block,
+                            rawType(dtype), c->comm, &request),
+             "MPI_Iallgather");
+    complete(__func__, "all_gather", c, request, "MPI_Iallgather");
     return;
   }
   std::vector<char> blocks(size_t(block) * size_t(c->size) * size_t(esz));
-  checkMpi(MPI_Allgather(send, block, rawType(dtype), blocks.data(), block,
-                         rawType(dtype), c->comm),
-           "MPI_Allgather");
+  checkMpi(MPI_Iallgather(send, block, rawType(dtype), blocks.data(), block,
+                          rawType(dtype), c->comm, &request),
+           "MPI_Iallgather");
+  complete(__func__, "all_gather", c, request, "MPI_Iallgather");
   permuteBlocks(blocks.data(), static_cast<char *>(recv), c->size, s, s.dim,
                 esz, /*unpack=*/true);
 }
@@ -323,9 +360,12 @@ extern "C" void loomrt_reduce_scatter(loomrt_comm comm, loomrt_dtype dtype,
     sendF32 = packed.data();
   }
   Out out(dtype, recv, block, false);
-  checkMpi(MPI_Reduce_scatter_block(sendF32, out.get(), block, MPI_FLOAT,
-                                    MPI_SUM, c->comm),
-           "MPI_Reduce_scatter_block");
+  MPI_Request request;
+  checkMpi(MPI_Ireduce_scatter_block(sendF32, out.get(), block, MPI_FLOAT,
+                                     MPI_SUM, c->comm, &request),
+           "MPI_Ireduce_scatter_block");
+  complete(__func__, "reduce_scatter", c, request,
+           "MPI_Ireduce_scatter_block");
   out.commit();
 }
 
@@ -366,9 +406,11 @@ extern "C" void loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype,
     received.resize(size_t(total * esz));
     recvPtr = received.data();
   }
-  checkMpi(MPI_Alltoall(sendPtr, block, rawType(dtype), recvPtr, block,
-                        rawType(dtype), c->comm),
-           "MPI_Alltoall");
+  MPI_Request request;
+  checkMpi(MPI_Ialltoall(sendPtr, block, rawType(dtype), recvPtr, block,
+                         rawType(dtype), c->comm, &request),
+           "MPI_Ialltoall");
+  complete(__func__, "all_to_all", c, request, "MPI_Ialltoall");
   if (out.outer != 1)
     permuteBlocks(received.data(), static_cast<char *>(recv), P, out, out.dim,
                   esz, /*unpack=*/true);
@@ -402,11 +444,19 @@ void issueBatch(loomrt_comm c) {
           "MPI_Irecv");
   }
   std::vector<MPI_Status> statuses(ops.size());
-  int rc = MPI_Waitall(int(reqs.size()), reqs.data(), statuses.data());
+  std::vector<int32_t> members = {c->worldRanks[size_t(c->rank)]};
+  for (const P2POp &op : ops)
+    if (std::find(members.begin(), members.end(),
+                  c->worldRanks[size_t(op.peer)]) == members.end())
+      members.push_back(c->worldRanks[size_t(op.peer)]);
+  watchdog::Operation wait{"loomrt_p2p_end", "p2p batch", ++c->batches,
+                           &members, "ranks (world)"};
+  int rc = watchdog::waitAll(wait, int(reqs.size()), reqs.data(),
+                             statuses.data());
   if (rc == MPI_ERR_IN_STATUS)
     for (const MPI_Status &st : statuses)
-      checkMpi(st.MPI_ERROR, "MPI_Waitall");
-  checkMpi(rc, "MPI_Waitall");
+      checkMpi(st.MPI_ERROR, "MPI_Testall");
+  checkMpi(rc, "MPI_Testall");
   // A shorter message than the recv expects is legal MPI but always a
   // mismatched schedule in a compiled program.
   for (size_t i = 0; i < ops.size(); ++i) {

@@ -26,6 +26,7 @@
 
 #include "Common.h"
 #include "runtime/common/Groups.h"
+#include "runtime/common/Watchdog.h"
 
 #include <mpi.h>
 #include <nccl.h>
@@ -64,6 +65,8 @@ struct loomrt_comm_impl {
   std::vector<int32_t> worldRanks; // group rank -> world rank
   bool inBatch = false;
   std::vector<P2POp> pending;
+  // Operations queued so far, for the watchdog's reports (noteCollective).
+  uint64_t collectives = 0, batches = 0;
 };
 
 namespace {
@@ -131,6 +134,14 @@ template <typename Fn> void onCommStream(Fn issue) {
   streamWait(c.comm, c.compute);
   issue(c.comm);
   streamWait(c.compute, c.comm);
+}
+
+/// onCommStream for one collective of `comm`, recorded for the watchdog.
+template <typename Fn>
+void collective(const char *fn, const char *name, loomrt_comm comm,
+                Fn issue) {
+  onCommStream(issue);
+  noteCollective(fn, name, ++comm->collectives, comm->worldRanks);
 }
 
 /// A row-major tensor seen as [outer, dim, inner] around one dimension.
@@ -219,11 +230,13 @@ extern "C" void loomrt_init(int *argc, char ***argv) {
   for (int i = 0; i < size; ++i)
     ranks[size_t(i)] = i;
   worldComm = registerComm(dup, std::move(ranks));
+  watchdog::start(MPI_COMM_WORLD);
 }
 
 extern "C" void loomrt_finalize(void) {
   if (contextCreated())
     syncAll(__func__);
+  watchdog::stop();
   while (!liveComms.empty())
     freeComm(*liveComms.begin());
   worldComm = nullptr;
@@ -292,7 +305,18 @@ extern "C" void loomrt_barrier(loomrt_comm comm) {
   loomrt_comm c = checkedComm(__func__, comm);
   // "Every member has called it" includes the GPU work issued before.
   syncAll(__func__);
-  checkMpi(MPI_Barrier(c->mpi), "MPI_Barrier");
+  MPI_Request request;
+  checkMpi(MPI_Ibarrier(c->mpi, &request), "MPI_Ibarrier");
+  watchdog::Operation op{__func__, "barrier", ++c->collectives,
+                         &c->worldRanks};
+  MPI_Status status;
+  checkMpi(watchdog::waitAll(op, 1, &request, &status), "MPI_Ibarrier");
+}
+
+extern "C" void loomrt_set_timeout(double seconds) {
+  if (!(seconds >= 0))
+    fatal(__func__, "timeout %g is not a number of seconds >= 0", seconds);
+  watchdog::setTimeout(seconds);
 }
 
 //===----------------------------------------------------------------------===//
@@ -312,7 +336,7 @@ extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
   LOOMRT_CHECK(send && recv, "NULL buffer");
   const ncclRedOp_t ncclOp = op == LOOMRT_SUM ? ncclSum : ncclMax;
   if (dtype == LOOMRT_F32 || op == LOOMRT_MAX) {
-    onCommStream([&](cudaStream_t s) {
+    collective(__func__, "all_reduce", c, [&](cudaStream_t s) {
       NCCL_CHECK(ncclAllReduce(send, recv, count, ncclType(dtype), ncclOp,
                                c->nccl, s));
     });
@@ -320,7 +344,7 @@ extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
   }
   Scratch wide(int64_t(count) * 4);
   convert(dtype, send, LOOMRT_F32, wide.as<float>(), int64_t(count));
-  onCommStream([&](cudaStream_t s) {
+  collective(__func__, "all_reduce", c, [&](cudaStream_t s) {
     NCCL_CHECK(ncclAllReduce(wide.as<float>(), wide.as<float>(), count,
                              ncclFloat32, ncclSum, c->nccl, s));
   });
@@ -337,7 +361,7 @@ extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
   if (count == 0)
     return;
   LOOMRT_CHECK(buf, "NULL buffer");
-  onCommStream([&](cudaStream_t s) {
+  collective(__func__, "broadcast", c, [&](cudaStream_t s) {
     NCCL_CHECK(
         ncclBroadcast(buf, buf, count, ncclType(dtype), root, c->nccl, s));
   });
@@ -357,14 +381,14 @@ extern "C" void loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype,
   // Gathering along dim 0 (or any dim with nothing in front) is already the
   // rank-ordered concatenation NCCL produces.
   if (s.outer == 1) {
-    onCommStream([&](cudaStream_t st) {
+    collective(__func__, "all_gather", c, [&](cudaStream_t st) {
       NCCL_CHECK(
           ncclAllGather(send, recv, block, ncclType(dtype), c->nccl, st));
     });
     return;
   }
   Scratch blocks(int64_t(block) * c->size * esz);
-  onCommStream([&](cudaStream_t st) {
+  collective(__func__, "all_gather", c, [&](cudaStream_t st) {
     NCCL_CHECK(ncclAllGather(send, blocks.as<void>(), block, ncclType(dtype),
                              c->nccl, st));
   });
@@ -406,7 +430,7 @@ extern "C" void loomrt_reduce_scatter(loomrt_comm comm, loomrt_dtype dtype,
   }
   Scratch outBuf(wide ? int64_t(block) * 4 : 0);
   float *outF32 = wide ? outBuf.as<float>() : static_cast<float *>(recv);
-  onCommStream([&](cudaStream_t st) {
+  collective(__func__, "reduce_scatter", c, [&](cudaStream_t st) {
     NCCL_CHECK(ncclReduceScatter(sendF32, outF32, block, ncclFloat32, ncclSum,
                                  c->nccl, st));
   });
@@ -452,7 +476,7 @@ extern "C" void loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype,
   // All-to-all as one group of sends and recvs (every NCCL version has
   // these; ncclAlltoAll only exists since 2.28).
   const size_t bytes = block * size_t(esz);
-  onCommStream([&](cudaStream_t st) {
+  collective(__func__, "all_to_all", c, [&](cudaStream_t st) {
     NCCL_CHECK(ncclGroupStart());
     for (int64_t r = 0; r < P; ++r) {
       NCCL_CHECK(ncclSend(sendPtr + r * bytes, block, ncclType(dtype), int(r),
@@ -498,6 +522,12 @@ void issueBatch(loomrt_comm c) {
     }
     NCCL_CHECK(ncclGroupEnd());
   });
+  std::vector<int32_t> members = {c->worldRanks[size_t(c->rank)]};
+  for (const P2POp &op : ops)
+    if (std::find(members.begin(), members.end(),
+                  c->worldRanks[size_t(op.peer)]) == members.end())
+      members.push_back(c->worldRanks[size_t(op.peer)]);
+  noteCollective("loomrt_p2p_end", "p2p batch", ++c->batches, members);
 }
 
 void record(const char *fn, loomrt_comm comm, bool isSend, loomrt_dtype dtype,

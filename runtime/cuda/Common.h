@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace loomrt {
 
@@ -82,6 +83,17 @@ void streamWait(cudaStream_t waiter, cudaStream_t signaller);
 
 /// Blocks the host until the compute and comm streams are idle.
 void syncAll(const char *fn);
+
+/// cudaStreamSynchronize under the watchdog (runtime/common/Watchdog.h):
+/// with a timeout set, queued work that does not finish in time (a peer that
+/// never joins a collective) ends the job with a report naming the last
+/// collective queued.
+cudaError_t syncStream(cudaStream_t s);
+
+/// Records the collective or p2p batch just queued on the comm stream, for
+/// syncStream's report.
+void noteCollective(const char *fn, const char *name, uint64_t seq,
+                    const std::vector<int32_t> &members);
 
 //===----------------------------------------------------------------------===//
 // Scratch memory

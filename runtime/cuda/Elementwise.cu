@@ -75,7 +75,7 @@ extern "C" int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
   int found = 0;
   CUDA_CHECK(cudaMemcpyAsync(&found, flag.as<int>(), sizeof(int),
                              cudaMemcpyDeviceToHost, stream()));
-  CUDA_CHECK(cudaStreamSynchronize(stream()));
+  CUDA_CHECK(syncStream(stream()));
   return found ? 1 : 0;
 }
 
@@ -214,7 +214,7 @@ extern "C" float loomrt_sum_squares(loomrt_dtype dtype, const void *x,
   float total = 0.0f;
   CUDA_CHECK(cudaMemcpyAsync(&total, result, sizeof(float),
                              cudaMemcpyDeviceToHost, stream()));
-  CUDA_CHECK(cudaStreamSynchronize(stream()));
+  CUDA_CHECK(syncStream(stream()));
   return total;
 }
 

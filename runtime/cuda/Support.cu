@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "runtime/common/Watchdog.h"
 
 #include <mpi.h>
 
@@ -71,11 +72,44 @@ void loomrt::streamWait(cudaStream_t waiter, cudaStream_t signaller) {
   CUDA_CHECK(cudaEventDestroy(ev));
 }
 
+namespace {
+/// The last collective queued: what a stuck stream most likely waits for.
+struct {
+  const char *fn = "loomrt_cuda";
+  const char *name = "queued GPU work";
+  uint64_t seq = 0;
+  std::vector<int32_t> members;
+} lastCollective;
+} // namespace
+
+void loomrt::noteCollective(const char *fn, const char *name, uint64_t seq,
+                            const std::vector<int32_t> &members) {
+  lastCollective.fn = fn;
+  lastCollective.name = name;
+  lastCollective.seq = seq;
+  lastCollective.members = members;
+}
+
+cudaError_t loomrt::syncStream(cudaStream_t s) {
+  if (watchdog::timeout() == 0)
+    return cudaStreamSynchronize(s);
+  if (lastCollective.members.empty())
+    lastCollective.members = {loomrt_world_rank()};
+  watchdog::Operation op{lastCollective.fn, lastCollective.name,
+                         lastCollective.seq, &lastCollective.members};
+  cudaError_t err = cudaSuccess;
+  watchdog::waitFor(op, [&] {
+    err = cudaStreamQuery(s);
+    return err != cudaErrorNotReady;
+  });
+  return err;
+}
+
 void loomrt::syncAll(const char *fn) {
   Context &c = ctx();
-  cudaError_t err = cudaStreamSynchronize(c.compute);
+  cudaError_t err = syncStream(c.compute);
   if (err == cudaSuccess)
-    err = cudaStreamSynchronize(c.comm);
+    err = syncStream(c.comm);
   if (err != cudaSuccess)
     fatal(fn, "asynchronous CUDA error: %s", cudaGetErrorString(err));
 }
@@ -153,7 +187,7 @@ void loomrt::columnSums(loomrt_dtype dtype, const void *x, int64_t rows,
 void loomrt::storeScalar(float *dst, const float *src) {
   CUDA_CHECK(
       cudaMemcpyAsync(dst, src, sizeof(float), cudaMemcpyDefault, stream()));
-  CUDA_CHECK(cudaStreamSynchronize(stream()));
+  CUDA_CHECK(syncStream(stream()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -210,7 +244,7 @@ extern "C" void loomrt_copy(void *dst, const void *src, int64_t bytes) {
   // kernels and complete on return, so host buffers can be reused at once.
   CUDA_CHECK(
       cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, stream()));
-  CUDA_CHECK(cudaStreamSynchronize(stream()));
+  CUDA_CHECK(syncStream(stream()));
 }
 
 extern "C" void loomrt_zero(void *dst, int64_t bytes) {

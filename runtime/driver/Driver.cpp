@@ -92,6 +92,9 @@ std::string usage(const std::string &tool) {
          "  --save-interval N      also write --save / --save-sharded every N "
          "iterations\n"
          "  --threads N            kernel threads per rank\n"
+         "  --distributed-timeout-minutes X\n"
+         "                         end the job when a collective or p2p waits "
+         "longer (10)\n"
          "  --check-weight-hash-interval N\n"
          "                         every N steps, check that all ranks holding "
          "the same\n"
@@ -171,7 +174,8 @@ Options parseOptions(const std::vector<std::string> &args) {
       "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad",
       "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
       "--hysteresis", "--dump-grads", "--check-weight-hash-interval",
-      "--save-interval", "--valid-data", "--eval-interval", "--eval-iters"};
+      "--save-interval", "--valid-data", "--eval-interval", "--eval-iters",
+      "--distributed-timeout-minutes"};
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag == "--help" || flag == "-h") {
@@ -227,6 +231,9 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.saveSharded = value;
     else if (flag == "--threads")
       o.threads = int32_t(parseInteger(flag, value, 1));
+    else if (flag == "--distributed-timeout-minutes")
+      o.distributedTimeoutMinutes =
+          parseReal(flag, value, 0.0, /*inclusive=*/false);
     else if (flag == "--lr")
       o.lr = parseReal(flag, value, 0.0);
     else if (flag == "--min-lr")
@@ -527,6 +534,7 @@ void Run::setUp() {
     opts = parseOptions(args);
     if (opts.help)
       return;
+    loomrt_set_timeout(opts.distributedTimeoutMinutes * 60);
     manifestPath =
         opts.manifest.empty() ? exeDir + "/manifest.json" : opts.manifest;
     m = readManifest(manifestPath);

@@ -37,6 +37,9 @@ struct Options {
   // iterations (0: only at the end), each replacing the last atomically.
   int64_t saveInterval = 0;
   int32_t threads = 0; // 0: the runtime's default
+  // Megatron's --distributed-timeout-minutes: a wait for other ranks that
+  // lasts longer ends the job with a report (loomrt_set_timeout).
+  double distributedTimeoutMinutes = 10;
   // Every N steps, check that all holders of a parameter box hold the same
   // bytes (Megatron's --check-weight-hash-across-dp-replicas-interval, over
   // every kind of replica); 0: never.

@@ -75,6 +75,11 @@ static cl::opt<std::string>
                cl::desc("Kernel threads per rank, the ranks' --threads "
                         "(default: cores / ranks)"),
                cl::value_desc("n"), cl::cat(category));
+static cl::opt<std::string> optTimeout(
+    "distributed-timeout-minutes",
+    cl::desc("End the job when a collective or p2p waits longer, naming the "
+             "ranks that did not arrive (default 10)"),
+    cl::value_desc("x"), cl::cat(category));
 
 static cl::opt<std::string>
     optValidData("valid-data",
@@ -307,6 +312,7 @@ int main(int argc, char **argv) {
   forward("--load-sharded", optLoadSharded);
   forward("--save-sharded", optSaveSharded);
   forward("--threads", optThreads);
+  forward("--distributed-timeout-minutes", optTimeout);
   forward("--check-weight-hash-interval", optCheckWeightHash);
   forward("--save-interval", optSaveInterval);
   forward("--valid-data", optValidData);

@@ -651,6 +651,16 @@ void loomrt_p2p_end(loomrt_comm comm);
 /* Blocks until every member of comm has called it. */
 void loomrt_barrier(loomrt_comm comm);
 
+/* Megatron's --distributed-timeout-minutes: a wait for other ranks (a
+ * collective, p2p batch or barrier; on cuda, a host wait for queued NCCL
+ * work) that lasts longer than `seconds` ends the job with an error naming
+ * the operation, its sequence number on the communicator, its group, and
+ * the members that did not arrive (no answer) or wait in another operation.
+ * 0, the default, waits forever. While waiting, a rank answers such
+ * questions on a private duplicate of MPI_COMM_WORLD; without a timeout no
+ * message is ever sent. */
+void loomrt_set_timeout(double seconds);
+
 /* Failure model: communicators use MPI_ERRORS_RETURN, and a failed MPI call
  * aborts the job with "loomrt: rank R: MPI_<Call>: failed: <MPI message>".
  * When a rank dies (signal, abort, exit without loomrt_finalize) mpirun
