@@ -120,8 +120,23 @@ StringRef dtypeName(Type t) {
   return "f16";
 }
 
-/// Rejects what the compiler cannot build yet, naming the flag.
+/// Rejects sizes below 1 and what the compiler cannot build yet, naming
+/// the flag (the plan pass would say it too, for loom-opt users, but at the
+/// module's location instead of the flag).
 Error checkSupported(const CompileOptions &o) {
+  for (auto [flag, value] :
+       {std::pair<StringRef, int64_t>{"--tp", o.tp}, {"--cp", o.cp},
+        {"--dp", o.dp}, {"--pp", o.pp}, {"--vpp", o.vpp}, {"--ep", o.ep},
+        {"--num-microbatches", o.numMicrobatches}})
+    if (value < 1)
+      return fail(llvm::formatv("{0} {1} must be at least 1", flag, value));
+  if (o.etp < 0) // 0: the default, tp
+    return fail(llvm::formatv("--etp {0} must be at least 1", o.etp));
+  for (int64_t size : o.hierarchicalCpSizes)
+    if (size < 1)
+      return fail(llvm::formatv("--hierarchical-context-parallel-sizes: "
+                                "size {0} must be at least 1",
+                                size));
   auto notYet = [](StringRef flag, int64_t value, StringRef what) {
     return fail(llvm::formatv("{0} {1}: {2} is not implemented yet; this "
                               "compiler builds data-, tensor- and "
@@ -134,9 +149,6 @@ Error checkSupported(const CompileOptions &o) {
     return notYet("--vpp", o.vpp, "virtual pipeline stages");
   if (o.ep != 1)
     return notYet("--ep", o.ep, "expert parallelism");
-  if (o.numMicrobatches < 1)
-    return fail(llvm::formatv("--num-microbatches {0} must be at least 1",
-                              o.numMicrobatches));
   return Error::success();
 }
 

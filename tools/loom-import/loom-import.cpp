@@ -82,8 +82,12 @@ int main(int argc, char **argv) {
   loom::ShortHelpArgs parsed(argc, argv);
   cl::ParseCommandLineOptions(
       parsed.argc(), parsed.argv(),
-      "Loom model importer: Hugging Face config.json (GPT-2 or Llama family) "
-      "-> tfm IR\n");
+      "Loom model importer: Hugging Face config.json (GPT-2, Llama, Qwen2 or "
+      "Mistral) -> tfm IR\n");
+
+  // 0 stands for the model's maximum positions only when the flag is absent.
+  if (seqLength.getNumOccurrences() && seqLength < 1)
+    return error("--seq-length " + Twine(seqLength) + " must be at least 1");
 
   Expected<loom::ModelConfig> config = loom::readModelConfig(inputPath);
   if (!config)
