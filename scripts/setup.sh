@@ -14,4 +14,4 @@ $SUDO apt-get install -y -q --no-install-recommends \
   libzstd-dev zlib1g-dev libedit-dev libxml2-dev libcurl4-openssl-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   openmpi-bin libopenmpi-dev libopenblas-dev \
-  nlohmann-json3-dev python3-torch python3-numpy
+  nlohmann-json3-dev libcli11-dev python3-torch python3-numpy

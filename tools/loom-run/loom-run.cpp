@@ -14,11 +14,14 @@
 // srun) it checks that the job has world_size ranks and execs out/launch
 // directly, so `mpirun -np 4 loom-run out/` and `srun -n 4 loom-run out/`
 // work too. ARGS are the flags of the rank executables (docs/MANIFEST.md),
-// which do the real work.
+// which do the real work: loom-run defines only its own flags and forwards
+// every other argument verbatim, after checking it against the rank
+// program's definitions (runtime/driver/Options.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Support/ShortHelp.h"
+#include "runtime/driver/RankFlags.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -44,136 +47,14 @@ static cl::opt<std::string> optDir(cl::Positional, cl::Required,
                                    cl::desc("<output directory of loom-compile>"),
                                    cl::cat(category));
 
-// Flags forwarded to every rank executable.
-static cl::opt<std::string> optSteps("steps", cl::desc("Steps to run"),
-                                     cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string>
-    optData("data",
-            cl::desc("Megatron .bin/.idx dataset (prefix or either file) or "
-                     "raw token file (default: synthetic data)"),
-            cl::value_desc("file"), cl::cat(category));
-static cl::opt<std::string>
-    optDataFormat("data-format", cl::desc("Raw token file of int32 or uint16"),
-                  cl::value_desc("int32|uint16"), cl::cat(category));
-static cl::opt<std::string> optSeed("seed",
-                                    cl::desc("Initialization and data seed"),
-                                    cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string>
-    optMetrics("metrics-jsonl", cl::desc("Write one JSON object per step"),
-               cl::value_desc("file"), cl::cat(category));
-static cl::opt<std::string> optLoad("load",
-                                    cl::desc("Start from this safetensors "
-                                             "checkpoint"),
-                                    cl::value_desc("file"), cl::cat(category));
-static cl::opt<std::string> optSave("save",
-                                    cl::desc("Write a safetensors checkpoint "
-                                             "at the end"),
-                                    cl::value_desc("file"), cl::cat(category));
-// libLLVM.so already registers a "threads" option.
+// loom-run's own flags. Every other argument is a rank-program flag: it is
+// checked against the rank program's own definitions (RankFlags.h) and
+// forwarded verbatim, in order, to every rank.
 static cl::opt<std::string>
     optThreads("threads-per-rank",
                cl::desc("Kernel threads per rank, the ranks' --threads "
                         "(default: cores / ranks)"),
                cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string> optTimeout(
-    "distributed-timeout-minutes",
-    cl::desc("End the job when a collective or p2p waits longer, naming the "
-             "ranks that did not arrive (default 10)"),
-    cl::value_desc("x"), cl::cat(category));
-
-static cl::opt<std::string>
-    optValidData("valid-data",
-                 cl::desc("Validation tokens (the forms of --data)"),
-                 cl::value_desc("file"), cl::cat(category));
-static cl::opt<std::string>
-    optEvalInterval("eval-interval",
-                    cl::desc("Validate every n iterations and after the last "
-                             "(default 1000)"),
-                    cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string>
-    optEvalIters("eval-iters",
-                 cl::desc("Global batches per validation (default 100)"),
-                 cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string>
-    optSaveInterval("save-interval",
-                    cl::desc("Also write --save / --save-sharded every n "
-                             "iterations"),
-                    cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string> optCheckWeightHash(
-    "check-weight-hash-interval",
-    cl::desc("Every n steps, check that all ranks holding the same part of a "
-             "parameter hold the same bytes"),
-    cl::value_desc("n"), cl::cat(category));
-
-// Training flags, forwarded as given (the ranks validate the values).
-static cl::opt<bool> optTrain("train",
-                              cl::desc("Run train_step and AdamW (a program "
-                                       "compiled with loom-compile --train)"),
-                              cl::cat(category));
-static cl::opt<std::string> optLr("lr", cl::desc("Peak learning rate"),
-                                  cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string> optMinLr("min-lr",
-                                     cl::desc("Floor of the cosine decay"),
-                                     cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string>
-    optWarmup("lr-warmup-steps", cl::desc("Linear learning-rate warmup steps"),
-              cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string>
-    optDecay("lr-decay-steps",
-             cl::desc("Step at which the cosine decay reaches --min-lr"),
-             cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string>
-    optWeightDecay("weight-decay",
-                   cl::desc("AdamW weight decay (not for biases and 1-D "
-                            "parameters)"),
-                   cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string> optBeta1("adam-beta1", cl::desc("AdamW beta1"),
-                                     cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string> optBeta2("adam-beta2", cl::desc("AdamW beta2"),
-                                     cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string> optEps("adam-eps", cl::desc("AdamW epsilon"),
-                                   cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string>
-    optClip("clip-grad", cl::desc("Global gradient-norm clip (0: off)"),
-            cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string>
-    optInitialScale("initial-loss-scale",
-                    cl::desc("f16 dynamic loss scaler: initial scale"),
-                    cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string>
-    optMinScale("min-loss-scale", cl::desc("f16 dynamic loss scaler: floor"),
-                cl::value_desc("x"), cl::cat(category));
-static cl::opt<std::string>
-    optScaleWindow("loss-scale-window",
-                   cl::desc("f16 dynamic loss scaler: clean steps before "
-                            "growing the scale"),
-                   cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string>
-    optHysteresis("hysteresis",
-                  cl::desc("f16 dynamic loss scaler: overflows before "
-                           "backing off"),
-                  cl::value_desc("n"), cl::cat(category));
-static cl::opt<std::string>
-    optDumpGrads("dump-grads",
-                 cl::desc("Write the first step's gradients (safetensors, "
-                          "HF names)"),
-                 cl::value_desc("file"), cl::cat(category));
-static cl::opt<std::string>
-    optLoadSharded("load-sharded",
-                   cl::desc("Start from a per-rank checkpoint directory "
-                            "saved under the same plan"),
-                   cl::value_desc("dir"), cl::cat(category));
-static cl::opt<std::string>
-    optSaveSharded("save-sharded",
-                   cl::desc("Write a per-rank checkpoint directory at the "
-                            "end"),
-                   cl::value_desc("dir"), cl::cat(category));
-static cl::opt<bool> optDistOptimizer(
-    "use-distributed-optimizer",
-    cl::desc("Shard the optimizer state over the data-parallel ranks "
-             "(reduce-scatter, AdamW on 1/dp, all-gather)"),
-    cl::cat(category));
-
 static cl::opt<bool> optCheckDeviceContract(
     "check-device-contract",
     cl::desc("Run the cpu backend as if its memory were a GPU's: a host "
@@ -194,6 +75,9 @@ static cl::list<std::string>
 static cl::opt<bool>
     optDryRun("dry-run", cl::desc("Print the command instead of running it"),
               cl::cat(category));
+
+/// The rank-program flags of this command line, in order.
+static std::vector<std::string> rankFlags;
 
 static int error(const Twine &message) {
   WithColor::error(errs(), "loom-run") << message << "\n";
@@ -262,14 +146,62 @@ static Expected<ManifestFacts> readManifestFacts(StringRef manifestPath) {
   return facts;
 }
 
+/// Whether `arg` ("--mpirun", "--mpirun=x", "-h") is one of loom-run's own
+/// flags; `takesValue` tells whether it expects the next argument.
+static bool isOwnFlag(StringRef arg, bool &takesValue) {
+  StringRef name = arg.split('=').first;
+  takesValue = !arg.contains('=') &&
+               llvm::is_contained({"--mpirun", "--mpirun-arg",
+                                   "--threads-per-rank", "-mpirun",
+                                   "-mpirun-arg", "-threads-per-rank"},
+                                  name);
+  return llvm::is_contained(
+      {"--mpirun", "--mpirun-arg", "--threads-per-rank", "--dry-run",
+       "--check-device-contract", "--help", "--help-list", "--help-hidden",
+       "--version", "-h", "-mpirun", "-mpirun-arg", "-threads-per-rank",
+       "-dry-run", "-check-device-contract", "-help"},
+      name);
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  loom::ShortHelpArgs parsed(argc, argv);
+  // The rank program's flags, from their one definition, close the help.
+  std::string rankHelp =
+      "\nEvery other flag is the rank program's, checked here and passed to "
+      "every rank as given:\n\n" +
+      loom::driver::rankUsage("rank-NNNNN");
+  cl::extrahelp rankHelpText(rankHelp);
+
+  // Split: loom-run's own flags and the directory go to cl, the rest (the
+  // rank program's flags and their values) to the ranks.
+  std::vector<const char *> own = {argv[0]};
+  bool haveDir = false;
+  for (int i = 1; i < argc; ++i) {
+    StringRef arg = argv[i];
+    bool takesValue = false;
+    if (isOwnFlag(arg, takesValue)) {
+      own.push_back(argv[i]);
+      if (takesValue && i + 1 < argc)
+        own.push_back(argv[++i]);
+    } else if (!arg.starts_with("-") && !haveDir) {
+      own.push_back(argv[i]);
+      haveDir = true;
+    } else {
+      rankFlags.push_back(argv[i]);
+      if (!arg.contains('=') &&
+          loom::driver::rankFlagTakesValue(arg.str()) && i + 1 < argc)
+        rankFlags.push_back(argv[++i]);
+    }
+  }
+  loom::ShortHelpArgs parsed(int(own.size()), own.data());
   cl::ParseCommandLineOptions(
       parsed.argc(), parsed.argv(),
       "loom-run: launch the per-rank programs of a loom-compile output "
       "directory with mpirun\n");
+  std::string flagError = loom::driver::checkRankFlags(rankFlags);
+  if (!flagError.empty())
+    return error(flagError);
 
   StringRef dir = optDir;
   if (!sys::fs::is_directory(dir))
@@ -294,52 +226,18 @@ int main(int argc, char **argv) {
   SmallString<256> launchAbs(launch);
   sys::fs::make_absolute(launchAbs);
 
-  // Arguments of every rank executable.
-  std::vector<std::string> rankArgs;
-  auto forward = [&](const char *flag, const cl::opt<std::string> &opt) {
-    if (opt.getNumOccurrences()) {
-      rankArgs.push_back(flag);
-      rankArgs.push_back(opt);
-    }
-  };
-  forward("--steps", optSteps);
-  forward("--data", optData);
-  forward("--data-format", optDataFormat);
-  forward("--seed", optSeed);
-  forward("--metrics-jsonl", optMetrics);
-  forward("--load", optLoad);
-  forward("--save", optSave);
-  forward("--load-sharded", optLoadSharded);
-  forward("--save-sharded", optSaveSharded);
-  forward("--threads", optThreads);
-  forward("--distributed-timeout-minutes", optTimeout);
-  forward("--check-weight-hash-interval", optCheckWeightHash);
-  forward("--save-interval", optSaveInterval);
-  forward("--valid-data", optValidData);
-  forward("--eval-interval", optEvalInterval);
-  forward("--eval-iters", optEvalIters);
-  if (optTrain)
-    rankArgs.push_back("--train");
-  forward("--lr", optLr);
-  forward("--min-lr", optMinLr);
-  forward("--lr-warmup-steps", optWarmup);
-  forward("--lr-decay-steps", optDecay);
-  forward("--weight-decay", optWeightDecay);
-  forward("--adam-beta1", optBeta1);
-  forward("--adam-beta2", optBeta2);
-  forward("--adam-eps", optEps);
-  forward("--clip-grad", optClip);
-  forward("--initial-loss-scale", optInitialScale);
-  forward("--min-loss-scale", optMinScale);
-  forward("--loss-scale-window", optScaleWindow);
-  forward("--hysteresis", optHysteresis);
-  forward("--dump-grads", optDumpGrads);
-  if (optDistOptimizer)
-    rankArgs.push_back("--use-distributed-optimizer");
+  // Arguments of every rank executable: the rank flags as given.
+  std::vector<std::string> rankArgs = rankFlags;
+  if (optThreads.getNumOccurrences()) {
+    rankArgs.push_back("--threads");
+    rankArgs.push_back(optThreads);
+  }
   // Ranks share the machine's cores unless told otherwise (children inherit
   // the environment on the local node).
-  if (!optThreads.getNumOccurrences() &&
-      !sys::Process::GetEnv("OMP_NUM_THREADS")) {
+  bool threadsGiven = llvm::any_of(rankArgs, [](StringRef a) {
+    return a == "--threads" || a.starts_with("--threads=");
+  });
+  if (!threadsGiven && !sys::Process::GetEnv("OMP_NUM_THREADS")) {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     rankArgs.push_back("--threads");
     rankArgs.push_back(std::to_string(std::max<int64_t>(1, cores / world)));

@@ -5,8 +5,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/Driver.h"
+#include "runtime/driver/RankFlags.h"
 
 #include <gtest/gtest.h>
+
+#include <regex>
 
 using namespace loom::driver;
 
@@ -72,6 +75,52 @@ TEST(Options, DistributedOptimizerAndShardedCheckpoints) {
   EXPECT_EQ(o.saveSharded, "b");
   EXPECT_EQ(errorOf({"--load", "x", "--load-sharded", "y"}),
             "--load and --load-sharded exclude each other");
+}
+
+TEST(Options, RepeatsKeepTheLastValue) {
+  Options o = parseOptions({"--steps", "2", "--steps=5", "--train", "--train"});
+  EXPECT_EQ(o.steps, 5);
+  EXPECT_TRUE(o.train);
+}
+
+TEST(Options, DistributedTimeout) {
+  EXPECT_EQ(parseOptions({}).distributedTimeoutMinutes, 10.0);
+  EXPECT_EQ(parseOptions({"--distributed-timeout-minutes", "0.5"})
+                .distributedTimeoutMinutes,
+            0.5);
+  EXPECT_EQ(errorOf({"--distributed-timeout-minutes", "0"}),
+            "--distributed-timeout-minutes must be above 0, got 0");
+}
+
+// loom-run checks and documents the rank flags through RankFlags.h: the
+// same definitions, so its --help and checks cannot drift from the parser.
+TEST(Options, RankFlagsForLoomRun) {
+  EXPECT_EQ(checkRankFlags({"--steps", "3", "--train"}), "");
+  EXPECT_EQ(checkRankFlags({"--stpes", "3"}),
+            "unknown flag '--stpes' (see --help)");
+  EXPECT_EQ(checkRankFlags({"--save-interval", "2"}),
+            "--save-interval needs --save or --save-sharded");
+  EXPECT_TRUE(rankFlagTakesValue("--steps"));
+  EXPECT_TRUE(rankFlagTakesValue("--distributed-timeout-minutes"));
+  EXPECT_FALSE(rankFlagTakesValue("--train"));
+  EXPECT_FALSE(rankFlagTakesValue("--stpes"));
+
+  // Every flag the help shows is one the parser takes, with a value exactly
+  // when the help shows one.
+  std::string usage = rankUsage("rank-00000");
+  std::regex flag(R"(\n  (--[a-z0-9-]+)( [A-Z]+)?)");
+  int seen = 0;
+  for (auto it = std::sregex_iterator(usage.begin(), usage.end(), flag);
+       it != std::sregex_iterator(); ++it, ++seen) {
+    std::string name = (*it)[1];
+    bool showsValue = (*it)[2].matched;
+    EXPECT_EQ(rankFlagTakesValue(name), showsValue) << name;
+    std::string error = checkRankFlags(
+        showsValue ? std::vector<std::string>{name, "1"}
+                   : std::vector<std::string>{name});
+    EXPECT_EQ(error.find("unknown flag"), std::string::npos) << error;
+  }
+  EXPECT_EQ(seen, 33) << usage; // every flag: add a new one here too
 }
 
 } // namespace
