@@ -152,6 +152,30 @@ Error checkSupported(const CompileOptions &o) {
   return Error::success();
 }
 
+/// Micro-batches per step: --num-microbatches, or Megatron's
+/// --global-batch-size / (micro-batch size x dp).
+Expected<int64_t> microbatchesPerStep(const CompileOptions &o,
+                                      int64_t microBatchSize) {
+  if (!o.globalBatchSize)
+    return o.numMicrobatches;
+  int64_t global = *o.globalBatchSize, perStep = microBatchSize * o.dp;
+  if (global < 1)
+    return fail(llvm::formatv("--global-batch-size {0} must be at least 1",
+                              global));
+  if (global % perStep != 0)
+    return fail(llvm::formatv(
+        "--global-batch-size {0} is not a multiple of micro-batch size {1} x "
+        "dp {2} = {3}",
+        global, microBatchSize, o.dp, perStep));
+  int64_t n = global / perStep;
+  if (o.microbatchesGiven && n != o.numMicrobatches)
+    return fail(llvm::formatv(
+        "--global-batch-size {0} means {1} micro-batches of {2} sequences at "
+        "dp {3}, not --num-microbatches {4}",
+        global, n, microBatchSize, o.dp, o.numMicrobatches));
+  return n;
+}
+
 Error runPasses(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build,
                 StringRef stage) {
   PassManager pm(module->getContext());
@@ -355,6 +379,10 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     return forward.takeError();
   auto tokensType = cast<RankedTensorType>(
       forward->getArgumentTypes()[*inputArgument(*forward, "tokens")]);
+  Expected<int64_t> numMicrobatches =
+      microbatchesPerStep(o, tokensType.getDimSize(0));
+  if (!numMicrobatches)
+    return numMicrobatches.takeError();
   auto model = module->getAttrOfType<DictionaryAttr>(tfm::kModelAttrName);
   // The token whose loss --eod-mask-loss masks (the driver's loss mask).
   std::optional<int64_t> eodMask;
@@ -648,7 +676,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"backend", o.backend},
       {"micro_batch_size", tokensType.getDimSize(0)},
       {"seq_length", tokensType.getDimSize(1)},
-      {"num_microbatches", o.numMicrobatches},
+      {"num_microbatches", *numMicrobatches},
       {"dtype", params.empty() ? "f32" : dtypeName(params.front().elementType)},
       {"vocab_size", vocab},
       {"eod_token_id", eodMask ? llvm::json::Value(*eodMask) : nullptr},
@@ -686,6 +714,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     *report << "plan: tp " << config.tp << ", cp " << config.cp << ", dp "
             << config.dp << ", pp " << config.pp << " (world size " << world
             << ")\n";
+    int64_t microBatchSize = tokensType.getDimSize(0);
+    *report << llvm::formatv("batch: micro-batch size {0} x {1} micro-batch"
+                             "{2} x dp {3} = global batch {4}\n",
+                             microBatchSize, *numMicrobatches,
+                             *numMicrobatches == 1 ? "" : "es", config.dp,
+                             microBatchSize * *numMicrobatches * config.dp);
     for (int64_t r = 0; r < world; ++r) {
       *report << llvm::formatv("rank {0}: parameters {1} bytes", r,
                                paramBytes);

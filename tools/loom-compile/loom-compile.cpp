@@ -90,6 +90,11 @@ static cl::opt<std::string> order("order", cl::init("tp-cp-ep-dp-pp"),
 static cl::opt<int64_t> numMicrobatches(
     "num-microbatches", cl::init(1),
     cl::desc("Micro-batches per step (default 1)"), cl::cat(category));
+static cl::opt<int64_t> globalBatchSize(
+    "global-batch-size",
+    cl::desc("Sequences per step over all data-parallel ranks (Megatron's "
+             "flag): micro-batches = global / (micro-batch size x dp)"),
+    cl::cat(category));
 static cl::opt<bool> eodMaskLoss(
     "eod-mask-loss",
     cl::desc("Leave end-of-document tokens out of the loss (Megatron's "
@@ -198,6 +203,9 @@ int main(int argc, char **argv) {
                                      hierarchicalCp.end());
   options.order = order;
   options.numMicrobatches = numMicrobatches;
+  options.microbatchesGiven = numMicrobatches.getNumOccurrences() > 0;
+  if (globalBatchSize.getNumOccurrences())
+    options.globalBatchSize = globalBatchSize;
   options.train = train;
   options.recompute = recompute;
   options.outputDir = outputDir;

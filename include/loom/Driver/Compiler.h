@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace llvm {
@@ -49,6 +50,12 @@ struct CompileOptions {
   bool recompute = false;
   /// Micro-batches per step (gradient accumulation).
   int64_t numMicrobatches = 1;
+  /// Megatron's --global-batch-size: sequences per step over all
+  /// data-parallel ranks; sets numMicrobatches to global / (micro-batch
+  /// size x dp), which must divide. With `microbatchesGiven`, the two must
+  /// agree.
+  std::optional<int64_t> globalBatchSize;
+  bool microbatchesGiven = false;
   /// The runtime backend the rank executables link: "cpu" or "cuda".
   std::string backend = "cpu";
   /// Where rank-XXXXX, manifest.json and launch are written.
