@@ -47,6 +47,9 @@ std::optional<std::string> settleCheckpointPair(const std::string &model,
   if (!fileExists(optimizer))
     return std::nullopt;
   SafetensorsFile optimizerFile(optimizer);
+  // Not a Loom optimizer file at all: loading it says so.
+  if (!optimizerFile.metadata().count("loom.train_state"))
+    return std::nullopt;
   auto recorded = optimizerFile.metadata().find(kModelDigestKey);
   if (recorded == optimizerFile.metadata().end())
     throw Error("optimizer state " + optimizer + " (" +

@@ -21,8 +21,9 @@
 //
 // A training step (Megatron's train_step with a DDP grad buffer and the
 // mixed-precision optimizer):
-//   for each micro-batch: train_step(grad_scale = loss_scale / nmb), then
-//     main_grad (f32) += grad;
+//   for each micro-batch: train_step(grad_scale = loss_scale / nmb, or
+//     with --calculate-per-token-loss loss_scale x dp x its share of the
+//     step's loss tokens), then main_grad (f32) += grad;
 //   all-reduce main_grad over dp, / dp; unscale by 1 / loss_scale;
 //   f16: all ranks agree on inf/nan, the scaler updates, overflow skips;
 //   global grad norm (every element once), clip, AdamW with the schedule's
@@ -131,8 +132,15 @@ struct TrainParam {
 };
 
 /// What one step produced, for the log.
+/// Micro-batch losses weighted by their loss tokens: Megatron logs the
+/// token-weighted mean over micro-batches and data-parallel ranks.
+struct LossTally {
+  double weighted = 0.0; // sum of loss x this rank's loss tokens
+  double tokens = 0.0;   // this rank's loss tokens (its cp chunk's)
+};
+
 struct StepResult {
-  double lossSum = 0.0; // over this rank's micro-batches
+  LossTally loss; // over this rank's micro-batches
   double lr = 0.0;
   std::optional<double> gradNorm; // none for a skipped update
   bool skipped = false;
@@ -183,12 +191,23 @@ private:
   /// all_reduce(op) of one host value over `comm` (collectives take backend
   /// memory: it crosses through dev.scalar).
   float allReduceScalar(loomrt_comm comm, int32_t op, float value);
+  /// The loss tokens of the micro-batch read last (its loss-mask sum).
+  double batchTokens() const;
+  /// The token-weighted mean loss of `tally` over the gradient group (dp,
+  /// or dp x cp: every cp rank adds its chunk's tokens with the micro-batch
+  /// loss, which is the whole sequence's). Collective over that group.
+  float meanLoss(const LossTally &tally);
+  /// --calculate-per-token-loss: each micro-batch's gradient weight,
+  /// lossScale x dp x (its loss tokens over cp) / (the step's loss tokens
+  /// over dp and cp), so that the gradient is that of the global token mean.
+  std::vector<float> perTokenGradScales(const BatchReader &from, int64_t step,
+                                        double lossScale);
   /// The loss the last call of `entry` wrote (0 when it computes none).
   float takeLoss(const BoundEntry &entry);
-  /// Runs `entry` on every micro-batch of step `step` of `from`; returns the
-  /// sum of their losses.
-  double forwardStep(BoundEntry &entry, const BatchReader &from,
-                     int64_t step);
+  /// Runs `entry` on every micro-batch of step `step` of `from`, adding
+  /// their losses to `tally`.
+  void forwardStep(BoundEntry &entry, const BatchReader &from, int64_t step,
+                   LossTally &tally);
   /// The mean validation loss of the next --eval-iters global batches,
   /// averaged over data-parallel ranks (meaningful on the ranks that
   /// compute the loss).
@@ -358,6 +377,10 @@ void Run::createCommunicators() {
   if (m.groups.count(m.gradientGroup) &&
       m.groups.at(m.gradientGroup)[0].size() > 1)
     kinds.insert(m.gradientGroup);
+  // --calculate-per-token-loss counts each micro-batch's tokens over cp.
+  if (opts.calculatePerTokenLoss && m.groups.count("cp") &&
+      m.groups.at("cp")[0].size() > 1)
+    kinds.insert("cp");
   // Pipeline stages that share the tied embedding sum its gradients.
   if (opts.train && m.groups.count("embedding"))
     for (const auto &g : m.groups.at("embedding"))
@@ -741,14 +764,21 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                     StepResult &result) {
   double lossScale = dynamicScaling ? state.scaler.scale : 1.0;
   // The compiled code differentiates grad_scale * loss: scaling for f16 and
-  // the mean over micro-batches cost nothing there.
-  float gradScale = float(lossScale / double(m.numMicrobatches));
-  loomrt_copy(dev.gradScale.get(), &gradScale, sizeof(float));
+  // the mean over micro-batches (or Megatron's per-token weighting) cost
+  // nothing there.
+  std::vector<float> gradScales =
+      opts.calculatePerTokenLoss
+          ? perTokenGradScales(*reader, dataStep, lossScale)
+          : std::vector<float>(size_t(m.numMicrobatches),
+                               float(lossScale / double(m.numMicrobatches)));
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
     readBatch(*reader, dataStep, micro);
+    loomrt_copy(dev.gradScale.get(), &gradScales[size_t(micro)],
+                sizeof(float));
     entry.fn(entry.args.data());
-    result.lossSum += takeLoss(entry);
+    result.loss.weighted += takeLoss(entry) * batchTokens();
+    result.loss.tokens += batchTokens();
     // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
     for (const TrainParam &t : trained)
       loomrt_axpy(t.n, 1.0f, t.spec->dtype, t.grad, LOOMRT_F32,
@@ -950,6 +980,57 @@ float Run::allReduceScalar(loomrt_comm comm, int32_t op, float value) {
   return value;
 }
 
+double Run::batchTokens() const {
+  double n = 0.0;
+  for (float w : batch.lossMask)
+    n += w;
+  return n;
+}
+
+float Run::meanLoss(const LossTally &tally) {
+  float weighted = float(tally.weighted), tokens = float(tally.tokens);
+  if (gradSize > 1) {
+    loomrt_comm group = comms.at(m.gradientGroup);
+    weighted = allReduceScalar(group, LOOMRT_SUM, weighted);
+    tokens = allReduceScalar(group, LOOMRT_SUM, tokens);
+  }
+  return tokens > 0.0f ? weighted / tokens : 0.0f;
+}
+
+std::vector<float> Run::perTokenGradScales(const BatchReader &from,
+                                           int64_t step, double lossScale) {
+  // The counts come from the data alone: read ahead, before any backward.
+  size_t n = size_t(m.numMicrobatches);
+  std::vector<float> counts(n);
+  MicroBatch ahead;
+  for (size_t micro = 0; micro < n; ++micro) {
+    from.read(step, int64_t(micro), dpRank, dpSize, ahead);
+    double tokens = 0.0;
+    for (float w : ahead.lossMask)
+      tokens += w;
+    counts[micro] = float(tokens);
+  }
+  // Each micro-batch's tokens over its cp chunks, then the step's over dp.
+  if (comms.count("cp") && comms.at("cp")) {
+    DeviceBuffer buf(int64_t(n * sizeof(float)));
+    loomrt_copy(buf.get(), counts.data(), int64_t(n * sizeof(float)));
+    loomrt_all_reduce(comms.at("cp"), LOOMRT_F32, LOOMRT_SUM, buf.get(),
+                      buf.get(), int64_t(n));
+    loomrt_copy(counts.data(), buf.get(), int64_t(n * sizeof(float)));
+  }
+  float total = 0.0f;
+  for (float c : counts)
+    total += c;
+  if (dpSize > 1)
+    total = allReduceScalar(comms.at("dp"), LOOMRT_SUM, total);
+  std::vector<float> scales(n, 0.0f);
+  if (total > 0.0f)
+    for (size_t micro = 0; micro < n; ++micro)
+      scales[micro] =
+          float(lossScale * double(dpSize) * counts[micro] / double(total));
+  return scales;
+}
+
 float Run::takeLoss(const BoundEntry &entry) {
   if (entry.producesLoss)
     loomrt_copy(&loss, dev.loss.get(), sizeof(float));
@@ -969,32 +1050,26 @@ void Run::readBatch(const BatchReader &from, int64_t step, int64_t micro) {
   }
 }
 
-double Run::forwardStep(BoundEntry &entry, const BatchReader &from,
-                        int64_t step) {
-  double sum = 0.0;
+void Run::forwardStep(BoundEntry &entry, const BatchReader &from,
+                      int64_t step, LossTally &tally) {
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
     readBatch(from, step, micro);
     entry.fn(entry.args.data());
-    sum += takeLoss(entry);
+    tally.weighted += takeLoss(entry) * batchTokens();
+    tally.tokens += batchTokens();
   }
-  return sum;
 }
 
 float Run::evaluate() {
-  // Megatron's evaluate(): the mean of the micro-batch losses; each
-  // evaluation continues where the last one stopped (consumed valid
-  // samples are checkpointed).
+  // Megatron's evaluate(): the token-weighted mean of the micro-batch
+  // losses; each evaluation continues where the last one stopped (consumed
+  // valid samples are checkpointed).
   int64_t first = state.consumedValidSamples / samplesPerStep;
-  double sum = 0.0;
+  LossTally tally;
   for (int64_t k = 0; k < opts.evalIters; ++k)
-    sum += forwardStep(evalEntry, *validReader, first + k);
+    forwardStep(evalEntry, *validReader, first + k, tally);
   state.consumedValidSamples += opts.evalIters * samplesPerStep;
-  float mean = float(sum / double(opts.evalIters * m.numMicrobatches));
-  if (evalEntry.producesLoss && dpSize > 1) {
-    mean = allReduceScalar(comms.at("dp"), LOOMRT_SUM, mean);
-    mean /= float(dpSize);
-  }
-  return mean;
+  return evalEntry.producesLoss ? meanLoss(tally) : 0.0f;
 }
 
 void Run::logStep(const StepResult &result, float stepLoss, double seconds,
@@ -1145,15 +1220,11 @@ void Run::runSteps() {
     if (opts.train) {
       trainStep(entry, firstDataStep + step, step == 0, result);
     } else {
-      result.lossSum = forwardStep(entry, *reader, firstDataStep + step);
+      forwardStep(entry, *reader, firstDataStep + step, result.loss);
     }
     state.iteration += 1;
     state.consumedSamples += samplesPerStep;
-    float stepLoss = float(result.lossSum / double(m.numMicrobatches));
-    if (entry.producesLoss && dpSize > 1) {
-      stepLoss = allReduceScalar(comms.at("dp"), LOOMRT_SUM, stepLoss);
-      stepLoss /= float(dpSize);
-    }
+    float stepLoss = entry.producesLoss ? meanLoss(result.loss) : 0.0f;
     double seconds = loomrt_wtime() - start;
     // Validation after the step, untimed; the last step's too.
     std::optional<float> validLoss;

@@ -180,6 +180,11 @@ void defineFlags(CLI::App &app, Options &o) {
   app.add_flag("--use-distributed-optimizer", o.useDistributedOptimizer,
                "shard the optimizer state over data-parallel ranks")
       ->group(kTraining);
+  app.add_flag("--calculate-per-token-loss", o.calculatePerTokenLoss,
+               "make the gradient that of the step's token mean (each "
+               "micro-batch weighted by its loss tokens), not the mean of "
+               "the micro-batch means")
+      ->group(kTraining);
   text("--valid-data", o.validData, "FILE",
        "validation tokens (the forms of --data)")
       ->group(kTraining);
@@ -205,6 +210,8 @@ void checkCombinations(const Options &o, const std::vector<std::string> &args) {
     throw Error("--dump-grads needs --train");
   if (!o.train && o.useDistributedOptimizer)
     throw Error("--use-distributed-optimizer needs --train");
+  if (!o.train && o.calculatePerTokenLoss)
+    throw Error("--calculate-per-token-loss needs --train");
   if (!o.load.empty() && !o.loadSharded.empty())
     throw Error("--load and --load-sharded exclude each other");
   if (o.saveInterval && o.save.empty() && o.saveSharded.empty())

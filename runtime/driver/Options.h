@@ -70,6 +70,10 @@ struct Options {
   // Megatron-Core's DistributedOptimizer: reduce-scatter the main grads over
   // dp, AdamW on this rank's 1/dp slice, all-gather the parameters.
   bool useDistributedOptimizer = false;
+  // Megatron's --calculate-per-token-loss: the gradient is that of the
+  // step's global token mean (each micro-batch weighted by its loss tokens)
+  // instead of the mean of the micro-batch means.
+  bool calculatePerTokenLoss = false;
 };
 
 /// The default peak learning rate of --train.
