@@ -12,7 +12,7 @@ config.name = "LOOM"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test", ".json"]
 config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py",
-                   "Inputs", "Unit"]
+                   "Inputs", "Unit", "Fuzz"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 

@@ -625,13 +625,13 @@ static LogicalResult verifySection(OpT op, Value out, Value lse) {
   if (failed(checkRank(o, "query", q, 3, "[batch, seq, heads*head_dim]")) ||
       failed(checkShape(o, "key", k,
                         {tensorOf(q).getDimSize(0), tensorOf(q).getDimSize(1),
-                         op.getNumKvHeads() * op.getHeadDim()},
+                         int64_t(op.getNumKvHeads() * op.getHeadDim())},
                         "query batch and sequence, num_kv_heads * head_dim")) ||
       failed(checkShape(o, "value", v, tensorOf(k).getShape(), "key shape")) ||
       failed(checkShape(o, "out", out, tensorOf(q).getShape(),
                         "query shape")) ||
       failed(checkShape(o, "lse", lse,
-                        {tensorOf(q).getDimSize(0), op.getNumHeads(),
+                        {tensorOf(q).getDimSize(0), int64_t(op.getNumHeads()),
                          tensorOf(q).getDimSize(1)},
                         "[batch, num_heads, seq]")))
     return failure();

@@ -266,73 +266,6 @@ StagedFile stageCheckpoint(const std::string &path, const Manifest &m,
 // Reading
 //===----------------------------------------------------------------------===//
 
-SafetensorsFile::SafetensorsFile(const std::string &path)
-    : file(path, "checkpoint") {
-  const std::string &p = path;
-  int64_t size = file.size();
-  if (size < 8)
-    throw Error("checkpoint " + p + " is truncated: " + std::to_string(size) +
-                " bytes, not even a safetensors header length");
-  uint64_t headerLen;
-  std::memcpy(&headerLen, file.data(), 8);
-  if (headerLen > uint64_t(size - 8))
-    throw Error("checkpoint " + p + " is truncated or not a safetensors "
-                "file: the header claims " + std::to_string(headerLen) +
-                " bytes but the file has " + std::to_string(size));
-  json header;
-  try {
-    header = json::parse(file.data() + 8, file.data() + 8 + headerLen);
-  } catch (const json::parse_error &) {
-    throw Error("checkpoint " + p + " is not a safetensors file: its header "
-                "is not JSON");
-  }
-  if (!header.is_object())
-    throw Error("checkpoint " + p + ": the safetensors header is not a JSON "
-                "object");
-  dataStart = 8 + int64_t(headerLen);
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const json &v = it.value();
-    if (it.key() == "__metadata__") {
-      if (v.is_object())
-        for (auto m = v.begin(); m != v.end(); ++m)
-          if (m.value().is_string())
-            meta[m.key()] = m.value().get<std::string>();
-      continue;
-    }
-    auto bad = [&](const std::string &why) {
-      return Error("checkpoint " + p + ": tensor \"" + it.key() + "\" " + why);
-    };
-    if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string() ||
-        !v.contains("shape") || !v["shape"].is_array() ||
-        !v.contains("data_offsets") || !v["data_offsets"].is_array() ||
-        v["data_offsets"].size() != 2)
-      throw bad("has a malformed header entry");
-    Tensor t;
-    t.dtypeName = v["dtype"].get<std::string>();
-    for (const json &d : v["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        throw bad("has a malformed shape");
-      t.shape.push_back(d.get<int64_t>());
-    }
-    const json &off = v["data_offsets"];
-    if (!off[0].is_number_integer() || !off[1].is_number_integer() ||
-        off[0].get<int64_t>() < 0 || off[1].get<int64_t>() < off[0].get<int64_t>())
-      throw bad("has malformed data_offsets");
-    t.begin = dataStart + off[0].get<int64_t>();
-    t.end = dataStart + off[1].get<int64_t>();
-    if (t.end > size)
-      throw Error("checkpoint " + p + " is truncated: tensor \"" + it.key() +
-                  "\" ends at byte " + std::to_string(t.end) +
-                  " but the file has " + std::to_string(size) + " bytes");
-    if (auto dt = parseSafetensorsDType(t.dtypeName))
-      if (t.end - t.begin != numElements(t.shape) * dtypeBytes(*dt))
-        throw bad("has " + std::to_string(t.end - t.begin) + " bytes, but " +
-                  t.dtypeName + " " + shapeString(t.shape) + " needs " +
-                  std::to_string(numElements(t.shape) * dtypeBytes(*dt)));
-    entries[it.key()] = std::move(t);
-  }
-}
-
 void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
                     const std::map<std::string, void *> &buffers,
                     std::optional<uint64_t> paddingSeed) {
@@ -424,12 +357,6 @@ void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
       copyIn(t.paddingName(), tail.shape, view, p.dtype, out);
     }
   }
-}
-
-uint64_t SafetensorsFile::dataDigest() const {
-  Fnv1a64 hash;
-  hash.update(file.data() + dataStart, file.size() - dataStart);
-  return hash.value();
 }
 
 } // namespace loom::driver

@@ -10,11 +10,7 @@
 // assembles every HF tensor from the distinct shards of its parameters;
 // loading cuts any plan's shards out of the file.
 //
-// safetensors: u64 little-endian header length N, N bytes of JSON
-//   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...,
-//    "__metadata__": {"format": "pt", ...}}
-// (padded with spaces to a multiple of 8), then the tensor bytes; offsets
-// are relative to the end of the header.
+// The file format and its reader are in Safetensors.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,8 +18,8 @@
 #define LOOM_RUNTIME_DRIVER_CHECKPOINT_H
 
 #include "runtime/driver/Digest.h"
-#include "runtime/driver/MappedFile.h"
 #include "runtime/driver/Manifest.h"
+#include "runtime/driver/Safetensors.h"
 
 #include <functional>
 #include <optional>
@@ -91,34 +87,6 @@ void syncDirectory(const std::string &dir);
 /// writeCheckpoint and loadCheckpoint work on it unchanged.
 Manifest stateLayout(const Manifest &m, const std::vector<std::string> &prefixes,
                      loomrt_dtype dtype);
-
-/// A parsed and structurally validated safetensors file.
-class SafetensorsFile {
-public:
-  struct Tensor {
-    std::string dtypeName; // as written, e.g. "F32" or "I64"
-    Shape shape;
-    int64_t begin = 0, end = 0; // absolute file offsets
-  };
-
-  /// Throws Error for a missing file, a bad header or a file shorter than
-  /// its header says.
-  explicit SafetensorsFile(const std::string &path);
-
-  const std::map<std::string, Tensor> &tensors() const { return entries; }
-  const std::map<std::string, std::string> &metadata() const { return meta; }
-  const unsigned char *data() const { return file.data(); }
-  const std::string &path() const { return file.path(); }
-  /// The digest of everything after the header (the tensor data), the value
-  /// StagedFile::digest had when the file was written.
-  uint64_t dataDigest() const;
-
-private:
-  MappedFile file;
-  int64_t dataStart = 0;
-  std::map<std::string, Tensor> entries;
-  std::map<std::string, std::string> meta;
-};
 
 /// Fills this rank's shards from a checkpoint. `buffers` maps a parameter
 /// name to the rank's shard buffer (param dtype); parameters the rank does

@@ -152,11 +152,16 @@ public:
     for (uint64_t i = 0; i < n; ++i) {
       int64_t len = readLE<int32_t>(sizes + 4 * i);
       int64_t ptr = readLE<int64_t>(pointers + 8 * i);
-      if (len < 0 || ptr < 0 || ptr + len * w > bin.size())
+      if (len < 0 || ptr < 0)
+        throw Error("data index " + index.path() + " is corrupt: sequence " +
+                    std::to_string(i) + " has size " + std::to_string(len) +
+                    " and pointer " + std::to_string(ptr));
+      // Overflow-safe (ptr comes from the file): no ptr + len * w.
+      if (ptr > bin.size() || len * w > bin.size() - ptr)
         throw Error("data file " + bin.path() + " is truncated: sequence " +
-                    std::to_string(i) + " of " + index.path() +
-                    " needs bytes [" + std::to_string(ptr) + ", " +
-                    std::to_string(ptr + len * w) + ") but the file has " +
+                    std::to_string(i) + " of " + index.path() + " needs " +
+                    std::to_string(len * w) + " bytes from byte " +
+                    std::to_string(ptr) + " but the file has " +
                     std::to_string(bin.size()));
       pointer.push_back(ptr);
       starts.push_back(starts.back() + len);

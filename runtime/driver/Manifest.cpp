@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -34,6 +35,14 @@ int64_t numElements(const Shape &shape) {
   return n;
 }
 
+std::optional<int64_t> checkedNumElements(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return std::nullopt;
+  return n;
+}
+
 std::string shapeString(const Shape &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -44,8 +53,9 @@ std::string shapeString(const Shape &shape) {
 static std::string boxString(const Box &box) {
   std::string s = "[";
   for (size_t i = 0; i < box.shape.size(); ++i)
+    // Unsigned: a box from a file may end beyond INT64_MAX.
     s += (i ? ", " : "") + std::to_string(box.offset[i]) + ":" +
-         std::to_string(box.offset[i] + box.shape[i]);
+         std::to_string(uint64_t(box.offset[i]) + uint64_t(box.shape[i]));
   return s + "]";
 }
 
@@ -183,8 +193,8 @@ void checkTiling(const std::vector<Box> &boxes, const Shape &shape,
   for (size_t i = 0; i < boxes.size(); ++i) {
     const Box &a = boxes[i];
     for (size_t d = 0; d < shape.size(); ++d)
-      if (a.offset[d] < 0 || a.shape[d] < 0 ||
-          a.offset[d] + a.shape[d] > shape[d])
+      if (a.offset[d] < 0 || a.shape[d] < 0 || a.shape[d] > shape[d] ||
+          a.offset[d] > shape[d] - a.shape[d]) // no overflow: all >= 0
         throw Error(what + ": box " + boxString(a) +
                     " lies outside the shape " + shapeString(shape));
     for (size_t j = 0; j < i; ++j) {
@@ -238,6 +248,9 @@ public:
   int64_t integer(const json &v, const std::string &path) const {
     if (!v.is_number_integer())
       fail(path, "expected an integer, got " + v.dump());
+    // nlohmann keeps integers above INT64_MAX as unsigned.
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+      fail(path, "integer " + v.dump() + " is out of range");
     return v.get<int64_t>();
   }
   int64_t positive(const json &v, const std::string &path) const {
@@ -275,6 +288,9 @@ public:
                        std::to_string(d));
       s.push_back(d);
     }
+    // A tensor's shape (offsets and boxes are checked to lie inside one).
+    if (!allowZero && !checkedNumElements(s))
+      fail(path, shapeString(s) + " has more than 2^63 elements");
     return s;
   }
   loomrt_dtype dtype(const json &v, const std::string &path) const {
@@ -454,7 +470,8 @@ void parseParams(const Reader &r, const json &root, Manifest &m) {
       if (p.hf.transpose)
         std::swap(placed[0], placed[1]);
       for (size_t d = 0; d < placed.size(); ++d)
-        if (p.hf.offset[d] + placed[d] > p.hf.shape[d])
+        if (placed[d] > p.hf.shape[d] ||
+            p.hf.offset[d] > p.hf.shape[d] - placed[d]) // no overflow
           r.fail(hp, "the parameter " + shapeString(placed) +
                          (p.hf.transpose ? " (transposed)" : "") +
                          " at offset " + shapeString(p.hf.offset) +
@@ -603,8 +620,9 @@ void parseGroups(const Reader &r, const json &root, Manifest &m) {
 
 void parseRanks(const Reader &r, const json &root, Manifest &m) {
   const json &ranks = r.array(r.member(root, "", "ranks"), "ranks");
-  m.ranks.resize(m.worldSize);
-  std::vector<bool> seen(m.worldSize, false);
+  // By rank until every rank is known to be listed: a world_size of
+  // billions must be an error, not an allocation.
+  std::map<int32_t, RankInfo> listed;
   std::map<std::string, Entry> topLevel;
   if (const json *e = r.optMember(root, "entries"))
     topLevel = parseEntries(r, *e, "entries", m);
@@ -616,10 +634,9 @@ void parseRanks(const Reader &r, const json &root, Manifest &m) {
     if (rank < 0 || rank >= m.worldSize)
       r.fail(path, "rank " + std::to_string(rank) + " is outside the world of " +
                        std::to_string(m.worldSize) + " ranks");
-    if (seen[rank])
+    if (listed.count(int32_t(rank)))
       r.fail(path, "rank " + std::to_string(rank) + " is listed twice");
-    seen[rank] = true;
-    RankInfo &info = m.ranks[rank];
+    RankInfo &info = listed[int32_t(rank)];
     info.rank = int32_t(rank);
     info.binary = r.string(r.member(v, path, "binary"), at(path, "binary"));
     if (const json *l = r.optMember(v, "logs_loss"))
@@ -664,8 +681,10 @@ void parseRanks(const Reader &r, const json &root, Manifest &m) {
                        "argument");
   }
   for (int32_t k = 0; k < m.worldSize; ++k)
-    if (!seen[k])
+    if (!listed.count(k))
       r.fail("ranks", "rank " + std::to_string(k) + " is missing");
+  for (auto &[rank, info] : listed)
+    m.ranks.push_back(std::move(info));
   if (logging != 1)
     r.fail("ranks", "exactly one rank must have \"logs_loss\": true, found " +
                         std::to_string(logging));
@@ -682,8 +701,10 @@ Manifest parseManifest(const std::string &text, const std::string &what) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error &e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at ...".
+  } catch (const json::exception &e) {
+    // A syntax error, or a number out of range (out_of_range.406, not a
+    // parse_error). e.what() is "[json.exception.parse_error.101] parse
+    // error at ...".
     std::string msg = e.what();
     size_t pos = msg.find("] ");
     throw Error(what + ": invalid JSON: " +
@@ -702,8 +723,12 @@ Manifest parseManifest(const std::string &text, const std::string &what) {
   if (const json *model = r.optMember(root, "model"))
     if (const json *f = r.optMember(*model, "family"))
       m.family = r.string(*f, "model.family");
-  m.worldSize = int32_t(r.positive(r.member(root, "", "world_size"),
-                                   "world_size"));
+  int64_t worldSize =
+      r.positive(r.member(root, "", "world_size"), "world_size");
+  if (worldSize > INT32_MAX)
+    r.fail("world_size", std::to_string(worldSize) + " ranks do not fit in "
+                         "an MPI rank (int)");
+  m.worldSize = int32_t(worldSize);
   m.microBatchSize = r.positive(r.member(root, "", "micro_batch_size"),
                                 "micro_batch_size");
   m.seqLength = r.positive(r.member(root, "", "seq_length"), "seq_length");

@@ -31,6 +31,9 @@ namespace loom::driver {
 using Shape = std::vector<int64_t>;
 
 int64_t numElements(const Shape &shape);
+/// numElements for a shape read from a file: nullopt when a dimension is
+/// negative or the product does not fit in int64_t.
+std::optional<int64_t> checkedNumElements(const Shape &shape);
 std::string shapeString(const Shape &shape);
 
 /// "f32" / "bf16" / "f16" (manifest spelling) and "F32" / "BF16" / "F16"

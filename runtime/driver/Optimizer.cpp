@@ -97,7 +97,7 @@ TrainState TrainState::fromJson(const std::string &text,
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error &) {
+  } catch (const json::exception &) { // also a number out of range
     throw Error(what + ": the training state is not JSON");
   }
   auto get = [&](const json &obj, const char *key, const std::string &path,

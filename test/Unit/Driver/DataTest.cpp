@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 
 using namespace loom::driver;
@@ -171,7 +172,33 @@ TEST(Data, Errors) {
   dir.write("t.bin", "\1\0\2\0", 4);
   EXPECT_EQ(errorOf([&] { openTokenStream(prefix, std::nullopt); }),
             "data file " + prefix + ".bin is truncated: sequence 0 of " +
-                prefix + ".idx needs bytes [0, 8) but the file has 4");
+                prefix + ".idx needs 8 bytes from byte 0 but the file has 4");
+  // Pointers and sizes from a corrupt index, found by
+  // fuzz/MegatronIdxFuzzer.cpp: the old check computed pointer + bytes,
+  // which overflowed (undefined behavior) for a pointer near INT64_MAX.
+  auto corrupt = [&](const std::string &name, int32_t size, int64_t pointer) {
+    std::string p = writeIndexed<uint16_t>(dir, name, {{1, 2}}, 8);
+    std::string idx(9 + 8 + 1 + 8 + 8, '\0');
+    std::memcpy(idx.data(), "MMIDIDX\0\0", 9);
+    idx[9] = 1;
+    idx[17] = 8;
+    idx[18] = 1;
+    idx[26] = 1;
+    idx.append(reinterpret_cast<const char *>(&size), 4);
+    idx.append(reinterpret_cast<const char *>(&pointer), 8);
+    idx.append(8, '\0');
+    dir.write(name + ".idx", idx.data(), idx.size());
+    return p;
+  };
+  std::string far = corrupt("far", 2, INT64_MAX - 1);
+  EXPECT_EQ(errorOf([&] { openTokenStream(far, std::nullopt); }),
+            "data file " + far + ".bin is truncated: sequence 0 of " + far +
+                ".idx needs 4 bytes from byte 9223372036854775806 but the "
+                "file has 4");
+  std::string negative = corrupt("negative", -1179372, INT64_MIN);
+  EXPECT_EQ(errorOf([&] { openTokenStream(negative, std::nullopt); }),
+            "data index " + negative + ".idx is corrupt: sequence 0 has size "
+            "-1179372 and pointer -9223372036854775808");
   // An index cut in the middle of its arrays.
   writeIndexed<uint16_t>(dir, "u", {{1, 2}, {3, 4}}, 8);
   dir.write("u.idx", "MMIDIDX\0\0\1\0\0\0\0\0\0\0\x08\2\0\0\0\0\0\0\0\3\0\0\0\0\0\0\0",

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 using namespace loom::driver;
 using loom::driver::testing::fusedQkvManifest;
 using json = nlohmann::json;
@@ -87,6 +89,47 @@ TEST(Manifest, InvalidJson) {
               0u)
         << e.what();
   }
+}
+
+// Found by fuzz/ManifestFuzzer.cpp: nlohmann throws out_of_range, not
+// parse_error, for a number too large for a double, and it escaped.
+TEST(Manifest, NumberOutOfRange) {
+  try {
+    parseManifest("{\"world_size\": 777e777}", "out/manifest.json");
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "out/manifest.json: invalid JSON: number overflow "
+                           "parsing '777e777'");
+  }
+}
+
+// Sizes and offsets at the edges of int64 are errors, not undefined
+// behavior (signed overflow in the bounds checks) or huge allocations.
+TEST(Manifest, IntegersAtTheEdges) {
+  json j = fusedQkvManifest(2);
+  j["params"][0]["shards"][1]["offset"] = {INT64_MAX, 0};
+  EXPECT_EQ(errorOf(j), "m.json: params[0] (attn.q.weight): box "
+                        "[9223372036854775807:9223372036854775809, 0:6] lies "
+                        "outside the shape [4, 6]");
+  j = fusedQkvManifest(1);
+  j["params"][4]["hf"]["offset"] = {0, INT64_MAX};
+  EXPECT_EQ(errorOf(j), "m.json: params[4].hf: the parameter [6, 4] "
+                        "(transposed) at offset [0, 9223372036854775807] does "
+                        "not fit in [6, 12]");
+  j = fusedQkvManifest(1);
+  j["params"][6]["shape"] = {int64_t(1) << 62, 4};
+  EXPECT_EQ(errorOf(j), "m.json: params[6].shape: [4611686018427387904, 4] "
+                        "has more than 2^63 elements");
+  j = fusedQkvManifest(1);
+  j["world_size"] = UINT64_MAX;
+  EXPECT_EQ(errorOf(j), "m.json: world_size: integer 18446744073709551615 is "
+                        "out of range");
+  j["world_size"] = int64_t(1) << 31;
+  EXPECT_EQ(errorOf(j), "m.json: world_size: 2147483648 ranks do not fit in "
+                        "an MPI rank (int)");
+  // Billions of ranks of which one is listed: no RankInfo for each.
+  j["world_size"] = INT32_MAX;
+  EXPECT_EQ(errorOf(j), "m.json: ranks: rank 1 is missing");
 }
 
 TEST(Manifest, MissingFile) {

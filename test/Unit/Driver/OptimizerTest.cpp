@@ -167,6 +167,10 @@ TEST(TrainState, JsonRoundTripAndErrors) {
     return std::string();
   };
   EXPECT_EQ(errorOf("{"), "f.optim.safetensors: the training state is not JSON");
+  // A number too large for a double is nlohmann's out_of_range, not a
+  // parse_error (the same escape fuzz/ManifestFuzzer.cpp found).
+  EXPECT_EQ(errorOf("{\"iteration\": 1e999}"),
+            "f.optim.safetensors: the training state is not JSON");
   EXPECT_EQ(errorOf("{\"iteration\": 1}"),
             "f.optim.safetensors: the training state has no "
             "\"consumed_samples\"");

@@ -1,0 +1,3 @@
+func.func @f() attributes {tfm.mesh_axes = ["tp"]} {
+  return
+}

@@ -1,0 +1,1 @@
+tfm.param @w init(normal) : tensor<4x4xf32>

@@ -1,0 +1,1 @@
+tfm.param @w init(normal, std = -1.0) : tensor<4x4xf32>

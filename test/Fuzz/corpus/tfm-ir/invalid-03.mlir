@@ -1,0 +1,1 @@
+tfm.param @w init(ones) : tensor<?xf32>

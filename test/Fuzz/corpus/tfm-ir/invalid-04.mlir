@@ -1,0 +1,4 @@
+func.func @f() {
+  %w = tfm.get_param @missing : tensor<4xf32>
+  return
+}

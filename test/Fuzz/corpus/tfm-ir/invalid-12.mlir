@@ -1,0 +1,7 @@
+func.func @f(%x: tensor<2x4x8xf32>) {
+  %y = tfm.block layer 0 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    tfm.yield %a, %a : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  }
+  return
+}

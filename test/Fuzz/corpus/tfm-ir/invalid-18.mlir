@@ -1,0 +1,4 @@
+func.func @f(%t: tensor<2x4xi32>, %w: tensor<16x8xf32>) {
+  %e = tfm.embedding %t, %w : tensor<2x4xi32>, tensor<16x8xf32> -> tensor<2x4x6xf32>
+  return
+}

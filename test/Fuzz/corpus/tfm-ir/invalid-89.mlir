@@ -1,0 +1,4 @@
+func.func @f(%x: tensor<2x4x8xf32>, %b: tensor<1x8xf32>) {
+  %y = tfm.bias_add %x, %b : tensor<2x4x8xf32>, tensor<1x8xf32>
+  return
+}

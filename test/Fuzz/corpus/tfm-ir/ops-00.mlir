@@ -1,0 +1,119 @@
+tfm.param @wte init(normal, std = 2.000000e-02) : tensor<64x32xf32>
+tfm.param @ln.weight init(ones) : tensor<32xf32>
+tfm.param @ln.bias init(zeros) : tensor<32xbf16>
+
+func.func @get_param() -> tensor<64x32xf32> {
+  %w = tfm.get_param @wte : tensor<64x32xf32>
+  return %w : tensor<64x32xf32>
+}
+
+func.func @blocks(%t: tensor<2x8xi32>, %x: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  %e = tfm.block embedding ins(%t : tensor<2x8xi32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: tensor<2x8xi32>):
+    %w = tfm.get_param @wte : tensor<64x32xf32>
+    %r = tfm.embedding %a, %w : tensor<2x8xi32>, tensor<64x32xf32> -> tensor<2x8x32xf32>
+    tfm.yield %r : tensor<2x8x32xf32>
+  }
+  %l = tfm.block layer 3 ins(%e, %t : tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: tensor<2x8x32xf32>, %b: tensor<2x8xi32>):
+    tfm.yield %a : tensor<2x8x32xf32>
+  }
+  %h = tfm.block head ins(%l : tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  ^bb0(%a: tensor<2x8x32xf32>):
+    tfm.yield %a : tensor<2x8x32xf32>
+  }
+  return %h : tensor<2x8x32xf32>
+}
+
+func.func @embeddings(%t: tensor<2x8xi32>, %table: tensor<64x32xf32>, %dy: tensor<2x8x32xf32>)
+    -> (tensor<2x8x32xf32>, tensor<2x8xi32>, tensor<2x8xi32>, tensor<64x32xf32>) {
+  %e = tfm.embedding %t, %table : tensor<2x8xi32>, tensor<64x32xf32> -> tensor<2x8x32xf32>
+  %p = tfm.position_ids %t : tensor<2x8xi32>
+  %r = tfm.position_ids %t reset_at_eod 63 : tensor<2x8xi32>
+  %g = tfm.embedding_grad %t, %dy : tensor<2x8xi32>, tensor<2x8x32xf32> -> tensor<64x32xf32>
+  return %e, %p, %r, %g : tensor<2x8x32xf32>, tensor<2x8xi32>, tensor<2x8xi32>, tensor<64x32xf32>
+}
+
+func.func @norms(%x: tensor<2x8x32xbf16>, %w: tensor<32xbf16>, %b: tensor<32xbf16>) {
+  %0 = tfm.layer_norm %x, %w, %b eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>, tensor<32xbf16>
+  %1 = tfm.layer_norm %x, %w eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %dx, %dw, %db = tfm.layer_norm_grad %x, %w, %x eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %2 = tfm.rms_norm %x, %w eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %dx2, %dw2 = tfm.rms_norm_grad %x, %w, %x eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  return
+}
+
+func.func @linears(%x: tensor<2x8x32xf16>, %w: tensor<96x32xf16>, %b: tensor<96xf16>, %dy: tensor<2x8x96xf16>) {
+  %0 = tfm.linear %x, %w, %b : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<96xf16> -> tensor<2x8x96xf16>
+  %1 = tfm.linear %x, %w : tensor<2x8x32xf16>, tensor<96x32xf16> -> tensor<2x8x96xf16>
+  %dx, %dw, %db = tfm.linear_grad %x, %w, %dy : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16> -> tensor<96xf16>
+  %dx2, %dw2 = tfm.linear_grad %x, %w, %dy : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16>
+  return
+}
+
+func.func @rope(%x: tensor<2x8x64xf32>, %pos: tensor<2x8xi32>) {
+  %0 = tfm.rope %x, %pos head_dim 16 theta 1.000000e+04 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  %1 = tfm.rope_grad %x, %pos head_dim 16 theta 5.000000e+05 : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return
+}
+
+func.func @attention(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
+  %o, %lse = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  %o2, %lse2 = tfm.attention %q, %k, %v tokens %t heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal_document eod 0
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>
+  %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %lse, %o heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>
+  %dq2, %dk2, %dv2 = tfm.attention_grad %q, %k, %v, %o2, %lse2, %o tokens %t heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal_document eod 0
+      : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x4x8xf32>, tensor<2x8xi32>
+  return
+}
+
+func.func @elementwise(%x: tensor<2x8x32xf32>, %y: tensor<2x8x32xf32>, %b32: tensor<32xf32>) {
+  %0 = tfm.gelu %x none : tensor<2x8x32xf32>
+  %1 = tfm.gelu %x tanh : tensor<2x8x32xf32>
+  %2 = tfm.gelu_grad %x, %y tanh : tensor<2x8x32xf32>
+  %3 = tfm.silu %x : tensor<2x8x32xf32>
+  %4 = tfm.silu_grad %x, %y : tensor<2x8x32xf32>
+  %5 = tfm.swiglu %x, %y : tensor<2x8x32xf32>
+  %6:2 = tfm.swiglu_grad %x, %y, %x : tensor<2x8x32xf32>
+  %7 = tfm.add %x, %y : tensor<2x8x32xf32>
+  %ba = tfm.bias_add %7, %b32 : tensor<2x8x32xf32>, tensor<32xf32>
+  %8 = tfm.dropout %x p 1.000000e-01 seed 1234 : tensor<2x8x32xf32>
+  %9 = tfm.cast %x : tensor<2x8x32xf32> to tensor<2x8x32xbf16>
+  %10 = tfm.cast %9 : tensor<2x8x32xbf16> to tensor<2x8x32xf16>
+  return
+}
+
+func.func @repeat_kv(%k: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  %r = tfm.repeat_kv %k factor 2 head_dim 16 : tensor<2x8x32xf32> -> tensor<2x8x64xf32>
+  %g = tfm.repeat_kv_grad %r factor 2 head_dim 16 : tensor<2x8x64xf32> -> tensor<2x8x32xf32>
+  return %g : tensor<2x8x32xf32>
+}
+
+func.func @loss(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %mask: tensor<2x8xf32>) -> (tensor<f32>, tensor<2x8x64xf32>) {
+  %l, %max, %sum = tfm.cross_entropy %logits, %labels, %mask : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<f32>
+  %g = tfm.cross_entropy_grad %logits, %labels, %mask, %max, %sum, %l : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>
+  return %l, %g : tensor<f32>, tensor<2x8x64xf32>
+}
+
+func.func @loss_pieces(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %mask: tensor<2x8xf32>) -> tensor<f32> {
+  %m = tfm.ce_row_max %logits : tensor<2x8x64xf32> -> tensor<2x8xf32>
+  %e = tfm.ce_sum_exp %logits, %m : tensor<2x8x64xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  %t = tfm.ce_target_logit %logits, %labels : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<2x8xf32>
+  %p = tfm.ce_loss_sum %m, %e, %t, %mask : tensor<2x8xf32> -> tensor<2xf32>
+  %l = tfm.loss_mean %p : tensor<2xf32> -> tensor<f32>
+  %n = tfm.token_count %mask : tensor<2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+func.func @loss_grad_count(%logits: tensor<2x8x64xf32>, %labels: tensor<2x8xi32>, %mask: tensor<2x8xf32>,
+                           %m: tensor<2x8xf32>, %e: tensor<2x8xf32>, %g: tensor<f32>, %n: tensor<f32>) -> tensor<2x8x64xf32> {
+  %d = tfm.cross_entropy_grad %logits, %labels, %mask, %m, %e, %g count %n : tensor<2x8x64xf32>, tensor<2x8xi32>, tensor<2x8xf32>, tensor<f32>, tensor<f32>
+  return %d : tensor<2x8x64xf32>
+}
+
+func.func @permute_chunks(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  %y = tfm.permute_chunks %x dim 1 order [0, 3, 1, 2] : tensor<2x8x4xf32> -> tensor<2x8x4xf32>
+  return %y : tensor<2x8x4xf32>
+}

@@ -1,0 +1,1 @@
+module attributes {tfm.plan = #tfm.plan<vpp = 2>} {}

@@ -1,0 +1,1 @@
+module attributes {tfm.plan = #tfm.plan<cp = 2, cp_comm_type = ["ring"]>} {}
