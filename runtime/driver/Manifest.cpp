@@ -712,14 +712,22 @@ Manifest parseManifest(const std::string &text, const std::string &what) {
   }
   if (!root.is_object())
     r.fail("", "expected a JSON object");
-  if (const json *f = r.optMember(root, "format"))
-    if (!f->is_string() || f->get<std::string>() != "loom-manifest")
-      r.fail("format", "expected \"loom-manifest\", got " + f->dump());
-  if (const json *v = r.optMember(root, "version"))
-    if (r.integer(*v, "version") != 1)
-      r.fail("version", "unsupported version " + v->dump() + " (expected 1)");
+  // Every manifest names its schema: a file that is not one, or one of
+  // another version, is refused before anything else is read.
+  const json &format = r.member(root, "", "format");
+  if (!format.is_string() || format.get<std::string>() != "loom-manifest")
+    r.fail("format", "expected \"loom-manifest\", got " + format.dump());
+  const json &version = r.member(root, "", "version");
+  if (r.integer(version, "version") != 1)
+    r.fail("version", "unsupported version " + version.dump() +
+                          " (expected 1: recompile with this loom-compile)");
 
   Manifest m;
+  if (const json *b = r.optMember(root, "backend")) {
+    m.backend = r.string(*b, "backend");
+    if (m.backend != "cpu" && m.backend != "cuda")
+      r.fail("backend", "expected \"cpu\" or \"cuda\", got " + b->dump());
+  }
   if (const json *model = r.optMember(root, "model"))
     if (const json *f = r.optMember(*model, "family"))
       m.family = r.string(*f, "model.family");

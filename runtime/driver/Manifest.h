@@ -163,6 +163,7 @@ struct RankInfo {
 struct Manifest {
   std::string family;
   int32_t worldSize = 1;
+  std::string backend = "cpu"; // the runtime the executables link
   int64_t microBatchSize = 1;
   int64_t seqLength = 1;
   int64_t numMicrobatches = 1;

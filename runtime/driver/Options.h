@@ -7,7 +7,7 @@
 // Every flag of the rank program is defined once, in Options.cpp (with
 // CLI11): its name, value, check and help. The rank program parses its
 // command line there; loom-run forwards what it does not own verbatim and
-// uses the same definitions (RankFlags.h) to check them before launching
+// uses the same definitions (RankProgram.h) to check them before launching
 // and to print them in its --help.
 //
 //===----------------------------------------------------------------------===//
@@ -16,7 +16,7 @@
 #define LOOM_RUNTIME_DRIVER_OPTIONS_H
 
 #include "runtime/driver/Data.h"
-#include "runtime/driver/RankFlags.h"
+#include "runtime/driver/RankProgram.h"
 
 #include <optional>
 #include <string>

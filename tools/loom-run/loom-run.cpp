@@ -21,13 +21,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Support/ShortHelp.h"
-#include "runtime/driver/RankFlags.h"
+#include "runtime/driver/RankProgram.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -48,7 +47,7 @@ static cl::opt<std::string> optDir(cl::Positional, cl::Required,
                                    cl::cat(category));
 
 // loom-run's own flags. Every other argument is a rank-program flag: it is
-// checked against the rank program's own definitions (RankFlags.h) and
+// checked against the rank program's own definitions (RankProgram.h) and
 // forwarded verbatim, in order, to every rank.
 static cl::opt<std::string>
     optThreads("threads-per-rank",
@@ -112,38 +111,6 @@ static bool isOpenMpi(StringRef mpirun) {
   auto text = MemoryBuffer::getFile(out);
   sys::fs::remove(out);
   return rc == 0 && text && (*text)->getBuffer().contains("Open MPI");
-}
-
-/// What loom-run needs of dir/manifest.json.
-struct ManifestFacts {
-  int64_t worldSize = 0;
-  std::string backend = "cpu"; // absent in manifests before the field
-};
-
-/// Reads world_size and backend from dir/manifest.json.
-static Expected<ManifestFacts> readManifestFacts(StringRef manifestPath) {
-  auto buffer = MemoryBuffer::getFile(manifestPath);
-  if (!buffer)
-    return createStringError(buffer.getError(),
-                             "cannot read " + manifestPath + ": " +
-                                 buffer.getError().message());
-  Expected<json::Value> value = json::parse((*buffer)->getBuffer());
-  if (!value)
-    return createStringError(inconvertibleErrorCode(),
-                             manifestPath + ": invalid JSON: " +
-                                 toString(value.takeError()));
-  const json::Object *root = value->getAsObject();
-  std::optional<int64_t> world =
-      root ? root->getInteger("world_size") : std::nullopt;
-  if (!world || *world < 1)
-    return createStringError(inconvertibleErrorCode(),
-                             manifestPath +
-                                 ": missing or invalid \"world_size\"");
-  ManifestFacts facts;
-  facts.worldSize = *world;
-  if (std::optional<StringRef> b = root->getString("backend"))
-    facts.backend = b->str();
-  return facts;
 }
 
 /// Whether `arg` ("--mpirun", "--mpirun=x", "-h") is one of loom-run's own
@@ -213,13 +180,16 @@ int main(int argc, char **argv) {
   if (!sys::fs::exists(manifest))
     return error("no manifest.json in '" + dir +
                  "' (is it the output directory of loom-compile?)");
-  Expected<ManifestFacts> facts = readManifestFacts(manifest);
-  if (!facts)
-    return error(toString(facts.takeError()));
-  const int64_t world = facts->worldSize;
-  if (optCheckDeviceContract && facts->backend != "cpu")
+  // The ranks' own reader: a manifest they would refuse fails here.
+  loom::driver::LaunchFacts facts;
+  std::string manifestError =
+      loom::driver::readLaunchFacts(manifest.str().str(), facts);
+  if (!manifestError.empty())
+    return error(manifestError);
+  const int64_t world = facts.worldSize;
+  if (optCheckDeviceContract && facts.backend != "cpu")
     return error("--check-device-contract checks the cpu backend, but '" +
-                 dir + "' was compiled for " + facts->backend +
+                 dir + "' was compiled for " + facts.backend +
                  " (loom-compile --backend cpu)");
   if (!sys::fs::can_execute(launch))
     return error("'" + launch + "' is missing or not executable");

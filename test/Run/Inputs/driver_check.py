@@ -8,7 +8,8 @@
 #   program MANIFEST BINARY OUT   a loom-compile-like output directory whose
 #                                 ranks all run BINARY (the test model)
 #   tokens FILE ...               a deterministic token file (raw or .bin/.idx)
-#   reference CKPT TOKENS ...     the bigram test model's loss per step,
+#   reference CKPT TOKENS ...     the bigram test model's logged loss per step
+#                                 (token-weighted over micro-batches and dp),
 #                                 computed with numpy from the saved
 #                                 checkpoint, checked against a metrics file
 #   compare A.jsonl B.jsonl ...   the same losses (or --field) in every
@@ -315,7 +316,9 @@ def reference(args):
     assert len(logged) == args.steps, (len(logged), args.steps)
     worst = 0.0
     for step in range(args.steps):
-        losses = []
+        # Megatron's logged loss: the token-weighted mean over micro-batches
+        # and dp ranks, i.e. the global batch's masked mean.
+        total, tokens = 0.0, 0.0
         for m in range(nmb):
             for d in range(dp):
                 tok, lab, mask = micro_batch(raw, step, m, d, nmb, dp, B, S,
@@ -324,8 +327,9 @@ def reference(args):
                 mx = logits.max(-1, keepdims=True)
                 lse = np.log(np.exp(logits - mx).sum(-1)) + mx[..., 0]
                 tgt = np.take_along_axis(logits, lab[..., None], -1)[..., 0]
-                losses.append(((lse - tgt) * mask).sum() / mask.sum())
-        ref = float(np.mean(losses))
+                total += ((lse - tgt) * mask).sum()
+                tokens += mask.sum()
+        ref = float(total / tokens)
         rel = abs(logged[step] - ref) / abs(ref)
         worst = max(worst, rel)
         print("step %d: loom %.7e reference %.7e rel %.1e"

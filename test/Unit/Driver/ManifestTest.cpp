@@ -161,7 +161,19 @@ TEST(Manifest, MissingAndMistypedFields) {
   EXPECT_EQ(errorOf(j), "m.json: format: expected \"loom-manifest\", got \"onnx\"");
   j = fusedQkvManifest(1);
   j["version"] = 2;
-  EXPECT_EQ(errorOf(j), "m.json: version: unsupported version 2 (expected 1)");
+  EXPECT_EQ(errorOf(j), "m.json: version: unsupported version 2 (expected "
+                        "1: recompile with this loom-compile)");
+  // The schema is named by every manifest: a JSON file without it is not
+  // one (say, a hand-written or foreign file).
+  for (const char *field : {"format", "version"}) {
+    j = fusedQkvManifest(1);
+    j.erase(field);
+    EXPECT_EQ(errorOf(j), std::string("m.json: missing \"") + field + "\"");
+  }
+  j = fusedQkvManifest(1);
+  j["backend"] = "tpu";
+  EXPECT_EQ(errorOf(j),
+            "m.json: backend: expected \"cpu\" or \"cuda\", got \"tpu\"");
   j = fusedQkvManifest(1);
   j["eod_token_id"] = 10;
   EXPECT_EQ(errorOf(j), "m.json: eod_token_id: token 10 is outside the "

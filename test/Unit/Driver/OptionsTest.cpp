@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/driver/Driver.h"
-#include "runtime/driver/RankFlags.h"
+#include "runtime/driver/RankProgram.h"
 
 #include <gtest/gtest.h>
 
@@ -92,7 +92,7 @@ TEST(Options, DistributedTimeout) {
             "--distributed-timeout-minutes must be above 0, got 0");
 }
 
-// loom-run checks and documents the rank flags through RankFlags.h: the
+// loom-run checks and documents the rank flags through RankProgram.h: the
 // same definitions, so its --help and checks cannot drift from the parser.
 TEST(Options, RankFlagsForLoomRun) {
   EXPECT_EQ(checkRankFlags({"--steps", "3", "--train"}), "");

@@ -1,18 +1,20 @@
-//===- RankFlags.h - The rank program's flags, for loom-run -----*- C++ -*-===//
+//===- RankProgram.h - What loom-run needs of the rank program --*- C++ -*-===//
 //
 // Part of the Loom project.
 //
 //===----------------------------------------------------------------------===//
 //
-// What loom-run needs of the rank program's flag definitions (Options.cpp),
-// without exceptions in its interface: loom-run is built like LLVM, with
+// loom-run reads the manifest and the rank flags with the rank program's
+// own code (Manifest.cpp, Options.cpp), so each has one definition; this
+// interface has no exceptions: loom-run is built like LLVM, with
 // -fno-exceptions.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_RUNTIME_DRIVER_RANKFLAGS_H
-#define LOOM_RUNTIME_DRIVER_RANKFLAGS_H
+#ifndef LOOM_RUNTIME_DRIVER_RANKPROGRAM_H
+#define LOOM_RUNTIME_DRIVER_RANKPROGRAM_H
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,17 @@ std::string checkRankFlags(const std::vector<std::string> &args);
 /// without one and for names that are not rank flags.
 bool rankFlagTakesValue(const std::string &name);
 
+/// What loom-run needs of a manifest.
+struct LaunchFacts {
+  int64_t worldSize = 0;
+  std::string backend; // "cpu" or "cuda"
+};
+
+/// Reads and validates the manifest at `path` as a rank would (the whole
+/// schema); "" on success, else the error ("<path>: invalid JSON: ...",
+/// "<path>: \"world_size\": missing", ...).
+std::string readLaunchFacts(const std::string &path, LaunchFacts &facts);
+
 } // namespace loom::driver
 
-#endif // LOOM_RUNTIME_DRIVER_RANKFLAGS_H
+#endif // LOOM_RUNTIME_DRIVER_RANKPROGRAM_H
