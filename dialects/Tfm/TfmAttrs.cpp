@@ -14,6 +14,10 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace loom::tfm;
@@ -221,6 +225,38 @@ DistAttr DistAttr::withAxes(int64_t d, ArrayRef<StringRef> axes) const {
 DistAttr DistAttr::withPartial(ArrayRef<StringRef> axes,
                                mesh::ReductionKind reduction) const {
   return get(getContext(), getMesh(), getDims(getNumDims()), axes, reduction);
+}
+
+// The conditions under which the llama3 formula is defined: positive
+// scales, and a non-empty band between the two wavelength thresholds (the
+// smooth factor divides by high_freq_factor - low_freq_factor). The runtime
+// computes in f32, so the conditions hold for the values rounded to f32.
+LogicalResult
+Llama3RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                              APFloat factorAttr, APFloat lowFreqFactorAttr,
+                              APFloat highFreqFactorAttr,
+                              int64_t originalMaxPositionEmbeddings) {
+  double factor = factorAttr.convertToDouble(),
+         low = lowFreqFactorAttr.convertToDouble(),
+         high = highFreqFactorAttr.convertToDouble();
+  // Numbers as a person writes them: 0.5, 1e-05.
+  auto fmt = [](double v) {
+    return llvm::formatv("{0}", llvm::format("%g", v)).str();
+  };
+  for (auto [name, value] : {std::pair<StringRef, double>{"factor", factor},
+                             {"low_freq_factor", low},
+                             {"high_freq_factor", high}})
+    if (!(float(value) > 0.0f) || !std::isfinite(float(value)))
+      return emitError() << "llama3 rope scaling " << name << " " << fmt(value)
+                         << " must be a positive f32";
+  if (!(float(high) > float(low)))
+    return emitError() << "llama3 rope scaling high_freq_factor " << fmt(high)
+                       << " must exceed low_freq_factor " << fmt(low);
+  if (originalMaxPositionEmbeddings <= 0)
+    return emitError() << "llama3 rope scaling "
+                          "original_max_position_embeddings "
+                       << originalMaxPositionEmbeddings << " must be positive";
+  return success();
 }
 
 LogicalResult DistAttr::verify(function_ref<InFlightDiagnostic()> emitError,

@@ -163,4 +163,47 @@ def Tfm_DistAttr : Tfm_Attr<"Dist", "dist", [
   }];
 }
 
+// An f64 parameter: written as a float literal, printed as its shortest
+// exact decimal (APFloat's printer), so values like 0.1 round-trip.
+class Tfm_F64Parameter<string desc> : APFloatParameter<desc> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    double value;
+    if ($_parser.parseFloat(value))
+      return ::mlir::failure();
+    return ::llvm::APFloat(value);
+  }() }];
+  let printer = [{ $_printer.printFloat($_self) }];
+}
+
+def Tfm_Llama3RopeScalingAttr
+    : Tfm_Attr<"Llama3RopeScaling", "llama3_rope_scaling"> {
+  let summary = "Llama 3.x frequency scaling of rotary embeddings";
+  let description = [{
+    Hugging Face's `rope_scaling` of type `llama3`
+    (`_compute_llama3_parameters` in transformers' modeling_rope_utils.py):
+    each inverse frequency `f` of the default RoPE, of wavelength
+    `w = 2 pi / f`, becomes
+
+    - `f / factor` when `w > original_max_position_embeddings / low_freq_factor`
+      (low frequencies: stretched to the longer context),
+    - `f` when `w < original_max_position_embeddings / high_freq_factor`,
+    - otherwise `(1 - s) f / factor + s f` with
+      `s = (original_max_position_embeddings / w - low_freq_factor) /
+           (high_freq_factor - low_freq_factor)`.
+
+    ```mlir
+    #tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0,
+        high_freq_factor = 4.0, original_max_position_embeddings = 8192>
+    ```
+  }];
+  let parameters = (ins
+    Tfm_F64Parameter<"factor">:$factor,
+    Tfm_F64Parameter<"low frequency factor">:$low_freq_factor,
+    Tfm_F64Parameter<"high frequency factor">:$high_freq_factor,
+    "int64_t":$original_max_position_embeddings
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // LOOM_DIALECTS_TFM_TFMATTRS_TD

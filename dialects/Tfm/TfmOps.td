@@ -19,6 +19,7 @@
 #ifndef LOOM_DIALECTS_TFM_TFMOPS_TD
 #define LOOM_DIALECTS_TFM_TFMOPS_TD
 
+include "dialects/Tfm/TfmAttrs.td"
 include "dialects/Tfm/TfmDialect.td"
 include "dialects/Tfm/TfmEnums.td"
 include "dialects/Tfm/TfmInterfaces.td"
@@ -414,11 +415,15 @@ def Tfm_LinearGradOp : Tfm_Op<"linear_grad", [Pure,
 
 class Tfm_RopeBase<string mnemonic> : Tfm_Op<mnemonic, [Pure,
     AllTypesMatch<["input", "result"]>, Tfm_Distributed]> {
+  // `scaling` changes the inverse frequencies (Llama 3.x); without it they
+  // are theta^(-2i/D).
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_IdTensor:$positions,
-                       I64Attr:$head_dim, F64Attr:$theta);
+                       I64Attr:$head_dim, F64Attr:$theta,
+                       OptionalAttr<Tfm_Llama3RopeScalingAttr>:$scaling);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $positions `head_dim` $head_dim `theta` $theta attr-dict `:`
+    $input `,` $positions `head_dim` $head_dim `theta` $theta
+    (`scaling` `(` qualified($scaling)^ `)`)? attr-dict `:`
     type($input) `,` type($positions)
   }];
   let hasVerifier = 1;
@@ -431,10 +436,16 @@ def Tfm_RopeOp : Tfm_RopeBase<"rope"> {
     angles `positions[b, s] * theta^(-2i/D)`, `i < D/2`, in the rotate-half
     convention of Hugging Face Llama: with `x1, x2` the first and second
     halves of a head, the result is `(x1 cos - x2 sin, x2 cos + x1 sin)`.
+    With `scaling` (Llama 3.x), the inverse frequencies `theta^(-2i/D)` are
+    rescaled first (`#tfm.llama3_rope_scaling`).
 
     ```mlir
     %q2 = tfm.rope %q, %pos head_dim 16 theta 1.000000e+04
         : tensor<2x8x64xf32>, tensor<2x8xi32>
+    %k2 = tfm.rope %k, %pos head_dim 16 theta 5.000000e+05
+        scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0,
+            high_freq_factor = 4.0, original_max_position_embeddings = 8192>)
+        : tensor<2x8x32xf32>, tensor<2x8xi32>
     ```
   }];
 }
@@ -443,7 +454,8 @@ def Tfm_RopeGradOp : Tfm_RopeBase<"rope_grad"> {
   let summary = "gradient of tfm.rope (rotation by the opposite angles)";
   let description = [{
     The rotation is orthogonal, so the input gradient is the output gradient
-    rotated by the negated angles.
+    rotated by the negated angles (the same frequencies and `scaling` as the
+    forward's).
 
     ```mlir
     %dq = tfm.rope_grad %dq2, %pos head_dim 16 theta 1.000000e+04

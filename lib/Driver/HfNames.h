@@ -29,10 +29,10 @@ struct HfPlacement {
   int64_t fileRows = 0;
 };
 
-/// Maps a Loom parameter of the GPT-2 ("gpt2") or Llama ("llama") family to
-/// its place in the family's Hugging Face checkpoint. GPT-2 stores linear
-/// weights as Conv1D [in, out] and fuses q, k and v into c_attn; Llama's
-/// names and layouts are Loom's. `unpaddedVocab` is the tokenizer's
+/// Maps a Loom parameter of the GPT-2 ("gpt2") or Llama family ("llama",
+/// "qwen2", "mistral") to its place in the family's Hugging Face checkpoint.
+/// GPT-2 stores linear weights as Conv1D [in, out] and fuses q, k and v into
+/// c_attn; the Llama family's names and layouts (biases included) are Loom's. `unpaddedVocab` is the tokenizer's
 /// vocabulary when the model's (padded) one is larger, else 0.
 HfPlacement hfPlacement(llvm::StringRef family, llvm::StringRef name,
                         llvm::ArrayRef<int64_t> shape, int64_t hiddenSize,

@@ -14,7 +14,9 @@
 //   }
 //
 // GPT-2 (pre-LN, learned positions, biases, GELU MLP) and Llama (RMSNorm, RoPE,
-// GQA, SwiGLU MLP, no biases) share the skeleton and differ per part.
+// GQA, SwiGLU MLP) share the skeleton and differ per part. Qwen2 and Mistral
+// are Llamas with other config fields: the Llama family's biases (q/k/v,
+// output, MLP) and Llama 3.x RoPE scaling are per config.
 //
 //===----------------------------------------------------------------------===//
 
@@ -166,7 +168,7 @@ Value ModelBuilder::linear(StringRef prefix, Value x, int64_t out, bool bias,
 Value ModelBuilder::attention(StringRef prefix, Value x, Value positions,
                               Value tokens) {
   int64_t qOut = c.numHeads * c.headDim, kvOut = c.numKvHeads * c.headDim;
-  bool bias = isGpt2();
+  bool qkvBias = isGpt2() || c.qkvBias, outBias = isGpt2() || c.outputBias;
   // GPT-2 and Megatron scale the init of the residual output projections by
   // 1/sqrt(2 * num_layers); Llama uses one std everywhere.
   double outStd =
@@ -177,13 +179,21 @@ Value ModelBuilder::attention(StringRef prefix, Value x, Value positions,
   std::string vName = isGpt2() ? p + "attn.v." : p + "self_attn.v_proj.";
   std::string oName = isGpt2() ? p + "attn.c_proj." : p + "self_attn.o_proj.";
 
-  Value q = linear(qName, x, qOut, bias, c.initStd);
-  Value k = linear(kName, x, kvOut, bias, c.initStd);
-  Value v = linear(vName, x, kvOut, bias, c.initStd);
+  Value q = linear(qName, x, qOut, qkvBias, c.initStd);
+  Value k = linear(kName, x, kvOut, qkvBias, c.initStd);
+  Value v = linear(vName, x, kvOut, qkvBias, c.initStd);
   if (!isGpt2()) {
-    APFloat theta(c.ropeTheta);
-    q = b.create<RopeOp>(loc, q.getType(), q, positions, c.headDim, theta);
-    k = b.create<RopeOp>(loc, k.getType(), k, positions, c.headDim, theta);
+    IntegerAttr headDim = b.getI64IntegerAttr(c.headDim);
+    FloatAttr theta = b.getF64FloatAttr(c.ropeTheta);
+    Llama3RopeScalingAttr scaling;
+    if (const std::optional<Llama3RopeScaling> &r = c.ropeScaling)
+      scaling = Llama3RopeScalingAttr::get(
+          &ctx, APFloat(r->factor), APFloat(r->lowFreqFactor),
+          APFloat(r->highFreqFactor), r->originalMaxPositions);
+    q = b.create<RopeOp>(loc, q.getType(), q, positions, headDim, theta,
+                         scaling);
+    k = b.create<RopeOp>(loc, k.getType(), k, positions, headDim, theta,
+                         scaling);
   }
   auto lseType = RankedTensorType::get({batch, c.numHeads, seq}, b.getF32Type());
   MaskKind mask = documentMask() ? MaskKind::causal_document : MaskKind::causal;
@@ -195,7 +205,7 @@ Value ModelBuilder::attention(StringRef prefix, Value x, Value positions,
       b.getI64IntegerAttr(c.headDim),
       b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim))),
       MaskKindAttr::get(&ctx, mask), eod, /*ring=*/StringAttr());
-  return linear(oName, attn.getResult(), c.hiddenSize, bias, outStd);
+  return linear(oName, attn.getResult(), c.hiddenSize, outBias, outStd);
 }
 
 Value ModelBuilder::mlp(StringRef prefix, Value x) {
@@ -210,16 +220,20 @@ Value ModelBuilder::mlp(StringRef prefix, Value x) {
     h = b.create<GeluOp>(loc, h.getType(), h, approx);
     return linear(p + "mlp.c_proj.", h, c.hiddenSize, true, outStd);
   }
-  Value gate = linear(p + "mlp.gate_proj.", x, c.ffnHiddenSize, false, c.initStd);
-  Value up = linear(p + "mlp.up_proj.", x, c.ffnHiddenSize, false, c.initStd);
+  Value gate =
+      linear(p + "mlp.gate_proj.", x, c.ffnHiddenSize, c.mlpBias, c.initStd);
+  Value up =
+      linear(p + "mlp.up_proj.", x, c.ffnHiddenSize, c.mlpBias, c.initStd);
   Value h = b.create<SwigluOp>(loc, gate.getType(), gate, up);
-  return linear(p + "mlp.down_proj.", h, c.hiddenSize, false, outStd);
+  return linear(p + "mlp.down_proj.", h, c.hiddenSize, c.mlpBias, outStd);
 }
 
 OwningOpRef<ModuleOp> ModelBuilder::build() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   NamedAttrList model;
-  model.append("family", b.getStringAttr(isGpt2() ? "gpt2" : "llama"));
+  StringRef family = isGpt2() ? "gpt2" : "llama";
+  model.append("family",
+               b.getStringAttr(c.modelType.empty() ? family : c.modelType));
   model.append("num_layers", b.getI64IntegerAttr(c.numLayers));
   model.append("hidden_size", b.getI64IntegerAttr(c.hiddenSize));
   model.append("ffn_hidden_size", b.getI64IntegerAttr(c.ffnHiddenSize));
@@ -351,6 +365,14 @@ loom::buildModelModule(MLIRContext &context, const ModelConfig &config,
   if (o.seqLength > config.maxPositions)
     return fail(llvm::formatv("sequence length {0} exceeds {1} {2}",
                               o.seqLength, posField, config.maxPositions));
+  // A window of w keys reaches back w - 1 positions (Hugging Face's mask:
+  // key > query - w), so only a window shorter than the sequence changes
+  // attention.
+  if (config.slidingWindow && *config.slidingWindow < o.seqLength)
+    return fail(llvm::formatv("sliding window attention is not supported: "
+                              "sliding_window {0} is shorter than the "
+                              "sequence length {1}",
+                              *config.slidingWindow, o.seqLength));
   if ((o.resetPositionIds || o.resetAttentionMask) && !o.eodTokenId)
     return fail(o.resetPositionIds
                     ? "--reset-position-ids needs --eod-token-id"

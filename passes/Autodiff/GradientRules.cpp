@@ -82,7 +82,7 @@ LogicalResult rope(RopeOp op, GradientContext &c) {
   Value dy = c.gradient(op.getResult());
   Value dx = c.builder.create<RopeGradOp>(
       op.getLoc(), dy.getType(), dy, c.forward(op.getPositions()),
-      op.getHeadDimAttr(), op.getThetaAttr());
+      op.getHeadDimAttr(), op.getThetaAttr(), op.getScalingAttr());
   c.accumulate(op.getInput(), dx);
   return success();
 }

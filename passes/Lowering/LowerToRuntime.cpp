@@ -514,9 +514,16 @@ FailureOr<SmallVector<Value>> lowerRope(OpT op, typename OpT::Adaptor a,
                                         Emitter &e, StringRef kernel) {
   Value out = e.alloc(op.getType());
   int64_t headDim = op.getHeadDim();
+  // loomrt_rope_scaling: LOOMRT_ROPE_LLAMA3 (1) with its four numbers, or
+  // LOOMRT_ROPE_DEFAULT (0), which ignores them.
+  Llama3RopeScalingAttr s = op.getScalingAttr();
   e.call(kernel, {e.dtype(out), e.i64(dim(out, 0)), e.i64(dim(out, 1)),
                   e.i64(dim(out, 2) / headDim), e.i64(headDim), e.i64(headDim),
-                  e.f32(op.getTheta().convertToDouble()),
+                  e.f32(op.getTheta().convertToDouble()), e.i32(s ? 1 : 0),
+                  e.f32(s ? s.getFactor().convertToDouble() : 1.0),
+                  e.f32(s ? s.getLowFreqFactor().convertToDouble() : 1.0),
+                  e.f32(s ? s.getHighFreqFactor().convertToDouble() : 1.0),
+                  e.i64(s ? s.getOriginalMaxPositionEmbeddings() : 0),
                   e.ptr(a.getPositions()), e.ptr(a.getInput()), e.ptr(out)});
   return SmallVector<Value>{out};
 }

@@ -1,8 +1,8 @@
 //===- Rope.cpp - Rotary embedding, position/document ids -------*- C++ -*-===//
 //
 // RoPE in the Hugging Face Llama "rotate half" layout, computed in f32 the
-// way transformers does (inv_freq, then angle = pos * inv_freq, then
-// cos/sin), so the result matches it to rounding.
+// way transformers does (inv_freq, rescaled for Llama 3.x, then angle =
+// pos * inv_freq, then cos/sin), so the result matches it to rounding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,9 +15,48 @@
 using namespace loomrt;
 
 namespace {
+/// The frequency scaling of a call (loomrt_rope_scaling and its numbers).
+struct Scaling {
+  int32_t kind;
+  float factor, low, high;
+  int64_t original;
+};
+
+void checkScaling(const char *fn, const Scaling &s) {
+  if (s.kind == LOOMRT_ROPE_DEFAULT)
+    return;
+  LOOMRT_CHECK(s.kind == LOOMRT_ROPE_LLAMA3, "%s: unknown rope scaling %d", fn,
+               int(s.kind));
+  LOOMRT_CHECK(s.factor > 0.0f && s.low > 0.0f && s.high > s.low &&
+                   s.original > 0,
+               "%s: bad llama3 rope scaling factor=%g low_freq_factor=%g "
+               "high_freq_factor=%g original_max_positions=%lld",
+               fn, double(s.factor), double(s.low), double(s.high),
+               (long long)s.original);
+}
+
+constexpr double kTwoPi = 6.283185307179586; // Python's 2 * math.pi
+
+/// transformers' _compute_llama3_parameters for one frequency, in f32 as
+/// torch evaluates it (`2 * math.pi / inv_freq` is reciprocal(inv_freq) *
+/// 2 pi; the thresholds are python floats compared in f32). The cuda
+/// backend's llama3InvFreq is the same code.
+float llama3InvFreq(float invFreq, const Scaling &s) {
+  const float wavelen = (1.0f / invFreq) * float(kTwoPi);
+  const float lowWavelen = float(double(s.original) / double(s.low));
+  const float highWavelen = float(double(s.original) / double(s.high));
+  if (wavelen > lowWavelen)
+    return invFreq / s.factor;
+  if (wavelen < highWavelen)
+    return invFreq;
+  const float smooth = ((1.0f / wavelen) * float(s.original) - s.low) /
+                       float(double(s.high) - double(s.low));
+  return (1.0f - smooth) * invFreq / s.factor + smooth * invFreq;
+}
+
 void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
-          int64_t D, int64_t rotDim, float theta, const int32_t *pos,
-          const void *x, void *y, float sign) {
+          int64_t D, int64_t rotDim, float theta, const Scaling &scaling,
+          const int32_t *pos, const void *x, void *y, float sign) {
   checkedDtypeSize(fn, dtype);
   if (B < 0 || S < 0 || N < 0 || D <= 0 || rotDim < 0 || rotDim > D ||
       rotDim % 2 != 0)
@@ -28,14 +67,18 @@ void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
           (long long)rotDim);
   LOOMRT_CHECK(theta > 0.0f, "%s: theta %g must be positive", fn,
                double(theta));
+  checkScaling(fn, scaling);
   const int64_t total = B * S * N * D;
   if (total == 0)
     return;
   LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
   const int64_t half = rotDim / 2;
   std::vector<float> invFreq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i)
-    invFreq[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(rotDim));
+  for (int64_t i = 0; i < half; ++i) {
+    float f = 1.0f / std::pow(theta, float(2 * i) / float(rotDim));
+    invFreq[size_t(i)] =
+        scaling.kind == LOOMRT_ROPE_LLAMA3 ? llama3InvFreq(f, scaling) : f;
+  }
   In xf(dtype, x, total);
   Out yf(dtype, y, total, false);
 #pragma omp parallel
@@ -67,22 +110,32 @@ void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
 }
 } // namespace
 
-extern "C" void loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S,
-                                    int64_t N, int64_t D, int64_t rot_dim,
-                                    float theta, const int32_t *pos,
-                                    const void *x, void *y) {
+extern "C" void
+loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
+                    int64_t D, int64_t rot_dim, float theta, int32_t scaling,
+                    float factor, float low_freq_factor, float high_freq_factor,
+                    int64_t original_max_positions, const int32_t *pos,
+                    const void *x, void *y) {
   LOOMRT_DEVICE_CALL(pos, x, y);
-  rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, x, y, 1.0f);
+  rope(__func__, dtype, B, S, N, D, rot_dim, theta,
+       {scaling, factor, low_freq_factor, high_freq_factor,
+        original_max_positions},
+       pos, x, y, 1.0f);
 }
 
 // The rotation is orthogonal, so its transpose (rotation by -a) is the
 // gradient map.
-extern "C" void loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S,
-                                     int64_t N, int64_t D, int64_t rot_dim,
-                                     float theta, const int32_t *pos,
-                                     const void *dy, void *dx) {
+extern "C" void
+loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
+                     int64_t D, int64_t rot_dim, float theta, int32_t scaling,
+                     float factor, float low_freq_factor,
+                     float high_freq_factor, int64_t original_max_positions,
+                     const int32_t *pos, const void *dy, void *dx) {
   LOOMRT_DEVICE_CALL(pos, dy, dx);
-  rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, dy, dx, -1.0f);
+  rope(__func__, dtype, B, S, N, D, rot_dim, theta,
+       {scaling, factor, low_freq_factor, high_freq_factor,
+        original_max_positions},
+       pos, dy, dx, -1.0f);
 }
 
 extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,

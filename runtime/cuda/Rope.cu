@@ -1,8 +1,9 @@
 //===- Rope.cu - Rotary embedding, position/document ids -------*- CUDA -*-===//
 //
 // RoPE in the Hugging Face Llama "rotate half" layout, computed in f32 the
-// way the cpu backend and transformers do: inv_freq, then angle =
-// pos * inv_freq, then cos/sin (full-precision sinf/cosf, no fast math).
+// way the cpu backend and transformers do: inv_freq (rescaled for Llama
+// 3.x), then angle = pos * inv_freq, then cos/sin (full-precision
+// sinf/cosf, no fast math).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,13 +15,38 @@
 using namespace loomrt;
 
 namespace {
+/// The frequency scaling of a call (loomrt_rope_scaling and its numbers),
+/// passed to the kernel by value.
+struct Scaling {
+  int32_t kind;
+  float factor, low, high;
+  int64_t original;
+};
+
+constexpr double kTwoPi = 6.283185307179586; // Python's 2 * math.pi
+
+/// transformers' _compute_llama3_parameters for one frequency, in f32 as
+/// torch evaluates it; the same code as the cpu backend's llama3InvFreq.
+__device__ float llama3InvFreq(float invFreq, const Scaling &s) {
+  const float wavelen = (1.0f / invFreq) * float(kTwoPi);
+  const float lowWavelen = float(double(s.original) / double(s.low));
+  const float highWavelen = float(double(s.original) / double(s.high));
+  if (wavelen > lowWavelen)
+    return invFreq / s.factor;
+  if (wavelen < highWavelen)
+    return invFreq;
+  const float smooth = ((1.0f / wavelen) * float(s.original) - s.low) /
+                       float(double(s.high) - double(s.low));
+  return (1.0f - smooth) * invFreq / s.factor + smooth * invFreq;
+}
+
 /// One thread per rotated pair (and per copied feature beyond rot_dim);
 /// the thread reads both elements of its pair before writing, so y may
 /// alias x.
 __global__ void ropeKernel(loomrt_dtype dt, int64_t BS, int64_t S, int64_t N,
                            int64_t D, int64_t rotDim, float theta,
-                           const int32_t *pos, const void *x, void *y,
-                           float sign) {
+                           Scaling scaling, const int32_t *pos, const void *x,
+                           void *y, float sign) {
   const int64_t half = rotDim / 2, perHead = half + (D - rotDim);
   GRID_STRIDE(e, BS * N * perHead) {
     const int64_t bs = e / (N * perHead), h = (e / perHead) % N,
@@ -37,7 +63,9 @@ __global__ void ropeKernel(loomrt_dtype dt, int64_t BS, int64_t S, int64_t N,
     // the thousands would amplify into visible angle errors).
     const float pw =
         float(pow(double(theta), double(float(2 * i) / float(rotDim))));
-    const float invFreq = 1.0f / pw;
+    const float invFreq = scaling.kind == LOOMRT_ROPE_LLAMA3
+                              ? llama3InvFreq(1.0f / pw, scaling)
+                              : 1.0f / pw;
     const float a = p * invFreq;
     const float c = cosf(a), s = sign * sinf(a);
     const float x1 = ld(x, dt, base + i), x2 = ld(x, dt, base + i + half);
@@ -47,8 +75,8 @@ __global__ void ropeKernel(loomrt_dtype dt, int64_t BS, int64_t S, int64_t N,
 }
 
 void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
-          int64_t D, int64_t rotDim, float theta, const int32_t *pos,
-          const void *x, void *y, float sign) {
+          int64_t D, int64_t rotDim, float theta, const Scaling &scaling,
+          const int32_t *pos, const void *x, void *y, float sign) {
   checkedDtypeSize(fn, dtype);
   if (B < 0 || S < 0 || N < 0 || D <= 0 || rotDim < 0 || rotDim > D ||
       rotDim % 2 != 0)
@@ -59,12 +87,22 @@ void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
           (long long)rotDim);
   LOOMRT_CHECK(theta > 0.0f, "%s: theta %g must be positive", fn,
                double(theta));
+  if (scaling.kind != LOOMRT_ROPE_DEFAULT) {
+    LOOMRT_CHECK(scaling.kind == LOOMRT_ROPE_LLAMA3,
+                 "%s: unknown rope scaling %d", fn, int(scaling.kind));
+    LOOMRT_CHECK(scaling.factor > 0.0f && scaling.low > 0.0f &&
+                     scaling.high > scaling.low && scaling.original > 0,
+                 "%s: bad llama3 rope scaling factor=%g low_freq_factor=%g "
+                 "high_freq_factor=%g original_max_positions=%lld",
+                 fn, double(scaling.factor), double(scaling.low),
+                 double(scaling.high), (long long)scaling.original);
+  }
   const int64_t pairs = B * S * N * (rotDim / 2 + (D - rotDim));
   if (B * S * N == 0)
     return;
   LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
   ropeKernel<<<gridFor(pairs), kThreads, 0, stream()>>>(
-      dtype, B * S, S, N, D, rotDim, theta, pos, x, y, sign);
+      dtype, B * S, S, N, D, rotDim, theta, scaling, pos, x, y, sign);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -107,20 +145,30 @@ __global__ void positionIds(int64_t B, int64_t S, const int32_t *tokens,
 }
 } // namespace
 
-extern "C" void loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S,
-                                    int64_t N, int64_t D, int64_t rot_dim,
-                                    float theta, const int32_t *pos,
-                                    const void *x, void *y) {
-  rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, x, y, 1.0f);
+extern "C" void
+loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
+                    int64_t D, int64_t rot_dim, float theta, int32_t scaling,
+                    float factor, float low_freq_factor, float high_freq_factor,
+                    int64_t original_max_positions, const int32_t *pos,
+                    const void *x, void *y) {
+  rope(__func__, dtype, B, S, N, D, rot_dim, theta,
+       {scaling, factor, low_freq_factor, high_freq_factor,
+        original_max_positions},
+       pos, x, y, 1.0f);
 }
 
 // The rotation is orthogonal, so its transpose (rotation by -a) is the
 // gradient map.
-extern "C" void loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S,
-                                     int64_t N, int64_t D, int64_t rot_dim,
-                                     float theta, const int32_t *pos,
-                                     const void *dy, void *dx) {
-  rope(__func__, dtype, B, S, N, D, rot_dim, theta, pos, dy, dx, -1.0f);
+extern "C" void
+loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
+                     int64_t D, int64_t rot_dim, float theta, int32_t scaling,
+                     float factor, float low_freq_factor,
+                     float high_freq_factor, int64_t original_max_positions,
+                     const int32_t *pos, const void *dy, void *dx) {
+  rope(__func__, dtype, B, S, N, D, rot_dim, theta,
+       {scaling, factor, low_freq_factor, high_freq_factor,
+        original_max_positions},
+       pos, dy, dx, -1.0f);
 }
 
 extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
@@ -157,7 +205,7 @@ extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
   loomrt::fillSequencePositions(B, L, start, chunk, order, host.data());
   CUDA_CHECK(cudaMemcpyAsync(pos, host.data(), host.size() * sizeof(int32_t),
                              cudaMemcpyHostToDevice, stream()));
-  CUDA_CHECK(cudaStreamSynchronize(stream()));
+  CUDA_CHECK(syncStream(stream()));
 }
 
 extern "C" void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,

@@ -9,8 +9,11 @@
 # dialects/Tfm/TfmOps.td and lib/Import/ModelBuilder.cpp), in plain torch:
 #   gpt2   pre-LN, learned positions, tanh (or exact) GELU MLP, biases, final
 #          LayerNorm, lm head tied to wte unless the config unties it
-#   llama  RMSNorm, rotate-half RoPE, GQA, SwiGLU MLP, no biases, untied head
-#          unless the config ties it
+#   llama  RMSNorm, rotate-half RoPE, GQA, SwiGLU MLP, untied head unless
+#          the config ties it; biases on q/k/v and o (attention_bias) and on
+#          the MLP (mlp_bias); Llama 3.x RoPE scaling (rope_scaling llama3)
+#   qwen2  llama with biases on q, k and v only
+#   mistral llama (a sliding window is refused by loom-import)
 # It reads the weights from the safetensors checkpoint loom-run --save wrote
 # (Hugging Face names and layouts), the batch geometry from the compiled
 # program's manifest.json and the tokens from the same data file, and
@@ -145,6 +148,19 @@ class Config:
             self.theta = c.get("rope_theta", 10000.0)
             self.tied = c.get("tie_word_embeddings", False)
             self.head_dim = c.get("head_dim", self.hidden // self.heads)
+            # transformers' LlamaAttention / Qwen2Attention / LlamaMLP.
+            if self.family == "qwen2":
+                self.qkv_bias, self.o_bias, self.mlp_bias = True, False, False
+            elif self.family == "llama":
+                self.qkv_bias = self.o_bias = c.get("attention_bias", False)
+                self.mlp_bias = c.get("mlp_bias", False)
+            else:
+                self.qkv_bias = self.o_bias = self.mlp_bias = False
+            scaling = c.get("rope_scaling") or {}
+            kind = scaling.get("rope_type", scaling.get("type", "default"))
+            if kind not in ("default", "llama3"):
+                sys.exit("rope_scaling %s is not modelled" % kind)
+            self.rope_scaling = scaling if kind == "llama3" else None
 
 
 def positions_and_docs(tokens, eod, reset_positions, reset_attention):
@@ -182,11 +198,27 @@ def attention(q, k, v, heads, kv_heads, head_dim, doc):
     return out.transpose(1, 2).reshape(B, S, heads * head_dim)
 
 
-def rope(x, pos, heads, head_dim, theta):
+def llama3_inv_freq(inv_freq, scaling):
+    """transformers' _compute_llama3_parameters: low frequencies (long
+    wavelengths) divided by `factor`, high ones kept, a smooth blend in
+    between."""
+    factor = scaling["factor"]
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_context = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    smooth = (old_context / wavelen - low) / (high - low)
+    blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    out = torch.where(wavelen > old_context / low, inv_freq / factor, blended)
+    return torch.where(wavelen < old_context / high, inv_freq, out)
+
+
+def rope(x, pos, heads, head_dim, theta, scaling=None):
     B, S, _ = x.shape
     x = x.view(B, S, heads, head_dim)
     half = head_dim // 2
     inv_freq = 1.0 / theta ** (torch.arange(half, dtype=torch.float64) * 2 / head_dim)
+    if scaling is not None:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     angle = pos.to(torch.float64)[..., None] * inv_freq  # [B, S, half]
     cos, sin = angle.cos()[:, :, None, :], angle.sin()[:, :, None, :]
     x1, x2 = x[..., :half], x[..., half:]
@@ -222,21 +254,27 @@ def gpt2_logits(cfg, W, tokens, pos, doc):
 
 def llama_logits(cfg, W, tokens, pos, doc):
     F = torch.nn.functional
+
+    def linear(prefix, x, bias):
+        # torch.nn.Linear: y = x W^T + b with W [out, in].
+        y = x @ W[prefix + ".weight"].T
+        return y + W[prefix + ".bias"] if bias else y
+
     x = W["model.embed_tokens.weight"][tokens]
     for i in range(cfg.layers):
         p = "model.layers.%d." % i
         a = rms_norm(x, W[p + "input_layernorm.weight"], cfg.eps)
-        # torch.nn.Linear layout: y = x W^T with W [out, in].
-        q = rope(a @ W[p + "self_attn.q_proj.weight"].T, pos, cfg.heads,
-                 cfg.head_dim, cfg.theta)
-        k = rope(a @ W[p + "self_attn.k_proj.weight"].T, pos, cfg.kv_heads,
-                 cfg.head_dim, cfg.theta)
-        v = a @ W[p + "self_attn.v_proj.weight"].T
+        q = rope(linear(p + "self_attn.q_proj", a, cfg.qkv_bias), pos,
+                 cfg.heads, cfg.head_dim, cfg.theta, cfg.rope_scaling)
+        k = rope(linear(p + "self_attn.k_proj", a, cfg.qkv_bias), pos,
+                 cfg.kv_heads, cfg.head_dim, cfg.theta, cfg.rope_scaling)
+        v = linear(p + "self_attn.v_proj", a, cfg.qkv_bias)
         o = attention(q, k, v, cfg.heads, cfg.kv_heads, cfg.head_dim, doc)
-        x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        x = x + linear(p + "self_attn.o_proj", o, cfg.o_bias)
         m = rms_norm(x, W[p + "post_attention_layernorm.weight"], cfg.eps)
-        h = F.silu(m @ W[p + "mlp.gate_proj.weight"].T) * (m @ W[p + "mlp.up_proj.weight"].T)
-        x = x + h @ W[p + "mlp.down_proj.weight"].T
+        h = (F.silu(linear(p + "mlp.gate_proj", m, cfg.mlp_bias))
+             * linear(p + "mlp.up_proj", m, cfg.mlp_bias))
+        x = x + linear(p + "mlp.down_proj", h, cfg.mlp_bias)
     x = rms_norm(x, W["model.norm.weight"], cfg.eps)
     head = W["model.embed_tokens.weight"] if cfg.tied else W["lm_head.weight"]
     return x @ head.T

@@ -4,9 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Reads Hugging Face config.json files of the GPT-2 and Llama families and
-// builds a tfm module at global shapes with a @forward(tokens, labels,
-// loss_mask) -> loss function.
+// Reads Hugging Face config.json files of the GPT-2 family and of the Llama
+// family (Llama 2 and 3.x, Qwen2/2.5, Mistral: one architecture with
+// optional biases and RoPE scaling) and builds a tfm module at global shapes
+// with a @forward(tokens, labels, loss_mask) -> loss function.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,9 +28,21 @@ namespace loom {
 enum class ModelFamily { GPT2, Llama };
 enum class MlpActivation { GeluExact, GeluTanh, SwiGLU };
 
+/// Hugging Face's `rope_scaling` of type "llama3" (Llama 3.1, 3.2).
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double lowFreqFactor = 1.0;
+  double highFreqFactor = 4.0;
+  int64_t originalMaxPositions = 8192;
+};
+
 /// A model architecture, normalized across families.
 struct ModelConfig {
   ModelFamily family = ModelFamily::GPT2;
+  /// The config's model_type within the family ("qwen2", "mistral"; empty
+  /// means the family's own, "gpt2" or "llama"): the module's tfm.model
+  /// family.
+  std::string modelType;
   int64_t numLayers = 0;
   int64_t hiddenSize = 0;
   int64_t ffnHiddenSize = 0;
@@ -41,6 +54,18 @@ struct ModelConfig {
   double normEpsilon = 1e-5;
   /// Rotary embedding base; only used by the Llama family.
   double ropeTheta = 10000.0;
+  /// Llama 3.x frequency scaling of the rotary embedding, if any.
+  std::optional<Llama3RopeScaling> ropeScaling;
+  /// Biases of the Llama family's linears (GPT-2 has all of them): q, k
+  /// and v (attention_bias, Qwen2), the output projection (attention_bias)
+  /// and the MLP's gate, up and down projections (mlp_bias).
+  bool qkvBias = false;
+  bool outputBias = false;
+  bool mlpBias = false;
+  /// The attention window of some layer (Mistral's sliding_window, Qwen2's
+  /// when use_sliding_window is on); a window shorter than the sequence is
+  /// refused when the module is built.
+  std::optional<int64_t> slidingWindow;
   MlpActivation activation = MlpActivation::GeluTanh;
   bool tieWordEmbeddings = true;
   /// Standard deviation of the normal initialization (initializer_range).
@@ -73,16 +98,16 @@ struct ImportOptions {
   int64_t makeVocabSizeDivisibleBy = 1;
 };
 
-/// Parses a Hugging Face config.json of the GPT-2 or Llama family. Errors name
-/// the field and the value ("field 'n_head' must be a positive integer, got
-/// -3").
+/// Parses a Hugging Face config.json (model_type gpt2, llama, qwen2 or
+/// mistral). Errors name the field and the value ("field 'n_head' must be a
+/// positive integer, got -3").
 llvm::Expected<ModelConfig> parseModelConfig(llvm::StringRef json);
 
 /// Reads and parses a config file; errors name the file.
 llvm::Expected<ModelConfig> readModelConfig(llvm::StringRef path);
 
 /// Builds the tfm module. Errors name the problem ("sequence length 2048
-/// exceeds n_positions 1024").
+/// exceeds n_positions 1024", "sliding window attention is not supported").
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 buildModelModule(mlir::MLIRContext &context, const ModelConfig &config,
                  const ImportOptions &options);

@@ -249,22 +249,40 @@ void loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows, int64_t H,
  * Rotary position embedding (HF Llama "rotate half" convention)
  *===----------------------------------------------------------------------===*/
 
+/* How the inverse frequencies are rescaled (Hugging Face rope_scaling). */
+typedef enum {
+  LOOMRT_ROPE_DEFAULT = 0, /* none: factor, low, high, original ignored */
+  LOOMRT_ROPE_LLAMA3 = 1   /* "rope_type": "llama3" (Llama 3.1, 3.2) */
+} loomrt_rope_scaling;
+
 /* x, y viewed as [B,S,N,D]; pos int32 [B,S] (NULL means pos = s). The first
  * `rot_dim` (even, <= D) features of every head are rotated, the rest are
  * copied (rot_dim == D for Llama). With h = rot_dim/2 and i < h:
  *   inv_freq_i = 1 / theta^(2i/rot_dim),  a = pos * inv_freq_i   (f32)
  *   y[i]   = x[i] cos a - x[i+h] sin a
  *   y[i+h] = x[i+h] cos a + x[i] sin a
+ * With scaling LOOMRT_ROPE_LLAMA3, inv_freq_i is first rescaled as
+ * transformers' _compute_llama3_parameters does, in f32: with
+ * w = 2 pi / inv_freq_i and o = original_max_positions,
+ *   w > o / low_freq_factor   -> inv_freq_i / factor
+ *   w < o / high_freq_factor  -> inv_freq_i
+ *   otherwise, s = (o / w - low_freq_factor) / (high_freq_factor -
+ *   low_freq_factor): (1 - s) inv_freq_i / factor + s inv_freq_i.
  * y may alias x (in place). */
 void loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
                          int64_t D, int64_t rot_dim, float theta,
+                         int32_t scaling, float factor, float low_freq_factor,
+                         float high_freq_factor, int64_t original_max_positions,
                          const int32_t *pos, const void *x, void *y);
 
 /* Backward: dx = rotation of dy by -a (the transpose of the forward). dx may
  * alias dy. */
 void loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
                           int64_t D, int64_t rot_dim, float theta,
-                          const int32_t *pos, const void *dy, void *dx);
+                          int32_t scaling, float factor, float low_freq_factor,
+                          float high_freq_factor,
+                          int64_t original_max_positions, const int32_t *pos,
+                          const void *dy, void *dx);
 
 /*===----------------------------------------------------------------------===*
  * Attention masks from tokens (Megatron get_ltor_masks_and_position_ids)

@@ -500,6 +500,52 @@ func.func @f(%x: tensor<2x4x100xf32>, %p: tensor<2x4xi32>) {
 
 // -----
 
+// Test: llama3 rope scaling factor must be positive
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{llama3 rope scaling factor 0 must be a positive f32}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 scaling(#tfm.llama3_rope_scaling<factor = 0.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 32>) : tensor<2x4x64xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: llama3 rope scaling low_freq_factor must be positive
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{llama3 rope scaling low_freq_factor -1 must be a positive f32}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = -1.0, high_freq_factor = 4.0, original_max_position_embeddings = 32>) : tensor<2x4x64xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: llama3 rope scaling factors must be finite in f32 (the runtime's
+// precision)
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{llama3 rope scaling high_freq_factor 1e+300 must be a positive f32}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 1.0e300, original_max_position_embeddings = 32>) : tensor<2x4x64xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: llama3 rope scaling high_freq_factor must exceed low_freq_factor
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{llama3 rope scaling high_freq_factor 4 must exceed low_freq_factor 4}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 4.0, original_max_position_embeddings = 32>) : tensor<2x4x64xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Test: llama3 rope scaling original_max_position_embeddings must be positive
+func.func @f(%x: tensor<2x4x64xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{llama3 rope scaling original_max_position_embeddings 0 must be positive}}
+  %y = tfm.rope %x, %p head_dim 16 theta 1.0e4 scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 0>) : tensor<2x4x64xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
 // Test: num_heads must be positive, got 0
 func.func @f(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) {
   // expected-error @+1 {{num_heads must be positive, got 0}}

@@ -91,6 +91,16 @@ func.func @rope(%x: tensor<2x8x64xf32>, %pos: tensor<2x8xi32>) {
   return
 }
 
+// CHECK-LABEL: func.func @rope_llama3_scaling
+func.func @rope_llama3_scaling(%x: tensor<2x8x64xf32>, %pos: tensor<2x8xi32>) {
+  // CHECK: tfm.rope %{{.*}}, %{{.*}} head_dim 16 theta 5.000000e+05 scaling(#tfm.llama3_rope_scaling<factor = 8.000000e+00, low_freq_factor = 1.000000e+00, high_freq_factor = 4.000000e+00, original_max_position_embeddings = 8192>) : tensor<2x8x64xf32>, tensor<2x8xi32>
+  %0 = tfm.rope %x, %pos head_dim 16 theta 5.0e5 scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 8192>) : tensor<2x8x64xf32>, tensor<2x8xi32>
+  // Factors that are not short decimals in binary round-trip exactly.
+  // CHECK: tfm.rope_grad {{.*}} scaling(#tfm.llama3_rope_scaling<factor = 1.000000e-01, low_freq_factor = 3.300000e-01, high_freq_factor = 4.500000e+00, original_max_position_embeddings = 32>)
+  %1 = tfm.rope_grad %x, %pos head_dim 16 theta 1.0e4 scaling(#tfm.llama3_rope_scaling<factor = 0.1, low_freq_factor = 0.33, high_freq_factor = 4.5, original_max_position_embeddings = 32>) : tensor<2x8x64xf32>, tensor<2x8xi32>
+  return
+}
+
 // CHECK-LABEL: func.func @attention
 func.func @attention(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
   // CHECK: tfm.attention %{{.*}}, %{{.*}}, %{{.*}} heads 4 kv_heads 2 head_dim 16 scale 2.500000e-01 mask causal : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32> -> tensor<2x8x64xf32>, tensor<2x4x8xf32>

@@ -188,6 +188,25 @@ func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf3
 
 // -----
 
+// Test: rope with Llama 3.x scaling: the gradient rotates with the same
+// scaled frequencies
+
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[DY:.*]] = tfm.cross_entropy_grad
+// CHECK: tfm.rope_grad %[[DY]], %{{.*}} head_dim 2 theta 1.000000e+04 scaling(#tfm.llama3_rope_scaling<factor = 8.000000e+00, low_freq_factor = 1.000000e+00, high_freq_factor = 4.000000e+00, original_max_position_embeddings = 32>)
+func.func @forward(%x: tensor<1x2x4xf32>, %l: tensor<1x2xi32>, %m: tensor<1x2xf32>) -> tensor<f32> {
+  %loss = tfm.block head ins(%x, %l, %m : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<1x2x4xf32>, %lab: tensor<1x2xi32>, %mask: tensor<1x2xf32>):
+    %p = tfm.position_ids %lab : tensor<1x2xi32>
+    %y = tfm.rope %a, %p head_dim 2 theta 1.0e4 scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 32>) : tensor<1x2x4xf32>, tensor<1x2xi32>
+    %c, %c_max, %c_sum = tfm.cross_entropy %y, %lab, %mask : tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32> -> tensor<f32>
+    tfm.yield %c : tensor<f32>
+  }
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Test: attention: saved output and log-sum-exp; gradients of q, k and v
 
 // CHECK-LABEL: func.func @train_step

@@ -96,6 +96,27 @@ func.func @embedding_rope_loss(%t: tensor<2x8xi32>, %table: tensor<64x32xf32>, %
   return %loss : tensor<f32>
 }
 
+// A Llama 3.x RoPE passes its scaling to the kernel: LOOMRT_ROPE_LLAMA3 (1),
+// factor, low and high frequency factors, original context; a plain one
+// passes LOOMRT_ROPE_DEFAULT (0).
+// CHECK-LABEL: func.func @rope_scaling
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[FACTOR:.*]] = arith.constant 8.000000e+00 : f32
+// CHECK-DAG: %[[LOW:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[HIGH:.*]] = arith.constant 4.000000e+00 : f32
+// CHECK-DAG: %[[ORIG:.*]] = arith.constant 8192 : i64
+// CHECK-DAG: %[[NONE:.*]] = arith.constant 0 : i64
+// CHECK: call @loomrt_rope_forward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %[[FACTOR]], %[[LOW]], %[[HIGH]], %[[ORIG]],
+// CHECK: call @loomrt_rope_backward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %[[FACTOR]], %[[LOW]], %[[HIGH]], %[[ORIG]],
+// CHECK: call @loomrt_rope_forward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ZERO]], %{{.*}}, %{{.*}}, %{{.*}}, %[[NONE]],
+func.func @rope_scaling(%x: tensor<2x8x32xf32>, %p: tensor<2x8xi32>) -> (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) {
+  %r = tfm.rope %x, %p head_dim 16 theta 5.0e5 scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 8192>) : tensor<2x8x32xf32>, tensor<2x8xi32>
+  %g = tfm.rope_grad %x, %p head_dim 16 theta 5.0e5 scaling(#tfm.llama3_rope_scaling<factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 8192>) : tensor<2x8x32xf32>, tensor<2x8xi32>
+  %u = tfm.rope %x, %p head_dim 16 theta 5.0e5 : tensor<2x8x32xf32>, tensor<2x8xi32>
+  return %r, %g, %u : tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>
+}
+
 // The backward ops lower too.
 // CHECK-LABEL: func.func @backward
 // The softmax comes from the forward's statistics: no pass over the logits

@@ -46,8 +46,8 @@ ln_backward = sig("loomrt_layer_norm_backward", I32, I64, I64, P, P, P, FL, P,
 rms_forward = sig("loomrt_rms_norm_forward", I32, I64, I64, P, P, FL, P)
 rms_backward = sig("loomrt_rms_norm_backward", I32, I64, I64, P, P, P, FL, P,
                    I32, P, I32)
-rope_forward = sig("loomrt_rope_forward", I32, I64, I64, I64, I64, I64, FL, P,
-                   P, P)
+rope_forward = sig("loomrt_rope_forward", I32, I64, I64, I64, I64, I64, FL,
+                   I32, FL, FL, FL, I64, P, P, P)
 gelu_forward = sig("loomrt_gelu_forward", I32, I32, I64, P, P)
 adamw = sig("loomrt_adamw", I64, P, P, P, P, FL, FL, FL, FL, FL, I64)
 cast = sig("loomrt_cast", I32, P, I32, P, I64)
@@ -160,7 +160,8 @@ B, S, N, D, theta = 2, 11, 3, 16, 10000.0
 x = torch.randn(B, S, N, D)
 pos = torch.randint(0, 300, (B, S), dtype=torch.int32)
 y = torch.empty_like(x)
-rope_forward(F32, B, S, N, D, D, theta, ptr(pos), ptr(x), ptr(y))
+rope_forward(F32, B, S, N, D, D, theta, 0, 1.0, 1.0, 1.0, 0, ptr(pos), ptr(x),
+             ptr(y))
 inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
 freqs = pos.float()[..., None] * inv_freq  # [B,S,D/2]
 emb = torch.cat((freqs, freqs), dim=-1)
@@ -172,6 +173,39 @@ def rotate_half(t):
 
 
 check("rope", y, x * cos + rotate_half(x) * sin, 1e-5, 1e-5)
+
+
+# transformers' _compute_llama3_parameters (modeling_rope_utils.py), verbatim.
+def llama3_inv_freq(inv_freq, factor, low_freq_factor, high_freq_factor,
+                    old_context_len):
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor,
+                                 inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (
+        high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = ((1 - smooth_factor) * inv_freq_llama / factor
+                         + smooth_factor * inv_freq_llama)
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+# Llama 3.1's numbers (every band is hit at D = 128), and a tiny model's
+# (original context 32: wavelengths 6.3 .. 19869 cross both thresholds).
+for D, theta, scaling in ((128, 500000.0, (8.0, 1.0, 4.0, 8192)),
+                          (16, 10000.0, (4.0, 1.0, 4.0, 32))):
+    x = torch.randn(B, S, N, D)
+    y = torch.empty_like(x)
+    rope_forward(F32, B, S, N, D, D, theta, 1, *scaling, ptr(pos), ptr(x),
+                 ptr(y))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    inv_freq = llama3_inv_freq(inv_freq, *scaling)
+    freqs = pos.float()[..., None] * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[:, :, None], emb.sin()[:, :, None]
+    rot = torch.cat((-x[..., D // 2:], x[..., : D // 2]), dim=-1)
+    check("rope llama3 D=%d" % D, y, x * cos + rot * sin, 1e-5, 1e-5)
 
 # --- GELU -------------------------------------------------------------------
 x = torch.randn(1000) * 4

@@ -581,25 +581,30 @@ void testRope() {
   const std::vector<int32_t> pos = randomInts(size_t(B * S), 19, 0, 4000);
   for (loomrt_dtype dt : kDtypes)
     for (int64_t rot : {D, int64_t(8)})
-      for (int usePos = 0; usePos < 2; ++usePos) {
-        const std::string t = std::string(dtName(dt)) +
-                              " rot_dim=" + std::to_string(rot) +
-                              (usePos ? " positions" : " arange");
-        const auto x = randomVec(size_t(B * S * N * D), 20);
-        // Positions in the thousands turn a 1-ulp difference of inv_freq
-        // (glibc's powf is not always correctly rounded) into ~2e-4 of angle.
-        check("rope " + t, std::max(tolFor(dt), 1e-3),
-              [&](Backend &be) -> Outs {
-                Dev xd(be, dt, x), y(be, dt, x), p(be, pos);
-                const int32_t *pp = usePos ? p.as<int32_t>() : nullptr;
-                be.loomrt_rope_forward(dt, B, S, N, D, rot, 10000.0f, pp,
-                                       xd.get(), y.get());
-                Dev inPlace(be, dt, x);
-                be.loomrt_rope_backward(dt, B, S, N, D, rot, 500000.0f, pp,
-                                        inPlace.get(), inPlace.get());
-                return {y.read(dt), inPlace.read(dt)};
-              });
-      }
+      for (int usePos = 0; usePos < 2; ++usePos)
+        for (int32_t scaling : {LOOMRT_ROPE_DEFAULT, LOOMRT_ROPE_LLAMA3}) {
+          // Llama 3.1's scaling with an original context of 400 puts D = 16's
+          // wavelengths (6.3 .. 19869) in all three bands.
+          const std::string t =
+              std::string(dtName(dt)) + " rot_dim=" + std::to_string(rot) +
+              (usePos ? " positions" : " arange") + (scaling ? " llama3" : "");
+          const auto x = randomVec(size_t(B * S * N * D), 20);
+          // Positions in the thousands turn a 1-ulp difference of inv_freq
+          // (glibc's powf is not always correctly rounded) into ~2e-4 of angle.
+          check("rope " + t, std::max(tolFor(dt), 1e-3),
+                [&](Backend &be) -> Outs {
+                  Dev xd(be, dt, x), y(be, dt, x), p(be, pos);
+                  const int32_t *pp = usePos ? p.as<int32_t>() : nullptr;
+                  be.loomrt_rope_forward(dt, B, S, N, D, rot, 10000.0f, scaling,
+                                         8.0f, 1.0f, 4.0f, 400, pp, xd.get(),
+                                         y.get());
+                  Dev inPlace(be, dt, x);
+                  be.loomrt_rope_backward(dt, B, S, N, D, rot, 500000.0f,
+                                          scaling, 8.0f, 1.0f, 4.0f, 400, pp,
+                                          inPlace.get(), inPlace.get());
+                  return {y.read(dt), inPlace.read(dt)};
+                });
+        }
   check("document_ids/position_ids", 0.0, [&](Backend &be) -> Outs {
     const std::vector<int32_t> tokens = randomInts(3 * 50, 21, 0, 5);
     Dev tk(be, tokens), doc(be, nullptr, 3 * 50 * 4), p0(be, nullptr, 600),
