@@ -50,6 +50,17 @@ def _python_has(module):
 if _python_has("torch"):
     config.available_features.add("torch")
 
+# Under CI=true nothing a test needs may be missing: a suite that would
+# quietly report UNSUPPORTED instead of testing is an error (a GPU is the one
+# exception: CI machines have none).
+if os.environ.get("CI") == "true":
+    _missing = [f for f in ("mpi", "torch") if f not in config.available_features]
+    _missing += [t for t in ("loom-compile", "loom-run", "loom-import")
+                 if not os.path.exists(os.path.join(config.loom_tools_dir, t))]
+    if _missing:
+        lit_config.fatal("CI=true but %s missing: the tests that need them "
+                         "would be skipped (run scripts/setup.sh)" % ", ".join(_missing))
+
 # Linking for the cuda backend needs it built (no GPU needed).
 if config.loom_has_cuda_runtime:
     config.available_features.add("cuda-backend")

@@ -569,14 +569,38 @@ void Run::setUpTraining() {
     LrSchedule &lr = state.schedule;
     lr.maxLr = opts.lr ? *opts.lr : resumed ? lr.maxLr : kDefaultLr;
     lr.minLr = opts.minLr ? *opts.minLr : resumed ? lr.minLr : 0.0;
-    lr.warmupSteps = opts.lrWarmupSteps ? *opts.lrWarmupSteps
-                     : resumed          ? lr.warmupSteps
-                                        : 0;
     state.decayStepsGiven =
         opts.lrDecaySteps || (resumed && state.decayStepsGiven);
     lr.decaySteps = opts.lrDecaySteps            ? *opts.lrDecaySteps
                     : resumed && state.decayStepsGiven ? lr.decaySteps
                                                  : state.iteration + opts.steps;
+    // A warmup fraction is of this run's decay length, also when resumed.
+    if (opts.lrWarmupSteps || opts.lrWarmupFraction || !resumed)
+      state.warmupFraction = opts.lrWarmupFraction;
+    lr.warmupSteps = state.warmupFraction
+                         ? *state.warmupFraction * double(lr.decaySteps)
+                     : opts.lrWarmupSteps ? double(*opts.lrWarmupSteps)
+                     : resumed            ? lr.warmupSteps
+                                          : 0.0;
+    lr.initLr = opts.lrWarmupInit ? *opts.lrWarmupInit
+                : resumed         ? lr.initLr
+                                  : 0.0;
+    lr.style = opts.lrDecayStyle ? *opts.lrDecayStyle
+               : resumed         ? lr.style
+                                 : LrSchedule().style;
+    lr.wsdDecaySteps = opts.lrWsdDecaySteps ? *opts.lrWsdDecaySteps
+                       : resumed            ? lr.wsdDecaySteps
+                                            : 0;
+    lr.wsdStyle = opts.lrWsdDecayStyle ? *opts.lrWsdDecayStyle
+                  : resumed            ? lr.wsdStyle
+                                       : LrSchedule().wsdStyle;
+    if (lr.style == LrDecayStyle::WSD && lr.wsdDecaySteps == 0)
+      throw Error("--lr-decay-style WSD needs --lr-wsd-decay-iters");
+    if (lr.style != LrDecayStyle::WSD &&
+        (opts.lrWsdDecaySteps || opts.lrWsdDecayStyle))
+      throw Error(std::string("--lr-wsd-decay-iters and --lr-wsd-decay-style "
+                              "need --lr-decay-style WSD (the schedule is ") +
+                  styleName(kLrDecayStyles, lr.style) + ")");
     if (lr.minLr > lr.maxLr)
       throw Error("the minimum learning rate " + std::to_string(lr.minLr) +
                   " exceeds the peak " + std::to_string(lr.maxLr));

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 using json = nlohmann::json;
@@ -15,17 +16,54 @@ using json = nlohmann::json;
 namespace loom::driver {
 
 double LrSchedule::at(int64_t numSteps) const {
-  if (warmupSteps > 0 && numSteps <= warmupSteps)
-    return maxLr * double(numSteps) / double(warmupSteps);
+  double n = double(numSteps);
+  if (warmupSteps > 0 && n <= warmupSteps)
+    return initLr + (maxLr - initLr) * n / warmupSteps;
+  if (style == LrDecayStyle::Constant)
+    return maxLr;
   if (numSteps > decaySteps)
     return minLr;
-  // Only reachable with warmup == decay == numSteps == 0, where Megatron
-  // would divide by zero: no decay phase, so the peak.
-  if (decaySteps <= warmupSteps)
+  if (style == LrDecayStyle::InverseSquareRoot)
+    return std::max(minLr, maxLr * std::sqrt(std::max(warmupSteps, 1.0)) /
+                               std::sqrt(std::max(n, 1.0)));
+  // Only reachable with decaySteps <= warmup and numSteps between them,
+  // where Megatron would divide by zero or go negative: the peak.
+  if (double(decaySteps) <= warmupSteps)
     return maxLr;
-  double ratio = double(numSteps - warmupSteps) /
-                 double(decaySteps - warmupSteps);
-  double coeff = 0.5 * (std::cos(M_PI * ratio) + 1.0);
+  double ratio = (n - warmupSteps) / (double(decaySteps) - warmupSteps);
+  double coeff = 1.0;
+  switch (style) {
+  case LrDecayStyle::Linear:
+    coeff = 1.0 - ratio;
+    break;
+  case LrDecayStyle::Cosine:
+    coeff = 0.5 * (std::cos(M_PI * ratio) + 1.0);
+    break;
+  case LrDecayStyle::WSD: {
+    int64_t annealStart = decaySteps - wsdDecaySteps;
+    if (numSteps <= annealStart || wsdDecaySteps <= 0)
+      break;
+    double w = double(numSteps - annealStart) / double(wsdDecaySteps);
+    switch (wsdStyle) {
+    case WsdDecayStyle::Exponential:
+      coeff = 2.0 * std::pow(0.5, w) - 1.0;
+      break;
+    case WsdDecayStyle::Linear:
+      coeff = 1.0 - w;
+      break;
+    case WsdDecayStyle::Cosine:
+      coeff = 0.5 * (std::cos(M_PI * w) + 1.0);
+      break;
+    case WsdDecayStyle::MinusSqrt:
+      coeff = 1.0 - std::sqrt(w);
+      break;
+    }
+    break;
+  }
+  case LrDecayStyle::Constant:
+  case LrDecayStyle::InverseSquareRoot:
+    break; // returned above
+  }
   return minLr + coeff * (maxLr - minLr);
 }
 
@@ -68,12 +106,17 @@ std::string TrainState::toJson() const {
             {"optimizer_steps", optimizerSteps},
             {"skipped_iterations", skippedIterations},
             {"lr_schedule",
-             {{"style", "cosine"},
+             {{"style", styleName(kLrDecayStyles, schedule.style)},
               {"max_lr", schedule.maxLr},
               {"min_lr", schedule.minLr},
+              {"init_lr", schedule.initLr},
               {"warmup_steps", schedule.warmupSteps},
+              {"warmup_fraction",
+               warmupFraction ? json(*warmupFraction) : json(nullptr)},
               {"decay_steps", decayStepsGiven ? json(schedule.decaySteps)
-                                              : json(nullptr)}}},
+                                              : json(nullptr)},
+              {"wsd_decay_steps", schedule.wsdDecaySteps},
+              {"wsd_decay_style", styleName(kWsdDecayStyles, schedule.wsdStyle)}}},
             {"adamw",
              {{"weight_decay", adamw.weightDecay},
               {"beta1", adamw.beta1},
@@ -134,6 +177,29 @@ TrainState TrainState::fromJson(const std::string &text,
   s.decayStepsGiven = !(lr.contains("decay_steps") && lr["decay_steps"].is_null());
   if (s.decayStepsGiven)
     get(lr, "decay_steps", "lr_schedule.", s.schedule.decaySteps);
+  // States saved before the styles existed were cosine, with no init lr.
+  auto style = [&](const char *key, const auto &table, auto &out) {
+    if (!lr.contains(key))
+      return;
+    auto v = lr[key].is_string() ? parseStyle(table, lr[key].get<std::string>())
+                                 : std::nullopt;
+    if (!v)
+      throw Error(what + ": training state \"lr_schedule." + key +
+                  "\" is not a known style");
+    out = *v;
+  };
+  s.schedule.style = LrDecayStyle::Cosine;
+  style("style", kLrDecayStyles, s.schedule.style);
+  style("wsd_decay_style", kWsdDecayStyles, s.schedule.wsdStyle);
+  if (lr.contains("init_lr"))
+    get(lr, "init_lr", "lr_schedule.", s.schedule.initLr);
+  if (lr.contains("wsd_decay_steps"))
+    get(lr, "wsd_decay_steps", "lr_schedule.", s.schedule.wsdDecaySteps);
+  if (lr.contains("warmup_fraction") && !lr["warmup_fraction"].is_null()) {
+    double f = 0;
+    get(lr, "warmup_fraction", "lr_schedule.", f);
+    s.warmupFraction = f;
+  }
   if (!j.contains("adamw"))
     throw Error(what + ": the training state has no \"adamw\"");
   const json &ad = j["adamw"];

@@ -6,7 +6,7 @@
 //
 // The pieces of a training step that are plain arithmetic on scalars, kept
 // apart from the step loop so that unit tests pin them to Megatron-LM:
-//   - the learning-rate schedule (OptimizerParamScheduler, cosine style),
+//   - the learning-rate schedule (OptimizerParamScheduler, every style),
 //   - the no-weight-decay rule (biases and 1-D parameters),
 //   - the gradient-clipping coefficient (clip_grad_norm_fp32),
 //   - the dynamic loss scaler (DynamicGradScaler),
@@ -17,28 +17,43 @@
 #ifndef LOOM_RUNTIME_DRIVER_OPTIMIZER_H
 #define LOOM_RUNTIME_DRIVER_OPTIMIZER_H
 
+#include "runtime/driver/LrStyle.h"
 #include "runtime/driver/Manifest.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace loom::driver {
 
-/// Megatron's OptimizerParamScheduler with lr_decay_style "cosine" and
-/// lr_warmup_init 0. `numSteps` is the number of optimizer updates already
-/// applied (Megatron calls the scheduler after each successful update, so
-/// update k, 1-based, uses lr(k - 1)):
-///   numSteps <= warmup (warmup > 0):  maxLr * numSteps / warmup
-///   numSteps >  decaySteps:           minLr
-///   otherwise, r = (numSteps - warmup) / (decaySteps - warmup):
-///                                     minLr + (maxLr - minLr) *
-///                                     0.5 * (cos(pi * r) + 1)
-/// With warmup > 0 the first update therefore has lr 0, as in Megatron.
+/// Megatron's OptimizerParamScheduler.get_lr, counted in optimizer updates
+/// instead of samples (Megatron steps it by the global batch size, so the
+/// ratios are the same). `numSteps` is the number of updates already applied
+/// (Megatron calls the scheduler after each successful update, so update k,
+/// 1-based, uses lr(k - 1)). In order:
+///   warmup > 0 and numSteps <= warmup:  initLr + (maxLr - initLr) *
+///                                       numSteps / warmup
+///   constant:                           maxLr
+///   numSteps > decaySteps:              minLr
+///   inverse-square-root:                max(minLr, maxLr * sqrt(max(warmup,
+///                                       1)) / sqrt(max(numSteps, 1)))
+///   otherwise, with r = (numSteps - warmup) / (decaySteps - warmup),
+///   minLr + (maxLr - minLr) * coeff where coeff is
+///     linear: 1 - r;  cosine: (cos(pi r) + 1) / 2;
+///     WSD: 1 until decaySteps - wsdDecaySteps, then, with w the fraction
+///     of the last wsdDecaySteps gone, exponential 2 * 0.5^w - 1, linear
+///     1 - w, cosine (cos(pi w) + 1) / 2, minus_sqrt 1 - sqrt(w).
+/// The warmup may be fractional (--lr-warmup-fraction times decaySteps), as
+/// in Megatron. With warmup > 0 the first update has lr initLr.
 struct LrSchedule {
   double maxLr = 1e-3;
   double minLr = 0.0;
-  int64_t warmupSteps = 0;
+  double warmupSteps = 0;
   int64_t decaySteps = 0;
+  LrDecayStyle style = LrDecayStyle::Linear; // Megatron's default
+  double initLr = 0.0;                       // --lr-warmup-init
+  int64_t wsdDecaySteps = 0;                 // WSD only
+  WsdDecayStyle wsdStyle = WsdDecayStyle::Exponential;
   double at(int64_t numSteps) const;
 };
 
@@ -91,6 +106,9 @@ struct TrainState {
   /// defaulted to the end of the saving run; a default is not carried over
   /// (saved as null), as the resumed run has its own end.
   bool decayStepsGiven = false;
+  /// --lr-warmup-fraction when it set the warmup: a resumed run without
+  /// warmup flags takes this fraction of its own decay length again.
+  std::optional<double> warmupFraction;
   AdamWConfig adamw;
   bool hasScaler = false;
   DynamicLossScaler scaler;

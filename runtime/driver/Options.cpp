@@ -72,14 +72,19 @@ void defineFlags(CLI::App &app, Options &o) {
             flag, [&into](const std::string &v) { into = v; }, help)
         ->type_name(type);
   };
+  // Errors name a flag by its first spelling ("--a,--b" declares aliases).
+  auto shown = [](const char *flag) {
+    std::string s(flag);
+    return s.substr(0, s.find(','));
+  };
   auto integer = [&](const char *flag, auto &into, int64_t min,
                      const char *help) {
     using T = std::decay_t<decltype(into)>;
     return app
         .add_option_function<std::string>(
             flag,
-            [&into, flag, min](const std::string &v) {
-              into = T(parseInteger(flag, v, min));
+            [&into, name = shown(flag), min](const std::string &v) {
+              into = T(parseInteger(name, v, min));
             },
             help)
         ->type_name("N");
@@ -89,8 +94,8 @@ void defineFlags(CLI::App &app, Options &o) {
     return app
         .add_option_function<std::string>(
             flag,
-            [&into, flag, min, inclusive](const std::string &v) {
-              into = parseReal(flag, v, min, inclusive);
+            [&into, name = shown(flag), min, inclusive](const std::string &v) {
+              into = parseReal(name, v, min, inclusive);
             },
             help)
         ->type_name("X");
@@ -141,14 +146,43 @@ void defineFlags(CLI::App &app, Options &o) {
       ->group(kTraining);
   real("--lr", o.lr, 0.0, true, "peak learning rate (default 1e-3)")
       ->group(kTraining);
-  real("--min-lr", o.minLr, 0.0, true, "cosine decay floor (default 0)")
+  real("--min-lr", o.minLr, 0.0, true, "learning-rate floor (default 0)")
       ->group(kTraining);
-  integer("--lr-warmup-steps", o.lrWarmupSteps, 0,
-          "linear warmup from 0 (default 0)")
+  auto style = [&](const char *flag, auto &into, const auto &table,
+                   const std::string &help) {
+    return app
+        .add_option_function<std::string>(
+            flag,
+            [&into, &table, flag](const std::string &v) {
+              into = parseStyle(table, v);
+              if (!into)
+                throw Error(std::string(flag) + " expects " +
+                            styleNames(table, ", ") + ", got '" + v + "'");
+            },
+            help + " (" + styleNames(table, ", ") + ")")
+        ->type_name("STYLE")
+        ->group(kTraining);
+  };
+  style("--lr-decay-style", o.lrDecayStyle, kLrDecayStyles,
+        "learning-rate decay after the warmup, default linear");
+  integer("--lr-warmup-iters,--lr-warmup-steps", o.lrWarmupSteps, 0,
+          "linear warmup over N iterations (default 0)")
       ->group(kTraining);
-  integer("--lr-decay-steps", o.lrDecaySteps, 0,
-          "end of the cosine decay (default: the last step)")
+  real("--lr-warmup-fraction", o.lrWarmupFraction, 0.0, true,
+       "warmup as a fraction of --lr-decay-iters instead")
       ->group(kTraining);
+  real("--lr-warmup-init", o.lrWarmupInit, 0.0, true,
+       "learning rate the warmup starts from (default 0)")
+      ->group(kTraining);
+  integer("--lr-decay-iters,--lr-decay-steps", o.lrDecaySteps, 0,
+          "iteration where the decay reaches --min-lr (default: the last "
+          "step)")
+      ->group(kTraining);
+  integer("--lr-wsd-decay-iters", o.lrWsdDecaySteps, 1,
+          "WSD: length of the final annealing phase")
+      ->group(kTraining);
+  style("--lr-wsd-decay-style", o.lrWsdDecayStyle, kWsdDecayStyles,
+        "WSD: shape of the annealing, default exponential");
   real("--weight-decay", o.weightDecay, 0.0, true,
        "AdamW decay of >1-D non-bias parameters (default 0.01)")
       ->group(kTraining);
@@ -206,6 +240,15 @@ void checkCombinations(const Options &o, const std::vector<std::string> &args) {
       throw Error(std::string(name) + " must be below 1");
   if (o.minLr && o.lr && *o.minLr > *o.lr)
     throw Error("--min-lr must not exceed --lr");
+  if (o.lrWarmupFraction && o.lrWarmupSteps)
+    throw Error("--lr-warmup-fraction and --lr-warmup-iters exclude each "
+                "other");
+  if (o.lrWarmupFraction && *o.lrWarmupFraction > 1.0)
+    throw Error("--lr-warmup-fraction must be at most 1");
+  if (o.lrDecayStyle && *o.lrDecayStyle != LrDecayStyle::WSD &&
+      (o.lrWsdDecaySteps || o.lrWsdDecayStyle))
+    throw Error("--lr-wsd-decay-iters and --lr-wsd-decay-style need "
+                "--lr-decay-style WSD");
   if (!o.train && !o.dumpGrads.empty())
     throw Error("--dump-grads needs --train");
   if (!o.train && o.useDistributedOptimizer)

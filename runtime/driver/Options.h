@@ -16,6 +16,7 @@
 #define LOOM_RUNTIME_DRIVER_OPTIONS_H
 
 #include "runtime/driver/Data.h"
+#include "runtime/driver/LrStyle.h"
 #include "runtime/driver/RankProgram.h"
 
 #include <optional>
@@ -52,7 +53,14 @@ struct Options {
   // --load checkpoint, else from the defaults (AdamWConfig, kDefaultLr).
   bool train = false;
   std::optional<double> lr, minLr;
+  // Megatron's schedule flags, counted in iterations (--lr-warmup-iters,
+  // --lr-decay-iters; Loom's older names --lr-warmup-steps and
+  // --lr-decay-steps are aliases), or the warmup as a fraction of the decay.
   std::optional<int64_t> lrWarmupSteps, lrDecaySteps;
+  std::optional<double> lrWarmupFraction, lrWarmupInit;
+  std::optional<LrDecayStyle> lrDecayStyle;
+  std::optional<int64_t> lrWsdDecaySteps;
+  std::optional<WsdDecayStyle> lrWsdDecayStyle;
   std::optional<double> weightDecay, adamBeta1, adamBeta2, adamEps;
   std::optional<double> clipGrad; // 0: no clipping
   // Dynamic loss scaling, f16 parameters only.

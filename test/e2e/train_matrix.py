@@ -8,7 +8,8 @@
 # The training matrix: for gpt-tiny and llama-tiny, every plan of
 #   dp in {1, 2} x tp in {1, 2} x SP off/on (tp 2) x {1, 4} micro-batches
 #   x distributed optimizer off/on (dp 2)
-# trains 10 steps (warmup, cosine decay, weight decay, clipping) from the
+# trains 10 steps (warmup, linear decay (the default), weight decay, clipping that acts
+# in most steps, which is checked) from the
 # same initial weights on the same data. The global batch is 8 sequences in
 # every plan (micro-batch size 8 / (dp * micro-batches)), so every plan
 # computes the same function: each run's loss curve, learning rates, grad
@@ -23,13 +24,17 @@
 # ===-----------------------------------------------------------------------===#
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 
 GLOBAL_BATCH, S, STEPS = 8, 16, 10
+# Low enough that clipping acts in most steps of both models (grad norms
+# are about 0.7 to 2.4 here): the matrix checks that it does.
+CLIP = "0.6"
 OPT = ["--lr", "3e-3", "--min-lr", "3e-4", "--lr-warmup-steps", "2",
-       "--lr-decay-steps", "10", "--weight-decay", "0.1", "--clip-grad", "1.8"]
+       "--lr-decay-steps", "10", "--weight-decay", "0.1", "--clip-grad", CLIP]
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          "torch_reference.py")
 
@@ -65,6 +70,7 @@ def main():
          "--vocab", "512"])
     data = ["--data", tokens, "--data-format", "int32"]
     count = 0
+    clipped = {}  # model -> [steps whose grad norm exceeded CLIP, steps]
     for model in args.model or ("gpt-tiny", "llama-tiny"):
         config = os.path.join(args.examples, model + ".json")
         init = os.path.join(args.work, model + "-init.safetensors")
@@ -100,7 +106,17 @@ def main():
                 sys.exit("FAIL: %s\n%s" % (name, checked))
             last = [l for l in checked.splitlines() if l.startswith("step %d:" % STEPS)]
             print("%s: matches PyTorch (%s)" % (name, last[0].split("|")[0].strip()))
+            with open(tag + ".jsonl") as f:
+                norms = [json.loads(l)["grad_norm"] for l in f if l.strip()]
+            clipped[model] = [a + b for a, b in
+                              zip(clipped.get(model, [0, 0]),
+                                  [sum(n > float(CLIP) for n in norms), len(norms)])]
             count += 1
+    for model, (fired, steps) in sorted(clipped.items()):
+        print("%s: clipping acted in %d of %d steps" % (model, fired, steps))
+        if fired * 2 <= steps:
+            sys.exit("FAIL: %s: clipping acted in %d of %d steps, not most: "
+                     "the matrix would not test it" % (model, fired, steps))
     print("training matrix passes: %d runs" % count)
 
 

@@ -31,7 +31,7 @@ namespace {
 
 TEST(LrSchedule, WarmupThenCosine) {
   LrSchedule s{/*maxLr=*/1e-3, /*minLr=*/1e-4, /*warmupSteps=*/4,
-               /*decaySteps=*/14};
+               /*decaySteps=*/14, LrDecayStyle::Cosine};
   // Linear warmup from 0; the first update (numSteps 0) has lr 0.
   EXPECT_DOUBLE_EQ(s.at(0), 0.0);
   EXPECT_DOUBLE_EQ(s.at(1), 2.5e-4);
@@ -50,12 +50,86 @@ TEST(LrSchedule, WarmupThenCosine) {
 }
 
 TEST(LrSchedule, NoWarmup) {
-  LrSchedule s{2e-3, 0.0, 0, 10};
+  LrSchedule s{2e-3, 0.0, 0, 10, LrDecayStyle::Cosine};
   EXPECT_DOUBLE_EQ(s.at(0), 2e-3);
   EXPECT_NEAR(s.at(5), 1e-3, 1e-15);
   EXPECT_NEAR(s.at(10), 0.0, 1e-18);
   // Warmup and decay both 0 (a --steps 0 run): the peak, not 0/0.
   EXPECT_DOUBLE_EQ((LrSchedule{2e-3, 0.0, 0, 0}.at(0)), 2e-3);
+}
+
+TEST(LrSchedule, LinearIsTheDefault) {
+  LrSchedule s{1e-3, 1e-4, 4, 14};
+  EXPECT_EQ(s.style, LrDecayStyle::Linear);
+  EXPECT_DOUBLE_EQ(s.at(2), 5e-4);
+  EXPECT_NEAR(s.at(6), 1e-4 + 0.8 * 9e-4, 1e-15);
+  EXPECT_NEAR(s.at(9), 5.5e-4, 1e-15);
+  EXPECT_NEAR(s.at(14), 1e-4, 1e-15);
+  EXPECT_DOUBLE_EQ(s.at(15), 1e-4);
+}
+
+TEST(LrSchedule, ConstantKeepsThePeakAfterWarmup) {
+  LrSchedule s{1e-3, 1e-4, 4, 14, LrDecayStyle::Constant};
+  EXPECT_DOUBLE_EQ(s.at(2), 5e-4);
+  EXPECT_DOUBLE_EQ(s.at(5), 1e-3);
+  EXPECT_DOUBLE_EQ(s.at(100), 1e-3); // past the decay too, as Megatron
+}
+
+TEST(LrSchedule, InverseSquareRoot) {
+  LrSchedule s{1e-3, 1e-4, 4, 100, LrDecayStyle::InverseSquareRoot};
+  EXPECT_DOUBLE_EQ(s.at(4), 1e-3);
+  EXPECT_DOUBLE_EQ(s.at(16), 5e-4);  // 1e-3 * sqrt(4) / sqrt(16)
+  EXPECT_DOUBLE_EQ(s.at(64), 2.5e-4);
+  EXPECT_DOUBLE_EQ(s.at(101), 1e-4); // past the decay: the floor
+  s.minLr = 3e-4;                    // the floor also bounds the decay
+  EXPECT_DOUBLE_EQ(s.at(64), 3e-4);
+  // Without warmup both square roots are of at least 1.
+  EXPECT_DOUBLE_EQ((LrSchedule{1e-3, 0, 0, 100,
+                               LrDecayStyle::InverseSquareRoot}
+                        .at(0)),
+                   1e-3);
+}
+
+TEST(LrSchedule, WsdHoldsThenAnneals) {
+  auto at = [](WsdDecayStyle shape, int64_t n) {
+    LrSchedule s{1e-3, 0.0, 0, 20, LrDecayStyle::WSD};
+    s.wsdDecaySteps = 10;
+    s.wsdStyle = shape;
+    return s.at(n);
+  };
+  for (WsdDecayStyle shape :
+       {WsdDecayStyle::Exponential, WsdDecayStyle::Linear,
+        WsdDecayStyle::Cosine, WsdDecayStyle::MinusSqrt}) {
+    EXPECT_DOUBLE_EQ(at(shape, 0), 1e-3);
+    EXPECT_DOUBLE_EQ(at(shape, 10), 1e-3); // the stable phase ends here
+    EXPECT_NEAR(at(shape, 20), 0.0, 1e-18);
+  }
+  EXPECT_NEAR(at(WsdDecayStyle::Exponential, 15), 1e-3 * (std::sqrt(2.0) - 1),
+              1e-15);
+  EXPECT_NEAR(at(WsdDecayStyle::Linear, 15), 5e-4, 1e-15);
+  EXPECT_NEAR(at(WsdDecayStyle::Cosine, 15), 5e-4, 1e-15);
+  EXPECT_NEAR(at(WsdDecayStyle::MinusSqrt, 15), 1e-3 * (1 - std::sqrt(0.5)),
+              1e-15);
+}
+
+TEST(LrSchedule, WarmupFromInitAndFractionalWarmup) {
+  LrSchedule s{1e-3, 0.0, 4, 14};
+  s.initLr = 1e-4;
+  EXPECT_DOUBLE_EQ(s.at(0), 1e-4);
+  EXPECT_DOUBLE_EQ(s.at(2), 5.5e-4);
+  // --lr-warmup-fraction 0.25 of 10 decay iterations: 2.5 warmup steps.
+  LrSchedule f{1e-3, 0.0, 2.5, 10};
+  EXPECT_DOUBLE_EQ(f.at(2), 8e-4);
+  EXPECT_NEAR(f.at(3), 1e-3 * (1 - 0.5 / 7.5), 1e-15);
+}
+
+TEST(LrSchedule, StyleNamesAreMegatrons) {
+  EXPECT_EQ(styleNames(kLrDecayStyles),
+            "constant|linear|cosine|inverse-square-root|WSD");
+  EXPECT_EQ(styleNames(kWsdDecayStyles),
+            "exponential|linear|cosine|minus_sqrt");
+  EXPECT_EQ(parseStyle(kLrDecayStyles, "WSD"), LrDecayStyle::WSD);
+  EXPECT_EQ(parseStyle(kLrDecayStyles, "wsd"), std::nullopt);
 }
 
 TEST(WeightDecay, BiasesAndOneDimensionalParamsAreExempt) {
@@ -126,8 +200,10 @@ TEST(TrainState, JsonRoundTripAndErrors) {
   s.consumedSamples = 28;
   s.optimizerSteps = 6;
   s.skippedIterations = 1;
-  s.schedule = {3e-4, 3e-5, 2, 100};
+  s.schedule = {3e-4, 3e-5, 2, 100, LrDecayStyle::WSD, 1e-5, 30,
+                WsdDecayStyle::MinusSqrt};
   s.decayStepsGiven = true;
+  s.warmupFraction = 0.02;
   s.adamw = {0.1, 0.8, 0.95, 1e-6, 0.5};
   s.hasScaler = true;
   s.scaler.scale = 65536;
@@ -142,6 +218,11 @@ TEST(TrainState, JsonRoundTripAndErrors) {
   EXPECT_EQ(t.schedule.minLr, 3e-5);
   EXPECT_EQ(t.schedule.warmupSteps, 2);
   EXPECT_EQ(t.schedule.decaySteps, 100);
+  EXPECT_EQ(t.schedule.style, LrDecayStyle::WSD);
+  EXPECT_EQ(t.schedule.initLr, 1e-5);
+  EXPECT_EQ(t.schedule.wsdDecaySteps, 30);
+  EXPECT_EQ(t.schedule.wsdStyle, WsdDecayStyle::MinusSqrt);
+  EXPECT_EQ(t.warmupFraction, 0.02);
   EXPECT_EQ(t.adamw.weightDecay, 0.1);
   EXPECT_EQ(t.adamw.beta1, 0.8);
   EXPECT_EQ(t.adamw.beta2, 0.95);
@@ -167,6 +248,18 @@ TEST(TrainState, JsonRoundTripAndErrors) {
     return std::string();
   };
   EXPECT_EQ(errorOf("{"), "f.optim.safetensors: the training state is not JSON");
+  // A state saved before the decay styles existed was cosine.
+  std::string old = s.toJson();
+  size_t at = old.find("\"style\":\"WSD\"");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(TrainState::fromJson(old.substr(0, at) +
+                                     old.substr(at + 14), // and its comma
+                                 "x")
+                .schedule.style,
+            LrDecayStyle::Cosine);
+  old.replace(at, 13, "\"style\":\"wsd\"");
+  EXPECT_EQ(errorOf(old), "f.optim.safetensors: training state "
+                          "\"lr_schedule.style\" is not a known style");
   // A number too large for a double is nlohmann's out_of_range, not a
   // parse_error (the same escape fuzz/ManifestFuzzer.cpp found).
   EXPECT_EQ(errorOf("{\"iteration\": 1e999}"),
@@ -322,6 +415,34 @@ TEST(Options, TrainingFlagErrors) {
   EXPECT_EQ(errorOf({"--dump-grads", "g"}), "--dump-grads needs --train");
   EXPECT_EQ(errorOf({"--hysteresis", "0"}),
             "--hysteresis must be at least 1, got 0");
+  EXPECT_EQ(errorOf({"--lr-decay-style", "exp"}),
+            "--lr-decay-style expects constant, linear, cosine, "
+            "inverse-square-root, WSD, got 'exp'");
+  EXPECT_EQ(errorOf({"--lr-warmup-fraction", "0.1", "--lr-warmup-iters", "3"}),
+            "--lr-warmup-fraction and --lr-warmup-iters exclude each other");
+  EXPECT_EQ(errorOf({"--lr-warmup-fraction", "1.5"}),
+            "--lr-warmup-fraction must be at most 1");
+  EXPECT_EQ(errorOf({"--lr-decay-style", "cosine", "--lr-wsd-decay-iters", "3"}),
+            "--lr-wsd-decay-iters and --lr-wsd-decay-style need "
+            "--lr-decay-style WSD");
+  // An alias is named by the flag's Megatron spelling.
+  EXPECT_EQ(errorOf({"--lr-decay-steps", "-2"}),
+            "--lr-decay-iters must be at least 0, got -2");
+}
+
+TEST(Options, ScheduleFlags) {
+  Options o = parseOptions(
+      {"--lr-decay-style", "WSD", "--lr-warmup-fraction", "0.1",
+       "--lr-warmup-init", "1e-5", "--lr-decay-iters", "40",
+       "--lr-wsd-decay-iters", "8", "--lr-wsd-decay-style", "minus_sqrt"});
+  EXPECT_EQ(o.lrDecayStyle, LrDecayStyle::WSD);
+  EXPECT_EQ(o.lrWarmupFraction, 0.1);
+  EXPECT_EQ(o.lrWarmupInit, 1e-5);
+  EXPECT_EQ(o.lrDecaySteps, 40);
+  EXPECT_EQ(o.lrWsdDecaySteps, 8);
+  EXPECT_EQ(o.lrWsdDecayStyle, WsdDecayStyle::MinusSqrt);
+  EXPECT_EQ(parseOptions({"--lr-warmup-iters", "3"}).lrWarmupSteps, 3);
+  EXPECT_FALSE(parseOptions({}).lrDecayStyle); // the checkpoint's or linear
 }
 
 } // namespace
