@@ -568,18 +568,36 @@ static LogicalResult verifyLogits(Operation *op, Value logits,
   return success();
 }
 
+/// The real vocabulary of padded logits: at least 1. (Not compared with
+/// the logits' last dim, which is a rank's slice once sharded.)
+static LogicalResult verifyUnpadded(Operation *op,
+                                    std::optional<uint64_t> unpadded) {
+  if (unpadded && int64_t(*unpadded) < 1)
+    return op->emitOpError() << "unpadded_vocab_size must be at least 1, got "
+                             << int64_t(*unpadded);
+  return success();
+}
+
 LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyUnpadded(*this, getUnpaddedVocabSize())))
+    return failure();
   return verifyLogits(*this, getLogits(),
                       {{"labels", getLabels()}, {"loss_mask", getLossMask()}});
 }
 LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyUnpadded(*this, getUnpaddedVocabSize())))
+    return failure();
   return verifyLogits(*this, getLogits(),
                       {{"labels", getLabels()}, {"loss_mask", getLossMask()}});
 }
 LogicalResult CeRowMaxOp::verify() {
+  if (failed(verifyUnpadded(*this, getUnpaddedVocabSize())))
+    return failure();
   return verifyLogits(*this, getLogits(), {{"result", getResult()}});
 }
 LogicalResult CeSumExpOp::verify() {
+  if (failed(verifyUnpadded(*this, getUnpaddedVocabSize())))
+    return failure();
   return verifyLogits(*this, getLogits(),
                       {{"row_max", getRowMax()}, {"result", getResult()}});
 }
@@ -825,6 +843,25 @@ static void printElementwiseTypes(OpAsmPrinter &p, Operation *, Type lhs,
     return;
   }
   p << lhs << ", " << rhs << " -> " << result;
+}
+
+bool loom::tfm::isPositionIds(Value ids) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(ids)) {
+      auto block = dyn_cast<BlockOp>(arg.getOwner()->getParentOp());
+      if (!block)
+        return false;
+      ids = block.getInputs()[arg.getArgNumber()];
+      continue;
+    }
+    Operation *def = ids.getDefiningOp();
+    if (auto block = dyn_cast_or_null<BlockOp>(def)) {
+      Operation *yield = block.getBody().front().getTerminator();
+      ids = yield->getOperand(cast<OpResult>(ids).getResultNumber());
+      continue;
+    }
+    return isa_and_nonnull<PositionIdsOp>(def);
+  }
 }
 
 #define GET_OP_CLASSES

@@ -38,6 +38,11 @@ namespace loom::tfm {
 /// Attaches the distribution rules of upstream mesh collectives
 /// (DistributedOpInterface external models, TfmDistributionRules.cpp).
 void registerDistributionExternalModels(mlir::DialectRegistry &registry);
+
+/// Whether embedding ids `ids` are position ids (a tfm.position_ids,
+/// through block arguments and results): the table they index has a row
+/// per position, not per token.
+bool isPositionIds(mlir::Value ids);
 } // namespace loom::tfm
 
 #endif // LOOM_DIALECTS_TFM_TFMOPS_H

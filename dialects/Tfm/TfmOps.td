@@ -802,6 +802,11 @@ def Tfm_CrossEntropyOp : Tfm_Op<"cross_entropy", [Pure, Tfm_Distributed,
     `sum(exp(logits - max))`, which the gradient reads instead of computing
     them again.
 
+    `unpadded_vocab_size = U`, when present, says that only the first U
+    logits of a row are vocabulary and the rest padding (a vocabulary padded
+    to a multiple of the tensor-parallel size, `tfm-pad-vocab`): the padding
+    is left out of the softmax, so the loss is the unpadded model's.
+
     With the vocabulary or the tokens split over ranks, sharding rewrites it
     into `tfm.ce_row_max`, `tfm.ce_sum_exp`, `tfm.ce_target_logit`,
     `tfm.ce_loss_sum` and `tfm.loss_mean`: the statistics are reduced over
@@ -814,7 +819,8 @@ def Tfm_CrossEntropyOp : Tfm_Op<"cross_entropy", [Pure, Tfm_Distributed,
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IdTensor:$labels,
-                       Tfm_MaskTensor:$loss_mask);
+                       Tfm_MaskTensor:$loss_mask,
+                       OptionalAttr<I64Attr>:$unpadded_vocab_size);
   let results = (outs Tfm_Loss:$loss, Tfm_StatTensor:$row_max,
                       Tfm_StatTensor:$sum_exp);
   let assemblyFormat = [{
@@ -835,7 +841,9 @@ def Tfm_CrossEntropyGradOp : Tfm_Op<"cross_entropy_grad", [Pure,
     `sum(mask)`. With the vocabulary split, each rank computes its slice with
     no communication (the statistics are whole on every rank); with the
     tokens split (context parallelism), sharding passes the whole sequence's
-    count (a `tfm.token_count` reduced over the split).
+    count (a `tfm.token_count` reduced over the split). With
+    `unpadded_vocab_size`, the padding logits (columns from it on) get zero
+    gradient.
 
     ```mlir
     %dlogits = tfm.cross_entropy_grad %logits, %labels, %mask, %max, %sum_exp, %dloss
@@ -845,7 +853,8 @@ def Tfm_CrossEntropyGradOp : Tfm_Op<"cross_entropy_grad", [Pure,
   let arguments = (ins Tfm_FloatTensor:$logits, Tfm_IdTensor:$labels,
                        Tfm_MaskTensor:$loss_mask, Tfm_StatTensor:$row_max,
                        Tfm_StatTensor:$sum_exp, Tfm_Loss:$grad,
-                       Optional<Tfm_Loss>:$count);
+                       Optional<Tfm_Loss>:$count,
+                       OptionalAttr<I64Attr>:$unpadded_vocab_size);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $loss_mask `,` $row_max `,` $sum_exp `,` $grad
@@ -862,13 +871,15 @@ def Tfm_CeRowMaxOp : Tfm_Op<"ce_row_max", [Pure, Tfm_Distributed]> {
   let summary = "largest logit of every row of a vocabulary slice";
   let description = [{
     `result[b, s] = max_v logits[b, s, v]` in f32. On a split vocabulary the
-    result is a partial maximum over the split's axes.
+    result is a partial maximum over the split's axes. With
+    `unpadded_vocab_size`, only the global vocabulary ids below it count.
 
     ```mlir
     %m = tfm.ce_row_max %logits : tensor<2x8x256xf32> -> tensor<2x8xf32>
     ```
   }];
-  let arguments = (ins Tfm_FloatTensor:$logits);
+  let arguments = (ins Tfm_FloatTensor:$logits,
+                       OptionalAttr<I64Attr>:$unpadded_vocab_size);
   let results = (outs Tfm_StatTensor:$result);
   let assemblyFormat = [{
     $logits attr-dict `:` type($logits) `->` type($result)
@@ -881,13 +892,15 @@ def Tfm_CeSumExpOp : Tfm_Op<"ce_sum_exp", [Pure, Tfm_Distributed]> {
   let description = [{
     `result[b, s] = sum_v exp(logits[b, s, v] - row_max[b, s])` in f32, with
     the maximum over the whole vocabulary. On a split vocabulary the result
-    is a partial sum over the split's axes.
+    is a partial sum over the split's axes. With `unpadded_vocab_size`, only
+    the global vocabulary ids below it count.
 
     ```mlir
     %e = tfm.ce_sum_exp %logits, %m : tensor<2x8x256xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
     ```
   }];
-  let arguments = (ins Tfm_FloatTensor:$logits, Tfm_StatTensor:$row_max);
+  let arguments = (ins Tfm_FloatTensor:$logits, Tfm_StatTensor:$row_max,
+                       OptionalAttr<I64Attr>:$unpadded_vocab_size);
   let results = (outs Tfm_StatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $row_max attr-dict `:` type($logits) `,` type($row_max) `->`

@@ -59,9 +59,13 @@ struct TfmPlanPipelineOptions
   Option<std::string> order{*this, "order",
                             llvm::cl::desc("Rank order, fastest first"),
                             llvm::cl::init("tp-cp-ep-dp-pp")};
+  Option<int64_t> makeVocabSizeDivisibleBy{
+      *this, "make-vocab-size-divisible-by",
+      llvm::cl::desc("Pad the vocabulary to a multiple of this times tp"),
+      llvm::cl::init(128)};
 };
 
-/// plan: tfm-set-plan and tfm-materialize-mesh.
+/// plan: tfm-set-plan, tfm-pad-vocab and tfm-materialize-mesh.
 void buildTfmPlanPipeline(mlir::OpPassManager &pm,
                           const TfmPlanPipelineOptions &options);
 

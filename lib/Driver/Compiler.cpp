@@ -127,7 +127,8 @@ Error checkSupported(const CompileOptions &o) {
   for (auto [flag, value] :
        {std::pair<StringRef, int64_t>{"--tp", o.tp}, {"--cp", o.cp},
         {"--dp", o.dp}, {"--pp", o.pp}, {"--vpp", o.vpp}, {"--ep", o.ep},
-        {"--num-microbatches", o.numMicrobatches}})
+        {"--num-microbatches", o.numMicrobatches},
+        {"--make-vocab-size-divisible-by", o.makeVocabSizeDivisibleBy}})
     if (value < 1)
       return fail(llvm::formatv("{0} {1} must be at least 1", flag, value));
   if (o.etp < 0) // 0: the default, tp
@@ -393,18 +394,6 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                   "the model with loom-import --eod-token-id");
     eodMask = eod.getInt();
   }
-  StringRef family = "gpt2";
-  int64_t hidden = 0, vocab = 0, unpaddedVocab = 0;
-  if (model) {
-    if (auto u = model.getAs<IntegerAttr>("unpadded_vocab_size"))
-      unpaddedVocab = u.getInt();
-    if (auto f = model.getAs<StringAttr>("family"))
-      family = f.getValue();
-    if (auto h = model.getAs<IntegerAttr>("hidden_size"))
-      hidden = h.getInt();
-    if (auto v = model.getAs<IntegerAttr>("vocab_size"))
-      vocab = v.getInt();
-  }
 
   // 1. Plan.
   stage("plan: process groups and meshes");
@@ -420,12 +409,27 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   planOptions.cpCommType = o.cpCommType;
   planOptions.hierarchicalCpSizes = o.hierarchicalCpSizes;
   planOptions.order = o.order;
+  planOptions.makeVocabSizeDivisibleBy = o.makeVocabSizeDivisibleBy;
   if (Error e = runPasses(
           module,
           [&](OpPassManager &pm) { buildTfmPlanPipeline(pm, planOptions); },
           "plan"))
     return e;
   printAfter("plan");
+  // The model as planned (tfm-pad-vocab may have padded the vocabulary).
+  model = module->getAttrOfType<DictionaryAttr>(tfm::kModelAttrName);
+  StringRef family = "gpt2";
+  int64_t hidden = 0, vocab = 0, unpaddedVocab = 0;
+  if (model) {
+    if (auto u = model.getAs<IntegerAttr>("unpadded_vocab_size"))
+      unpaddedVocab = u.getInt();
+    if (auto f = model.getAs<StringAttr>("family"))
+      family = f.getValue();
+    if (auto h = model.getAs<IntegerAttr>("hidden_size"))
+      hidden = h.getInt();
+    if (auto v = model.getAs<IntegerAttr>("vocab_size"))
+      vocab = v.getInt();
+  }
   auto planAttr = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
   auto layout = rankgen::ParallelLayout::create(planAttr.toParallelConfig());
   if (!layout)
@@ -678,7 +682,9 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"seq_length", tokensType.getDimSize(1)},
       {"num_microbatches", *numMicrobatches},
       {"dtype", params.empty() ? "f32" : dtypeName(params.front().elementType)},
-      {"vocab_size", vocab},
+      // The tokenizer's vocabulary (token ids the data may hold), not the
+      // padded one the tables have.
+      {"vocab_size", unpaddedVocab ? unpaddedVocab : vocab},
       {"eod_token_id", eodMask ? llvm::json::Value(*eodMask) : nullptr},
       {"groups", std::move(groups)},
       {"gradient_group", gradientGroup},

@@ -336,8 +336,12 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
         Value logits = b.create<LinearOp>(loc, act(vocab), x, w, Value());
         // The softmax statistics are for the gradient (tfm-differentiate).
         auto stats = RankedTensorType::get({batch, seq}, b.getF32Type());
+        // Padding rows of a padded vocabulary stay out of the softmax.
+        IntegerAttr unpadded =
+            vocab != c.vocabSize ? b.getI64IntegerAttr(c.vocabSize)
+                                 : IntegerAttr();
         return {b.create<CrossEntropyOp>(loc, lossType, stats, stats, logits,
-                                         args[1], args[2])
+                                         args[1], args[2], unpadded)
                     .getLoss()};
       })[0];
   b.create<func::ReturnOp>(loc, loss);

@@ -36,6 +36,9 @@ void loom::buildTfmPlanPipeline(OpPassManager &pm,
   plan.hierarchicalCpSizes = o.hierarchicalCpSizes;
   plan.order = o.order;
   pm.addPass(plan::createTfmSetPlan(plan));
+  plan::TfmPadVocabOptions pad;
+  pad.divisibleBy = o.makeVocabSizeDivisibleBy;
+  pm.addPass(plan::createTfmPadVocab(pad));
   pm.addPass(plan::createTfmMaterializeMesh());
 }
 

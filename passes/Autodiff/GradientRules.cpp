@@ -162,10 +162,12 @@ LogicalResult crossEntropy(CrossEntropyOp op, GradientContext &c) {
   Value dloss = c.gradient(op.getLoss());
   // The softmax comes from the forward's row statistics (saved, or
   // recomputed with the block), not from the logits again.
+  // Padding logits (unpadded_vocab_size) get no gradient.
   Value dlogits = c.builder.create<CrossEntropyGradOp>(
       op.getLoc(), op.getLogits().getType(), c.forward(op.getLogits()),
       c.forward(op.getLabels()), c.forward(op.getLossMask()),
-      c.forward(op.getRowMax()), c.forward(op.getSumExp()), dloss, Value());
+      c.forward(op.getRowMax()), c.forward(op.getSumExp()), dloss, Value(),
+      op.getUnpaddedVocabSizeAttr());
   c.accumulate(op.getLogits(), dlogits);
   return success();
 }

@@ -134,6 +134,14 @@ public:
   Value toI32(Value i64Value) {
     return b.create<arith::TruncIOp>(loc, b.getI32Type(), i64Value);
   }
+  Value subI64(Value lhs, Value rhs) {
+    return b.create<arith::SubIOp>(loc, lhs, rhs);
+  }
+  /// clamp(v, lo, hi) (signed).
+  Value clampI64(Value v, int64_t lo, int64_t hi) {
+    Value up = b.create<arith::MaxSIOp>(loc, v, i64(lo));
+    return b.create<arith::MinSIOp>(loc, up, i64(hi));
+  }
   /// `lhs < rhs ? ifLess : otherwise` (signed).
   Value selectLess(Value lhs, Value rhs, Value ifLess, Value otherwise) {
     Value less =
@@ -977,15 +985,30 @@ FailureOr<SmallVector<Value>> lower(CastOp op, CastOp::Adaptor a, Emitter &e) {
 // The cross-entropy's kernels, each on [n, V] logits (a slice of the
 // vocabulary when it is split) and [n] f32 row statistics.
 
-void rowMaxKernel(Value logits, Value out, Emitter &e) {
+/// How many of the Vl logits columns of `op`'s slice of the vocabulary are
+/// real vocabulary: all without `unpadded` (no padding), else those with a
+/// global id below it, clamp(unpadded - start, 0, Vl) where the slice
+/// starts at `start` (a rank's slice may be all padding).
+FailureOr<Value> validColumns(Operation *op, int64_t vl, IntegerAttr unpadded,
+                              Emitter &e) {
+  if (!unpadded)
+    return e.i64(vl);
+  auto slice = e.sliceOf(op, vl);
+  if (failed(slice))
+    return failure();
+  return e.clampI64(e.subI64(e.i64(unpadded.getInt()), slice->first), 0, vl);
+}
+
+void rowMaxKernel(Value logits, Value valid, Value out, Emitter &e) {
   e.call("loomrt_ce_local_max", {e.dtype(logits), e.i64(rows(logits)),
-                                 e.i64(dim(logits, -1)), e.ptr(logits),
+                                 e.i64(dim(logits, -1)), valid, e.ptr(logits),
                                  e.ptr(out)});
 }
 
-void sumExpKernel(Value logits, Value rowMax, Value out, Emitter &e) {
+void sumExpKernel(Value logits, Value valid, Value rowMax, Value out,
+                  Emitter &e) {
   e.call("loomrt_ce_local_sum_exp",
-         {e.dtype(logits), e.i64(rows(logits)), e.i64(dim(logits, -1)),
+         {e.dtype(logits), e.i64(rows(logits)), e.i64(dim(logits, -1)), valid,
           e.ptr(logits), e.ptr(rowMax), e.ptr(out)});
 }
 
@@ -1026,8 +1049,11 @@ FailureOr<SmallVector<Value>> lower(CrossEntropyOp op,
   Value rowMax = e.alloc(op.getRowMax().getType());
   Value sumExp = e.alloc(op.getSumExp().getType());
   Value target = e.alloc(op.getRowMax().getType());
-  rowMaxKernel(logits, rowMax, e);
-  sumExpKernel(logits, rowMax, sumExp, e);
+  auto valid = validColumns(op, dim(logits, -1), op.getUnpaddedVocabSizeAttr(), e);
+  if (failed(valid))
+    return failure();
+  rowMaxKernel(logits, *valid, rowMax, e);
+  sumExpKernel(logits, *valid, rowMax, sumExp, e);
   targetKernel(logits, a.getLabels(), e.i64(0), target, e);
   Value loss = lossKernel(rowMax, sumExp, target, a.getLossMask(),
                           op.getLoss().getType(), e);
@@ -1038,7 +1064,11 @@ template <>
 FailureOr<SmallVector<Value>> lower(CeRowMaxOp op, CeRowMaxOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getType());
-  rowMaxKernel(a.getLogits(), out, e);
+  auto valid = validColumns(op, dim(a.getLogits(), -1),
+                            op.getUnpaddedVocabSizeAttr(), e);
+  if (failed(valid))
+    return failure();
+  rowMaxKernel(a.getLogits(), *valid, out, e);
   return SmallVector<Value>{out};
 }
 
@@ -1046,7 +1076,11 @@ template <>
 FailureOr<SmallVector<Value>> lower(CeSumExpOp op, CeSumExpOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getType());
-  sumExpKernel(a.getLogits(), a.getRowMax(), out, e);
+  auto valid = validColumns(op, dim(a.getLogits(), -1),
+                            op.getUnpaddedVocabSizeAttr(), e);
+  if (failed(valid))
+    return failure();
+  sumExpKernel(a.getLogits(), *valid, a.getRowMax(), out, e);
   return SmallVector<Value>{out};
 }
 
@@ -1110,8 +1144,11 @@ FailureOr<SmallVector<Value>> lower(CrossEntropyGradOp op,
     e.call("loomrt_mask_sum", {e.i64(n), e.ptr(a.getLossMask()), e.ptr(count)});
     maskSum = e.load(count);
   }
+  auto valid = validColumns(op, vl, op.getUnpaddedVocabSizeAttr(), e);
+  if (failed(valid))
+    return failure();
   e.call("loomrt_ce_vocab_parallel_backward",
-         {e.dtype(out), e.i64(n), e.i64(vl), e.ptr(logits),
+         {e.dtype(out), e.i64(n), e.i64(vl), *valid, e.ptr(logits),
           e.ptr(a.getLabels()), slice->first, e.ptr(a.getRowMax()),
           e.ptr(a.getSumExp()), e.ptr(a.getLossMask()),
           e.safeDivide(e.load(a.getGrad()), maskSum), e.ptr(out)});

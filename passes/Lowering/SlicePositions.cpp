@@ -70,6 +70,12 @@ FailureOr<Dims> lowering::positionedDims(Operation *op) {
       .Case([&](CrossEntropyGradOp c) {
         return collect({splitOf(op, c.getLogits(), 2)});
       })
+      // Which of the columns are padding (only when there is padding).
+      .Case<CeRowMaxOp, CeSumExpOp, CrossEntropyOp>([&](auto c) -> Result {
+        if (!c.getUnpaddedVocabSizeAttr())
+          return Dims{};
+        return collect({splitOf(op, c.getLogits(), 2)});
+      })
       // Position ids count from the start of the whole sequence; reset at
       // documents, they depend on every earlier token.
       .Case([&](PositionIdsOp p) -> Result {

@@ -74,4 +74,38 @@ def TfmMaterializeMesh : Pass<"tfm-materialize-mesh", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::mesh::MeshDialect"];
 }
 
+def TfmPadVocab : Pass<"tfm-pad-vocab", "mlir::ModuleOp"> {
+  let summary = "pad the vocabulary to a multiple of divisible-by x tp";
+  let description = [{
+    Megatron's vocabulary padding, done when the tensor-parallel size is
+    known: the token embedding and the output projection (the tables a
+    `tfm.embedding` reads and the `tfm.linear` that makes the logits of a
+    `tfm.cross_entropy`) get rows up to the next multiple of
+    `divisible-by` times the plan's tp (Megatron's
+    `--make-vocab-size-divisible-by`, default 128), so any vocabulary splits
+    evenly over tp. Unlike Megatron, the padding stays out of the softmax:
+    every `tfm.cross_entropy` gets `unpadded_vocab_size` (the tokenizer's
+    vocabulary), so the loss and gradients are the unpadded model's. The
+    module's `tfm.model` records `vocab_size` (padded) and
+    `unpadded_vocab_size`; checkpoints keep the Hugging Face rows apart
+    (docs/MANIFEST.md). A vocabulary the importer already padded is padded
+    further only as far as tp needs.
+
+    ```mlir
+    // tp = 2, divisible-by = 128, vocab 500:
+    tfm.param @transformer.wte.weight ... : tensor<500x64xf32>
+    // becomes
+    tfm.param @transformer.wte.weight ... : tensor<512x64xf32>
+    %loss, %m, %s = tfm.cross_entropy %logits, %labels, %mask
+        {unpadded_vocab_size = 500 : i64} : tensor<2x16x512xf32>, ...
+    ```
+    Input: a module with a `tfm.plan`, before `tfm-differentiate`. A table
+    used by anything else than the ops above is an error naming the use.
+  }];
+  let options = [
+    Option<"divisibleBy", "divisible-by", "int64_t", "128",
+           "Pad to a multiple of this times tp (1: only what tp needs)">
+  ];
+}
+
 #endif // LOOM_PASSES_PLAN_PASSES_TD

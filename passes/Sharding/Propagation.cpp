@@ -169,20 +169,5 @@ LogicalResult Propagation::inferResults(Operation *op) {
 }
 
 bool Propagation::isPositionIds(Value ids) {
-  while (true) {
-    if (auto arg = dyn_cast<BlockArgument>(ids)) {
-      auto block = dyn_cast<tfm::BlockOp>(arg.getOwner()->getParentOp());
-      if (!block)
-        return false;
-      ids = block.getInputs()[arg.getArgNumber()];
-      continue;
-    }
-    Operation *def = ids.getDefiningOp();
-    if (auto block = dyn_cast_or_null<tfm::BlockOp>(def)) {
-      Operation *yield = block.getBody().front().getTerminator();
-      ids = yield->getOperand(cast<OpResult>(ids).getResultNumber());
-      continue;
-    }
-    return isa_and_nonnull<tfm::PositionIdsOp>(def);
-  }
+  return tfm::isPositionIds(ids);
 }

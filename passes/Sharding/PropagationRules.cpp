@@ -240,7 +240,7 @@ FailureOr<DistAttr> tableOf(Propagation &p, Operation *op, Value ids,
     return op->emitError()
            << "vocabulary size " << vocab << " is not divisible by tp "
            << p.tpRanks()
-           << "; pad it (loom-import --make-vocab-size-divisible-by)";
+           << "; pad it (tfm-pad-vocab, which loom-compile runs)";
   return p.replicated().withAxes(0, {p.tp()});
 }
 
@@ -676,8 +676,9 @@ struct CrossEntropyRule : Model<CrossEntropyRule, CrossEntropyOp> {
     b.setInsertionPoint(op);
     Location loc = op.getLoc();
     Type stats = op.getRowMax().getType();
-    auto rowMax = b.create<CeRowMaxOp>(loc, stats, logits);
-    auto sumExp = b.create<CeSumExpOp>(loc, stats, logits, rowMax);
+    IntegerAttr unpadded = op.getUnpaddedVocabSizeAttr(); // padding left out
+    auto rowMax = b.create<CeRowMaxOp>(loc, stats, logits, unpadded);
+    auto sumExp = b.create<CeSumExpOp>(loc, stats, logits, rowMax, unpadded);
     auto target = b.create<CeTargetLogitOp>(loc, stats, logits, op.getLabels());
     auto parts = b.create<CeLossSumOp>(
         loc, RankedTensorType::get({2}, b.getF32Type()), rowMax, sumExp,

@@ -30,6 +30,12 @@ void checkCE(const char *fn, loomrt_dtype dtype, int64_t n, int64_t V) {
     fatal(fn, "bad sizes n=%lld V=%lld", (long long)n, (long long)V);
 }
 
+void checkValid(const char *fn, int64_t valid, int64_t V) {
+  if (valid < 0 || valid > V)
+    fatal(fn, "bad vocabulary count valid=%lld of V=%lld", (long long)valid,
+          (long long)V);
+}
+
 void checkSwiglu(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t F,
                  int64_t in_ld) {
   checkedDtypeSize(fn, dtype);

@@ -27,6 +27,9 @@ void checkAttention(const char *fn, loomrt_dtype dtype, const AttentionDims &d,
                     const int32_t *qDoc, const int32_t *kDoc);
 /// Cross-entropy over n rows of V logits (V: this rank's vocabulary slice).
 void checkCE(const char *fn, loomrt_dtype dtype, int64_t n, int64_t V);
+/// The columns of a V-column slice that are real vocabulary (the rest is
+/// padding): 0 <= valid <= V.
+void checkValid(const char *fn, int64_t valid, int64_t V);
 void checkSwiglu(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t F,
                  int64_t in_ld);
 void checkEmbedding(const char *fn, loomrt_dtype dtype, int64_t n, int64_t H,

@@ -118,30 +118,35 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
 //===----------------------------------------------------------------------===//
 
 extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
-                                    const void *logits, float *row_max) {
+                                    int64_t valid, const void *logits,
+                                    float *row_max) {
   LOOMRT_DEVICE_CALL(logits, row_max);
   checkCE(__func__, dtype, n, Vl);
+  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && row_max, "NULL tensor");
   In x(dtype, logits, n * Vl);
 #pragma omp parallel for schedule(static) if (n * Vl > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i)
-    row_max[i] = rowMax(x.get() + i * Vl, Vl);
+    row_max[i] = valid ? rowMax(x.get() + i * Vl, valid)
+                       : -std::numeric_limits<float>::infinity();
 }
 
 extern "C" void loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n,
-                                        int64_t Vl, const void *logits,
+                                        int64_t Vl, int64_t valid,
+                                        const void *logits,
                                         const float *row_max, float *sum_exp) {
   LOOMRT_DEVICE_CALL(logits, row_max, sum_exp);
   checkCE(__func__, dtype, n, Vl);
+  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && row_max && sum_exp, "NULL tensor");
   In x(dtype, logits, n * Vl);
 #pragma omp parallel for schedule(static) if (n * Vl > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i)
-    sum_exp[i] = rowSumExp(x.get() + i * Vl, Vl, row_max[i]);
+    sum_exp[i] = valid ? rowSumExp(x.get() + i * Vl, valid, row_max[i]) : 0.0f;
 }
 
 extern "C" void loomrt_ce_local_target(loomrt_dtype dtype, int64_t n,
@@ -194,11 +199,13 @@ extern "C" void loomrt_mask_sum(int64_t n, const float *mask, float *sum) {
 }
 
 extern "C" void loomrt_ce_vocab_parallel_backward(
-    loomrt_dtype dtype, int64_t n, int64_t Vl, const void *logits,
-    const int32_t *labels, int64_t vocab_start, const float *row_max,
-    const float *sum_exp, const float *mask, float grad_scale, void *dlogits) {
+    loomrt_dtype dtype, int64_t n, int64_t Vl, int64_t valid,
+    const void *logits, const int32_t *labels, int64_t vocab_start,
+    const float *row_max, const float *sum_exp, const float *mask,
+    float grad_scale, void *dlogits) {
   LOOMRT_DEVICE_CALL(logits, labels, row_max, sum_exp, mask, dlogits);
   checkCE(__func__, dtype, n, Vl);
+  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && labels && row_max && sum_exp && dlogits,
@@ -211,8 +218,9 @@ extern "C" void loomrt_ce_vocab_parallel_backward(
     float *gr = g.get() + i * Vl;
     const float w = (mask ? mask[i] : 1.0f) * grad_scale;
     const float inv = 1.0f / sum_exp[i];
-    for (int64_t j = 0; j < Vl; ++j)
+    for (int64_t j = 0; j < valid; ++j)
       gr[j] = std::exp(xr[j] - row_max[i]) * inv * w;
+    std::fill(gr + valid, gr + Vl, 0.0f); // padding: not in the softmax
     const int64_t t = int64_t(labels[i]) - vocab_start;
     if (t >= 0 && t < Vl)
       gr[t] -= w;

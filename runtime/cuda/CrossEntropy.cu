@@ -23,18 +23,20 @@ void checkCudaCE(const char *fn, loomrt_dtype dtype, int64_t n, int64_t V) {
     fatal(fn, "%lld rows are too many for one grid", (long long)n);
 }
 
+/// Reductions over the first `valid` of the V columns of a row (the rest
+/// is vocabulary padding).
 __device__ float rowMax(loomrt_dtype dt, const void *x, int64_t row, int64_t V,
-                        float *shared) {
+                        int64_t valid, float *shared) {
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
     m = fmaxf(m, ld(x, dt, row * V + j));
   return blockMax(m, shared);
 }
 
 __device__ float rowSumExp(loomrt_dtype dt, const void *x, int64_t row,
-                           int64_t V, float m, float *shared) {
+                           int64_t V, int64_t valid, float m, float *shared) {
   float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
     s += expf(ld(x, dt, row * V + j) - m);
   return blockSum(s, shared);
 }
@@ -44,24 +46,24 @@ enum RowOp { RowLoss, RowMaxOnly, RowSumExpOnly };
 /// Per-row reductions. RowLoss: out[i] = lse_i - x[i, labels[i]] (flags a
 /// label outside [0, V) in *bad); RowMaxOnly: out[i] = max; RowSumExpOnly:
 /// out[i] = sum exp(x - rowMax[i]).
-__global__ void rowKernel(RowOp op, loomrt_dtype dt, int64_t V, const void *x,
-                          const int32_t *labels, const float *rowMaxIn,
-                          float *out, int *bad) {
+__global__ void rowKernel(RowOp op, loomrt_dtype dt, int64_t V, int64_t valid,
+                          const void *x, const int32_t *labels,
+                          const float *rowMaxIn, float *out, int *bad) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   if (op == RowSumExpOnly) {
-    const float s = rowSumExp(dt, x, row, V, rowMaxIn[row], shared);
+    const float s = rowSumExp(dt, x, row, V, valid, rowMaxIn[row], shared);
     if (threadIdx.x == 0)
       out[row] = s;
     return;
   }
-  const float m = rowMax(dt, x, row, V, shared);
+  const float m = rowMax(dt, x, row, V, valid, shared);
   if (op == RowMaxOnly) {
     if (threadIdx.x == 0)
       out[row] = m;
     return;
   }
-  const float s = rowSumExp(dt, x, row, V, m, shared);
+  const float s = rowSumExp(dt, x, row, V, valid, m, shared);
   if (threadIdx.x == 0) {
     const int32_t label = labels[row];
     if (label < 0 || label >= V) {
@@ -115,7 +117,8 @@ __global__ void maskedSums(int64_t n, const float *rl, const float *mask,
 /// NULL), target = labels[i]; vocab-parallel form: the reduced max/sumexp
 /// are given and target = labels[i] - vocabStart. dlogits may alias x: each
 /// element is read by the thread that writes it, after the reductions.
-__global__ void ceGradKernel(loomrt_dtype dt, int64_t V, const void *x,
+__global__ void ceGradKernel(loomrt_dtype dt, int64_t V, int64_t valid,
+                             const void *x,
                              const int32_t *labels, int64_t vocabStart,
                              const float *rowMaxIn, const float *sumExpIn,
                              const float *mask, const float *scale,
@@ -127,14 +130,15 @@ __global__ void ceGradKernel(loomrt_dtype dt, int64_t V, const void *x,
     m = rowMaxIn[row];
     s = sumExpIn[row];
   } else {
-    m = rowMax(dt, x, row, V, shared);
-    s = rowSumExp(dt, x, row, V, m, shared);
+    m = rowMax(dt, x, row, V, valid, shared);
+    s = rowSumExp(dt, x, row, V, valid, m, shared);
   }
   const float w = (mask ? mask[row] : 1.0f) * (scale ? *scale : gradScale);
   const float inv = 1.0f / s;
   const int64_t t = int64_t(labels[row]) - vocabStart;
   for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-    float g = expf(ld(x, dt, row * V + j) - m) * inv * w;
+    // Padding columns (j >= valid) are not in the softmax: no gradient.
+    float g = j < valid ? expf(ld(x, dt, row * V + j) - m) * inv * w : 0.0f;
     if (j == t)
       g -= w;
     st(dx, dt, row * V + j, g);
@@ -177,7 +181,7 @@ extern "C" void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n,
   float *rl = row_loss ? row_loss : rlBuf.as<float>();
   CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int), stream()));
   rowKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
-      RowLoss, dtype, V, logits, labels, nullptr, rl, bad);
+      RowLoss, dtype, V, V, logits, labels, nullptr, rl, bad);
   CUDA_CHECK_LAUNCH();
   maskedSums<<<1, 1024, 0, stream()>>>(n, rl, mask, 0.0f, lossDev, nullptr,
                                        nullptr, nullptr);
@@ -206,7 +210,7 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
                                        nullptr, nullptr, scale.as<float>());
   CUDA_CHECK_LAUNCH();
   ceGradKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
-      dtype, V, logits, labels, 0, nullptr, nullptr, mask, scale.as<float>(),
+      dtype, V, V, logits, labels, 0, nullptr, nullptr, mask, scale.as<float>(),
       0.0f, dlogits);
   CUDA_CHECK_LAUNCH();
 }
@@ -216,25 +220,30 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
 //===----------------------------------------------------------------------===//
 
 extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
-                                    const void *logits, float *row_max) {
+                                    int64_t valid, const void *logits,
+                                    float *row_max) {
   checkCudaCE(__func__, dtype, n, Vl);
+  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && row_max, "NULL tensor");
   rowKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
-      RowMaxOnly, dtype, Vl, logits, nullptr, nullptr, row_max, nullptr);
+      RowMaxOnly, dtype, Vl, valid, logits, nullptr, nullptr, row_max, nullptr);
   CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n,
-                                        int64_t Vl, const void *logits,
+                                        int64_t Vl, int64_t valid,
+                                        const void *logits,
                                         const float *row_max, float *sum_exp) {
   checkCudaCE(__func__, dtype, n, Vl);
+  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && row_max && sum_exp, "NULL tensor");
   rowKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
-      RowSumExpOnly, dtype, Vl, logits, nullptr, row_max, sum_exp, nullptr);
+      RowSumExpOnly, dtype, Vl, valid, logits, nullptr, row_max, sum_exp,
+      nullptr);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -284,16 +293,19 @@ extern "C" void loomrt_mask_sum(int64_t n, const float *mask, float *sum) {
 }
 
 extern "C" void loomrt_ce_vocab_parallel_backward(
-    loomrt_dtype dtype, int64_t n, int64_t Vl, const void *logits,
-    const int32_t *labels, int64_t vocab_start, const float *row_max,
-    const float *sum_exp, const float *mask, float grad_scale, void *dlogits) {
+    loomrt_dtype dtype, int64_t n, int64_t Vl, int64_t valid,
+    const void *logits, const int32_t *labels, int64_t vocab_start,
+    const float *row_max, const float *sum_exp, const float *mask,
+    float grad_scale, void *dlogits) {
   checkCudaCE(__func__, dtype, n, Vl);
+  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
   LOOMRT_CHECK(logits && labels && row_max && sum_exp && dlogits,
                "NULL tensor");
   ceGradKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
-      dtype, Vl, logits, labels, vocab_start, row_max, sum_exp, mask, nullptr,
+      dtype, Vl, valid, logits, labels, vocab_start, row_max, sum_exp, mask,
+      nullptr,
       grad_scale, dlogits);
   CUDA_CHECK_LAUNCH();
 }

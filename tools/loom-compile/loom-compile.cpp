@@ -100,6 +100,12 @@ static cl::opt<bool> eodMaskLoss(
     cl::desc("Leave end-of-document tokens out of the loss (Megatron's "
              "--eod-mask-loss; the id given to loom-import --eod-token-id)"),
     cl::cat(category));
+static cl::opt<int64_t> makeVocabSizeDivisibleBy(
+    "make-vocab-size-divisible-by", cl::init(128),
+    cl::desc("Pad the vocabulary to a multiple of this times tp (Megatron's "
+             "flag, default 128); the padding rows stay out of the softmax "
+             "and out of Hugging Face checkpoints"),
+    cl::cat(category));
 static cl::opt<bool> train(
     "train",
     cl::desc("Also compile @train_step: forward, backward and every "
@@ -208,6 +214,7 @@ int main(int argc, char **argv) {
     options.globalBatchSize = globalBatchSize;
   options.train = train;
   options.recompute = recompute;
+  options.makeVocabSizeDivisibleBy = makeVocabSizeDivisibleBy;
   options.outputDir = outputDir;
   options.keepIntermediates = keep;
   options.printIrAfter = printIrAfter;

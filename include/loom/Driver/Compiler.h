@@ -43,6 +43,10 @@ struct CompileOptions {
   std::vector<std::string> cpCommType;
   std::vector<int64_t> hierarchicalCpSizes;
   std::string order = "tp-cp-ep-dp-pp";
+  /// Megatron's --make-vocab-size-divisible-by: the vocabulary is padded to
+  /// a multiple of this times tp (tfm-pad-vocab); the padding stays out of
+  /// the softmax.
+  int64_t makeVocabSizeDivisibleBy = 128;
   /// Also build @train_step (forward + backward); off: forward only.
   bool train = false;
   /// Recompute each block's forward in backward instead of keeping its

@@ -519,13 +519,17 @@ void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n, int64_t V,
  * The compiler runs:
  *   local_max -> all_reduce(max) -> local_sum_exp(max) -> all_reduce(sum),
  *   local_target -> all_reduce(sum), then loss_from_parts.
- * row_max[i] = max_j logits[i,j]. */
+ * Only the first `valid` columns (0 <= valid <= Vl) are vocabulary: the
+ * others are padding (a vocabulary padded to a multiple of the tp size),
+ * left out of the softmax and given zero gradient; valid = Vl for none.
+ * row_max[i] = max_{j<valid} logits[i,j] (-inf when valid = 0). */
 void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
-                         const void *logits, float *row_max);
-/* sum_exp[i] = sum_j exp(logits[i,j] - row_max[i]) (row_max: global max). */
+                         int64_t valid, const void *logits, float *row_max);
+/* sum_exp[i] = sum_{j<valid} exp(logits[i,j] - row_max[i]) (row_max: the
+ * global max). */
 void loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n, int64_t Vl,
-                             const void *logits, const float *row_max,
-                             float *sum_exp);
+                             int64_t valid, const void *logits,
+                             const float *row_max, float *sum_exp);
 /* target[i] = logits[i, labels[i] - vocab_start] if the label is local,
  * else 0 (so the sum over ranks is the target logit). */
 void loomrt_ce_local_target(loomrt_dtype dtype, int64_t n, int64_t Vl,
@@ -540,14 +544,16 @@ void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
                                const float *sum_exp, const float *target,
                                const float *mask, float *row_loss,
                                float *masked_sum, float *mask_sum);
-/* Backward of the vocab-parallel form on the local shard:
+/* Backward of the vocab-parallel form on the local shard, for j < valid:
  *   dlogits[i,j] = (exp(logits[i,j] - row_max[i]) / sum_exp[i]
  *                   - [labels[i] == vocab_start + j]) * mask_i * grad_scale
- * where the caller passes grad_scale = dloss / (global) sum(mask). */
+ * and 0 for the padding columns j >= valid, where the caller passes
+ * grad_scale = dloss / (global) sum(mask). */
 /* *sum = sum_i mask[i] over n elements (the loss's token count). */
 void loomrt_mask_sum(int64_t n, const float *mask, float *sum);
 void loomrt_ce_vocab_parallel_backward(loomrt_dtype dtype, int64_t n,
-                                       int64_t Vl, const void *logits,
+                                       int64_t Vl, int64_t valid,
+                                       const void *logits,
                                        const int32_t *labels,
                                        int64_t vocab_start,
                                        const float *row_max,

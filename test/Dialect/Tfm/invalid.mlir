@@ -791,6 +791,15 @@ func.func @f(%l: tensor<8x64xf32>, %y: tensor<2x4xi32>, %m: tensor<2x4xf32>) {
 
 // -----
 
+// Test: cross_entropy padding marker below 1
+func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x4xi32>, %m: tensor<2x4xf32>) {
+  // expected-error @+1 {{unpadded_vocab_size must be at least 1, got 0}}
+  %loss:3 = tfm.cross_entropy %l, %y, %m {unpadded_vocab_size = 0 : i64} : tensor<2x4x64xf32>, tensor<2x4xi32>, tensor<2x4xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
 // Test: cross_entropy labels shape
 func.func @f(%l: tensor<2x4x64xf32>, %y: tensor<2x8xi32>, %m: tensor<2x4xf32>) {
   // expected-error @+1 {{labels shape [2, 8] does not match [2, 4] (logits batch and sequence)}}

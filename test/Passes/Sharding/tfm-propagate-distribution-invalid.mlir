@@ -148,7 +148,7 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
     %y = tfm.block embedding ins(%t : tensor<1x2xi32>) -> tensor<1x2x8xf32> {
     ^bb0(%ids: tensor<1x2xi32>):
       %w = tfm.get_param @wte : tensor<7x8xf32>
-      // expected-error @+1 {{vocabulary size 7 is not divisible by tp 2; pad it (loom-import --make-vocab-size-divisible-by)}}
+      // expected-error @+1 {{vocabulary size 7 is not divisible by tp 2; pad it (tfm-pad-vocab, which loom-compile runs)}}
       %e = tfm.embedding %ids, %w : tensor<1x2xi32>, tensor<7x8xf32> -> tensor<1x2x8xf32>
       tfm.yield %e : tensor<1x2x8xf32>
     }

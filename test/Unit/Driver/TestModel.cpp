@@ -54,11 +54,11 @@ extern "C" void loom_forward(void **args) {
                         logits.data());
 
   std::vector<float> rowMax(N), sumExp(N), target(N);
-  loomrt_ce_local_max(LOOMRT_F32, N, vl, logits.data(), rowMax.data());
+  loomrt_ce_local_max(LOOMRT_F32, N, vl, vl, logits.data(), rowMax.data());
   if (tp)
     loomrt_all_reduce(tp, LOOMRT_F32, LOOMRT_MAX, rowMax.data(), rowMax.data(),
                       N);
-  loomrt_ce_local_sum_exp(LOOMRT_F32, N, vl, logits.data(), rowMax.data(),
+  loomrt_ce_local_sum_exp(LOOMRT_F32, N, vl, vl, logits.data(), rowMax.data(),
                           sumExp.data());
   loomrt_ce_local_target(LOOMRT_F32, N, vl, logits.data(), labels, vocabStart,
                          target.data());

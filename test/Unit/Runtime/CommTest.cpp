@@ -259,9 +259,9 @@ TEST(CommTest, VocabParallelCrossEntropyMatchesFullLoss) {
                  logits.begin() + i * V + (me + 1) * Vl);
   std::vector<float> mx(static_cast<size_t>(n)), se(static_cast<size_t>(n)),
       tg(static_cast<size_t>(n));
-  loomrt_ce_local_max(LOOMRT_F32, n, Vl, local.data(), mx.data());
+  loomrt_ce_local_max(LOOMRT_F32, n, Vl, Vl, local.data(), mx.data());
   loomrt_all_reduce(world, LOOMRT_F32, LOOMRT_MAX, mx.data(), mx.data(), n);
-  loomrt_ce_local_sum_exp(LOOMRT_F32, n, Vl, local.data(), mx.data(),
+  loomrt_ce_local_sum_exp(LOOMRT_F32, n, Vl, Vl, local.data(), mx.data(),
                           se.data());
   loomrt_all_reduce(world, LOOMRT_F32, LOOMRT_SUM, se.data(), se.data(), n);
   loomrt_ce_local_target(LOOMRT_F32, n, Vl, local.data(), labels.data(),
@@ -278,7 +278,7 @@ TEST(CommTest, VocabParallelCrossEntropyMatchesFullLoss) {
   loomrt_cross_entropy_backward(LOOMRT_F32, n, V, logits.data(), labels.data(),
                                 mask.data(), 1.0f, dfull.data());
   loomrt_ce_vocab_parallel_backward(
-      LOOMRT_F32, n, Vl, local.data(), labels.data(), me * Vl, mx.data(),
+      LOOMRT_F32, n, Vl, Vl, local.data(), labels.data(), me * Vl, mx.data(),
       se.data(), mask.data(), 1.0f / den, dlocal.data());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < Vl; ++j)

@@ -1,6 +1,7 @@
 //===- LossTest.cpp - Embedding, cross-entropy, AdamW ---------------------===//
 
 #include "TestUtil.h"
+#include <limits>
 
 using namespace loomrt_test;
 
@@ -146,14 +147,14 @@ TEST(CrossEntropyTest, VocabParallelPiecesReproduceTheFullLoss) {
   for (int r = 0; r < 3; ++r) {
     std::vector<float> m(static_cast<size_t>(kN));
     loomrt_ce_local_max(LOOMRT_BF16, kN, bounds[r + 1] - bounds[r],
-                        shard(r).data(), m.data());
+                        bounds[r + 1] - bounds[r], shard(r).data(), m.data());
     for (int64_t i = 0; i < kN; ++i)
       gmax[i] = std::max(gmax[i], m[i]);
   }
   for (int r = 0; r < 3; ++r) {
     std::vector<float> s(static_cast<size_t>(kN)), tg(static_cast<size_t>(kN));
     const int64_t Vl = bounds[r + 1] - bounds[r];
-    loomrt_ce_local_sum_exp(LOOMRT_BF16, kN, Vl, shard(r).data(), gmax.data(),
+    loomrt_ce_local_sum_exp(LOOMRT_BF16, kN, Vl, Vl, shard(r).data(), gmax.data(),
                             s.data());
     loomrt_ce_local_target(LOOMRT_BF16, kN, Vl, shard(r).data(),
                            t.labels.data(), bounds[r], tg.data());
@@ -180,7 +181,7 @@ TEST(CrossEntropyTest, VocabParallelPiecesReproduceTheFullLoss) {
     const int64_t Vl = bounds[r + 1] - bounds[r];
     Buf d(LOOMRT_BF16, size_t(kN * Vl)); // dlogits share the logits' dtype
     loomrt_ce_vocab_parallel_backward(
-        LOOMRT_BF16, kN, Vl, shard(r).data(), t.labels.data(), bounds[r],
+        LOOMRT_BF16, kN, Vl, Vl, shard(r).data(), t.labels.data(), bounds[r],
         gmax.data(), gsum.data(), t.mask.data(), 2.0f / maskSum, d.data());
     std::vector<float> dv = d.values();
     for (int64_t i = 0; i < kN; ++i)
@@ -188,6 +189,82 @@ TEST(CrossEntropyTest, VocabParallelPiecesReproduceTheFullLoss) {
         EXPECT_NEAR(dv[i * Vl + j], full[i * kV + bounds[r] + j],
                     1e-6 + std::fabs(full[i * kV + bounds[r] + j]) / 128)
             << "rank " << r << " row " << i << " col " << j;
+  }
+}
+
+TEST(CrossEntropyTest, PaddingColumnsStayOutOfTheSoftmax) {
+  // The vocabulary of 11 padded to 16 and split over two "ranks" of 8
+  // columns: rank 1 holds 3 real columns and 5 of padding, filled with
+  // logits larger than any real one. The loss and gradient must be the
+  // unpadded model's, the padding's gradient exactly 0.
+  CECase t;
+  constexpr int64_t kPadded = 16, kVl = 8;
+  std::vector<float> padded(size_t(kN * kPadded), 40.0f);
+  for (int64_t i = 0; i < kN; ++i)
+    std::copy(t.logits.begin() + i * kV, t.logits.begin() + (i + 1) * kV,
+              padded.begin() + i * kPadded);
+  auto shard = [&](int r) {
+    std::vector<float> s;
+    for (int64_t i = 0; i < kN; ++i)
+      s.insert(s.end(), padded.begin() + i * kPadded + r * kVl,
+               padded.begin() + i * kPadded + (r + 1) * kVl);
+    return s;
+  };
+  const int64_t valid[] = {kVl, kV - kVl};
+  std::vector<float> gmax(size_t(kN), -1e30f), gsum(size_t(kN), 0.0f),
+      gtarget(size_t(kN), 0.0f);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> m(static_cast<size_t>(kN));
+    loomrt_ce_local_max(LOOMRT_F32, kN, kVl, valid[r], shard(r).data(),
+                        m.data());
+    for (int64_t i = 0; i < kN; ++i)
+      gmax[i] = std::max(gmax[i], m[i]);
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> s(static_cast<size_t>(kN)), tg(static_cast<size_t>(kN));
+    loomrt_ce_local_sum_exp(LOOMRT_F32, kN, kVl, valid[r], shard(r).data(),
+                            gmax.data(), s.data());
+    loomrt_ce_local_target(LOOMRT_F32, kN, kVl, shard(r).data(),
+                           t.labels.data(), r * kVl, tg.data());
+    for (int64_t i = 0; i < kN; ++i) {
+      gsum[i] += s[i];
+      gtarget[i] += tg[i];
+    }
+  }
+  float maskedSum = 0, maskSum = 0;
+  loomrt_ce_loss_from_parts(kN, gmax.data(), gsum.data(), gtarget.data(),
+                            t.mask.data(), nullptr, &maskedSum, &maskSum);
+  EXPECT_NEAR(maskedSum / maskSum, refLoss(toDouble(t.logits), t.labels, t.mask),
+              1e-5);
+
+  std::vector<float> full(t.logits.size());
+  loomrt_cross_entropy_backward(LOOMRT_F32, kN, kV, t.logits.data(),
+                                t.labels.data(), t.mask.data(), 1.0f,
+                                full.data());
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> d(size_t(kN * kVl), 7.0f);
+    loomrt_ce_vocab_parallel_backward(
+        LOOMRT_F32, kN, kVl, valid[r], shard(r).data(), t.labels.data(),
+        r * kVl, gmax.data(), gsum.data(), t.mask.data(), 1.0f / maskSum,
+        d.data());
+    for (int64_t i = 0; i < kN; ++i)
+      for (int64_t j = 0; j < kVl; ++j) {
+        int64_t col = r * kVl + j;
+        if (col >= kV)
+          EXPECT_EQ(d[i * kVl + j], 0.0f) << "padding row " << i << " col " << col;
+        else
+          EXPECT_NEAR(d[i * kVl + j], full[i * kV + col], 1e-6)
+              << "row " << i << " col " << col;
+      }
+  }
+  // A slice of padding alone: max -inf, sum 0.
+  std::vector<float> m(static_cast<size_t>(kN)), s(static_cast<size_t>(kN));
+  loomrt_ce_local_max(LOOMRT_F32, kN, kVl, 0, shard(1).data(), m.data());
+  loomrt_ce_local_sum_exp(LOOMRT_F32, kN, kVl, 0, shard(1).data(), gmax.data(),
+                          s.data());
+  for (int64_t i = 0; i < kN; ++i) {
+    EXPECT_EQ(m[i], -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(s[i], 0.0f);
   }
 }
 
