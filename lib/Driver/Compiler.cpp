@@ -144,6 +144,30 @@ Error checkSupported(const CompileOptions &o) {
                               "context-parallel plans (--pp 1)",
                               flag, value, what));
   };
+  // Megatron's recompute flags.
+  const std::string &g = o.recomputeGranularity, &m = o.recomputeMethod;
+  if (!g.empty() && g != "full" && g != "selective")
+    return fail("--recompute-granularity must be full or selective, got '" +
+                g + "'");
+  if (!m.empty() && m != "uniform" && m != "block")
+    return fail("--recompute-method must be uniform or block, got '" + m +
+                "'");
+  if ((!m.empty() || o.recomputeNumLayers) && g != "full")
+    return fail("--recompute-method and --recompute-num-layers need "
+                "--recompute-granularity full");
+  if (o.recomputeNumLayers < 0)
+    return fail(llvm::formatv("--recompute-num-layers {0} must be at least 1",
+                              o.recomputeNumLayers));
+  if (g == "full" && m != "block" && o.recomputeNumLayers > 1)
+    return fail(llvm::formatv(
+        "--recompute-method uniform with --recompute-num-layers {0} "
+        "(groups of layers recomputed together) is not implemented yet; use "
+        "--recompute-num-layers 1, or --recompute-method block",
+        o.recomputeNumLayers));
+  if (!g.empty() && !o.train)
+    return fail("recomputation (--recompute-granularity, "
+                "--recompute-activations) needs --train: there is no backward "
+                "to recompute for");
   if (o.pp != 1)
     return notYet("--pp", o.pp, "pipeline parallelism");
   if (o.vpp != 1)
@@ -151,6 +175,18 @@ Error checkSupported(const CompileOptions &o) {
   if (o.ep != 1)
     return notYet("--ep", o.ep, "expert parallelism");
   return Error::success();
+}
+
+/// The recomputation the flags ask for, in words, for --report.
+std::string recomputeDescription(const CompileOptions &o) {
+  if (o.recomputeGranularity.empty())
+    return "no recomputation";
+  if (o.recomputeGranularity == "selective")
+    return "selective recomputation: core attention";
+  if (o.recomputeMethod == "block")
+    return llvm::formatv("full recomputation of the first {0} layer(s)",
+                         o.recomputeNumLayers ? o.recomputeNumLayers : 1);
+  return "full recomputation of every layer";
 }
 
 /// Micro-batches per step: --num-microbatches, or Megatron's
@@ -200,6 +236,31 @@ int64_t peakBufferBytes(func::FuncOp func) {
       live -= bytes(cast<MemRefType>(dealloc.getMemref().getType()));
   });
   return peak;
+}
+
+/// Bytes of the activations a training entry keeps from forward to
+/// backward: the forward blocks' results read by backward blocks (per rank,
+/// after sharding; per micro-batch). nullopt for an entry without backward.
+std::optional<int64_t> savedActivationBytes(func::FuncOp func) {
+  std::optional<int64_t> total;
+  for (auto block : func.getBody().front().getOps<tfm::BlockOp>()) {
+    if (block.getBackward()) {
+      total = total.value_or(0);
+      continue;
+    }
+    for (Value r : block.getResults()) {
+      bool saved = llvm::any_of(r.getUsers(), [](Operation *user) {
+        auto b = dyn_cast<tfm::BlockOp>(user);
+        return b && b.getBackward();
+      });
+      auto type = dyn_cast<RankedTensorType>(r.getType());
+      if (saved && type)
+        total = total.value_or(0) +
+                type.getNumElements() *
+                    int64_t(type.getElementTypeBitWidth() / 8);
+    }
+  }
+  return total;
 }
 
 llvm::json::Array shapeJson(ArrayRef<int64_t> shape) {
@@ -447,9 +508,18 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // 2. Differentiate: the train step (forward + backward) next to forward.
   stage(o.train ? "differentiate: backward of every block"
                 : "differentiate: skipped (forward only; --train adds it)");
+  if (o.train && o.recomputeMethod == "block" && model)
+    if (auto layers = model.getAs<IntegerAttr>("num_layers");
+        layers && o.recomputeNumLayers > layers.getInt())
+      return fail(llvm::formatv("--recompute-num-layers {0} exceeds the "
+                                "model's {1} layers",
+                                o.recomputeNumLayers, layers.getInt()));
   if (o.train) {
     autodiff::TfmDifferentiateOptions diffOptions;
-    diffOptions.recompute = o.recompute;
+    diffOptions.granularity = o.recomputeGranularity;
+    diffOptions.method =
+        o.recomputeMethod.empty() ? "uniform" : o.recomputeMethod;
+    diffOptions.numLayers = o.recomputeNumLayers ? o.recomputeNumLayers : 1;
     diffOptions.function = forward->getName().str();
     if (Error e = runPasses(
             module,
@@ -511,9 +581,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
         gradientGroup = "dp-cp";
     }
   SmallVector<std::pair<std::string, EntryVolume>> volumes;
+  SmallVector<std::pair<std::string, int64_t>> savedBytes;
   int64_t repeatedKv = 0;
   for (func::FuncOp f : entryFuncs) {
     volumes.push_back({f.getName().str(), collectiveVolume(f)});
+    if (std::optional<int64_t> saved = savedActivationBytes(f))
+      savedBytes.push_back({f.getName().str(), *saved});
     f.walk([&](tfm::RepeatKvOp) { ++repeatedKv; });
   }
 
@@ -739,6 +812,11 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
           *report << "    forward: " << v.forward.str() << "\n"
                   << "    backward: " << v.backward.str() << "\n";
       }
+      for (auto &[name, bytes] : savedBytes)
+        *report << llvm::formatv(
+            "  @{0} keeps {1} bytes of activations per micro-batch for "
+            "backward ({2})\n",
+            name, bytes, recomputeDescription(o));
       if (repeatedKv)
         *report << llvm::formatv(
             "  kv heads repeated to one per tp rank in {0} attention op(s): "

@@ -14,8 +14,10 @@
 //
 // Inside a backward block the gradients are built op by op in reverse
 // (GradientRules.cpp). Forward values the rules read are either saved (the
-// forward block yields them) or recomputed (the backward block re-runs the
-// forward ops first).
+// forward block yields them) or recomputed: the whole block (full
+// granularity: the backward block re-runs the forward ops first) or only the
+// core attention (selective: re-run from its saved operands when its
+// results are first read).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +29,8 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
+
+#include <functional>
 
 namespace loom::autodiff {
 #define GEN_PASS_DEF_TFMDIFFERENTIATE
@@ -50,10 +54,13 @@ struct OuterGradients {
   }
 };
 
+/// What a block's backward recomputes instead of saving.
+enum class Recompute { None, Block, CoreAttention };
+
 class BlockDifferentiator {
 public:
   BlockDifferentiator(BlockOp forwardBlock, Operation *insertBefore,
-                      bool recompute, OuterGradients &outer)
+                      Recompute recompute, OuterGradients &outer)
       : fb(forwardBlock), insertBefore(insertBefore), recompute(recompute),
         outer(outer), body(&fb.getBody().front()),
         bb(forwardBlock.getContext()), loc(fb.getLoc()) {
@@ -83,7 +90,7 @@ private:
 
   BlockOp fb;
   Operation *insertBefore;
-  bool recompute;
+  Recompute recompute;
   OuterGradients &outer;
   Block *body;
   std::unique_ptr<Block> bwd = std::make_unique<Block>();
@@ -109,6 +116,18 @@ Value BlockDifferentiator::forward(Value v) {
     bb.setInsertionPointToStart(bwd.get());
     result = bb.create<GetParamOp>(get.getLoc(), get.getType(),
                                    get.getNameAttr());
+  } else if (auto attention = v.getDefiningOp<AttentionOp>();
+             attention && recompute == Recompute::CoreAttention) {
+    // Selective recomputation: the attention runs again here, from its
+    // operands (saved in its place), where its results are first needed.
+    IRMapping map;
+    for (Value operand : attention->getOperands())
+      map.map(operand, forward(operand));
+    Operation *again = bb.clone(*attention, map);
+    for (auto [old, now] :
+         llvm::zip(attention->getResults(), again->getResults()))
+      forwardOf[old] = now;
+    return forwardOf.lookup(v);
   } else {
     saved.push_back(v);
     result = newArgument(Value(), v.getType());
@@ -142,7 +161,7 @@ void BlockDifferentiator::rebuildForwardWithSaved() {
 FailureOr<int64_t> BlockDifferentiator::run() {
   auto yield = cast<YieldOp>(body->getTerminator());
 
-  if (recompute) {
+  if (recompute == Recompute::Block) {
     // The backward block re-runs the forward ops from the block's inputs.
     IRMapping map;
     for (BlockArgument arg : body->getArguments())
@@ -220,6 +239,64 @@ struct DifferentiatePass
     : autodiff::impl::TfmDifferentiateBase<DifferentiatePass> {
   using TfmDifferentiateBase::TfmDifferentiateBase;
 
+  /// Megatron's recompute options as a choice per block: full granularity
+  /// recomputes transformer layers (every one with the uniform method, the
+  /// first numLayers with block), selective the core attention of every
+  /// layer; the embedding and the head keep their activations.
+  FailureOr<std::function<Recompute(BlockOp)>>
+  recomputeChoice(func::FuncOp fwd) {
+    const std::string g = granularity, m = method;
+    const int64_t n = numLayers;
+    auto isLayer = [](BlockOp b) { return b.getKind() == BlockKind::layer; };
+    if (g.empty())
+      return std::function<Recompute(BlockOp)>(
+          [](BlockOp) { return Recompute::None; });
+    if (g == "selective")
+      return std::function<Recompute(BlockOp)>([=](BlockOp b) {
+        return isLayer(b) ? Recompute::CoreAttention : Recompute::None;
+      });
+    if (g != "full") {
+      fwd.emitError() << "recompute-granularity must be full or selective, "
+                         "got '"
+                      << g << "'";
+      return failure();
+    }
+    if (n < 1) {
+      fwd.emitError() << "recompute-num-layers must be at least 1, got " << n;
+      return failure();
+    }
+    int64_t layers = 0;
+    for (auto b : fwd.getBody().front().getOps<BlockOp>())
+      layers += isLayer(b);
+    if (m == "uniform") {
+      if (n != 1) {
+        fwd.emitError() << "recompute-method uniform with recompute-num-layers "
+                        << n
+                        << " (groups of layers recomputed together) is not "
+                           "implemented yet; use 1, or recompute-method block";
+        return failure();
+      }
+      return std::function<Recompute(BlockOp)>([=](BlockOp b) {
+        return isLayer(b) ? Recompute::Block : Recompute::None;
+      });
+    }
+    if (m != "block") {
+      fwd.emitError() << "recompute-method must be uniform or block, got '" << m
+                      << "'";
+      return failure();
+    }
+    if (n > layers) {
+      fwd.emitError() << "recompute-num-layers " << n << " exceeds the "
+                      << layers << " layers of @" << function;
+      return failure();
+    }
+    return std::function<Recompute(BlockOp)>([=](BlockOp b) {
+      return isLayer(b) && b.getIndex() && int64_t(*b.getIndex()) < n
+                 ? Recompute::Block
+                 : Recompute::None;
+    });
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
@@ -264,8 +341,11 @@ struct DifferentiatePass
     OuterGradients outer;
     outer.values[loss] = gradScale;
     SmallVector<BlockOp> blocks(entryBlock.getOps<BlockOp>());
+    FailureOr<std::function<Recompute(BlockOp)>> choose = recomputeChoice(fwd);
+    if (failed(choose))
+      return signalPassFailure();
     for (BlockOp block : llvm::reverse(blocks)) {
-      BlockDifferentiator diff(block, ret, recompute, outer);
+      BlockDifferentiator diff(block, ret, (*choose)(block), outer);
       FailureOr<int64_t> numSavedHere = diff.run();
       if (failed(numSavedHere))
         return signalPassFailure();

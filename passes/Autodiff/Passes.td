@@ -33,17 +33,28 @@ def TfmDifferentiate : Pass<"tfm-differentiate", "mlir::ModuleOp"> {
     blocks (tied embeddings) are summed.
 
     Forward values the backward needs are yielded by the forward block and
-    passed in (saved activations). With `recompute`, a backward block instead
-    takes the forward block's inputs and re-runs its forward ops first
-    (activation recomputation: less memory, one more forward).
+    passed in (saved activations), unless recomputed (Megatron's options):
+    - `recompute-granularity=full`: a layer's backward block takes the
+      forward block's inputs and re-runs its forward ops first (less memory,
+      one more forward); with `recompute-method=uniform` (the default) every
+      layer, with `block` the first `recompute-num-layers` layers only.
+      Uniform groups of more than one layer are not built yet (an error).
+      The embedding and head blocks keep their activations, as in Megatron.
+    - `recompute-granularity=selective`: only the core attention is re-run
+      in backward from its saved q, k and v (its output and log-sum-exp are
+      not kept), Megatron's default advice.
 
     Every tfm forward op has a rule (linear -> tfm.linear_grad, attention ->
     tfm.attention_grad with the saved log-sum-exp, dropout -> the same mask
     on the gradient, ...); an op without one is an error naming it.
   }];
   let options = [
-    Option<"recompute", "recompute", "bool", "false",
-           "Recompute each block's forward in backward instead of saving activations">,
+    Option<"granularity", "recompute-granularity", "std::string", "\"\"",
+           "full or selective recomputation (empty: save every activation)">,
+    Option<"method", "recompute-method", "std::string", "\"uniform\"",
+           "With full: uniform (every layer) or block (the first N layers)">,
+    Option<"numLayers", "recompute-num-layers", "int64_t", "1",
+           "With full: layers per uniform group, or layers recomputed by block">,
     Option<"function", "function", "std::string", "\"forward\"",
            "The function to differentiate">,
     Option<"stepName", "step-name", "std::string", "\"train_step\"",

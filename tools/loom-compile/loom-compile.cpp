@@ -111,10 +111,24 @@ static cl::opt<bool> train(
     cl::desc("Also compile @train_step: forward, backward and every "
              "parameter gradient (tfm-differentiate)"),
     cl::cat(category));
-static cl::opt<bool> recompute(
+static cl::opt<bool> recomputeActivations(
     "recompute-activations",
-    cl::desc("Recompute each layer's forward in backward instead of keeping "
-             "its activations"),
+    cl::desc("Megatron's flag: the same as --recompute-granularity selective"),
+    cl::cat(category));
+static cl::opt<std::string> recomputeGranularity(
+    "recompute-granularity",
+    cl::desc("Recompute in backward instead of keeping activations: full "
+             "(whole layers, see --recompute-method) or selective (the core "
+             "attention of every layer)"),
+    cl::value_desc("full|selective"), cl::cat(category));
+static cl::opt<std::string> recomputeMethod(
+    "recompute-method",
+    cl::desc("With full: uniform (every layer, the default) or block (the "
+             "first --recompute-num-layers layers)"),
+    cl::value_desc("uniform|block"), cl::cat(category));
+static cl::opt<int64_t> recomputeNumLayers(
+    "recompute-num-layers",
+    cl::desc("With full: layers recomputed by block (uniform: 1)"),
     cl::cat(category));
 static cl::opt<std::string> backend(
     "backend", cl::init("cpu"),
@@ -213,7 +227,22 @@ int main(int argc, char **argv) {
   if (globalBatchSize.getNumOccurrences())
     options.globalBatchSize = globalBatchSize;
   options.train = train;
-  options.recompute = recompute;
+  options.recomputeGranularity = recomputeGranularity;
+  if (recomputeActivations) {
+    if (!options.recomputeGranularity.empty() &&
+        options.recomputeGranularity != "selective")
+      return error("--recompute-activations (selective) conflicts with "
+                  "--recompute-granularity " +
+                  options.recomputeGranularity);
+    options.recomputeGranularity = "selective";
+  }
+  options.recomputeMethod = recomputeMethod;
+  if (recomputeNumLayers.getNumOccurrences()) {
+    if (recomputeNumLayers < 1)
+      return error("--recompute-num-layers " +
+                  std::to_string(recomputeNumLayers) + " must be at least 1");
+    options.recomputeNumLayers = recomputeNumLayers;
+  }
   options.makeVocabSizeDivisibleBy = makeVocabSizeDivisibleBy;
   options.outputDir = outputDir;
   options.keepIntermediates = keep;

@@ -49,9 +49,12 @@ struct CompileOptions {
   int64_t makeVocabSizeDivisibleBy = 128;
   /// Also build @train_step (forward + backward); off: forward only.
   bool train = false;
-  /// Recompute each block's forward in backward instead of keeping its
-  /// activations.
-  bool recompute = false;
+  /// Megatron's activation recomputation: granularity "full" or
+  /// "selective" (empty: none); with full, method "uniform" or "block" and
+  /// the number of layers (empty / 0: not given, uniform and 1).
+  std::string recomputeGranularity;
+  std::string recomputeMethod;
+  int64_t recomputeNumLayers = 0;
   /// Micro-batches per step (gradient accumulation).
   int64_t numMicrobatches = 1;
   /// Megatron's --global-batch-size: sequences per step over all
