@@ -567,8 +567,14 @@ void Run::setUpTraining() {
     ad.eps = opts.adamEps.value_or(ad.eps);
     ad.clipGrad = opts.clipGrad.value_or(ad.clipGrad);
     LrSchedule &lr = state.schedule;
-    lr.maxLr = opts.lr ? *opts.lr : resumed ? lr.maxLr : kDefaultLr;
-    lr.minLr = opts.minLr ? *opts.minLr : resumed ? lr.minLr : 0.0;
+    if (!resumed)
+      lr = LrSchedule{kDefaultLr};
+    lr.maxLr = opts.lr.value_or(lr.maxLr);
+    lr.minLr = opts.minLr.value_or(lr.minLr);
+    lr.initLr = opts.lrWarmupInit.value_or(lr.initLr);
+    lr.style = opts.lrDecayStyle.value_or(lr.style);
+    lr.wsdDecaySteps = opts.lrWsdDecaySteps.value_or(lr.wsdDecaySteps);
+    lr.wsdStyle = opts.lrWsdDecayStyle.value_or(lr.wsdStyle);
     state.decayStepsGiven =
         opts.lrDecaySteps || (resumed && state.decayStepsGiven);
     lr.decaySteps = opts.lrDecaySteps            ? *opts.lrDecaySteps
@@ -577,23 +583,10 @@ void Run::setUpTraining() {
     // A warmup fraction is of this run's decay length, also when resumed.
     if (opts.lrWarmupSteps || opts.lrWarmupFraction || !resumed)
       state.warmupFraction = opts.lrWarmupFraction;
-    lr.warmupSteps = state.warmupFraction
-                         ? *state.warmupFraction * double(lr.decaySteps)
-                     : opts.lrWarmupSteps ? double(*opts.lrWarmupSteps)
-                     : resumed            ? lr.warmupSteps
-                                          : 0.0;
-    lr.initLr = opts.lrWarmupInit ? *opts.lrWarmupInit
-                : resumed         ? lr.initLr
-                                  : 0.0;
-    lr.style = opts.lrDecayStyle ? *opts.lrDecayStyle
-               : resumed         ? lr.style
-                                 : LrSchedule().style;
-    lr.wsdDecaySteps = opts.lrWsdDecaySteps ? *opts.lrWsdDecaySteps
-                       : resumed            ? lr.wsdDecaySteps
-                                            : 0;
-    lr.wsdStyle = opts.lrWsdDecayStyle ? *opts.lrWsdDecayStyle
-                  : resumed            ? lr.wsdStyle
-                                       : LrSchedule().wsdStyle;
+    if (state.warmupFraction)
+      lr.warmupSteps = *state.warmupFraction * double(lr.decaySteps);
+    else if (opts.lrWarmupSteps)
+      lr.warmupSteps = double(*opts.lrWarmupSteps);
     if (lr.style == LrDecayStyle::WSD && lr.wsdDecaySteps == 0)
       throw Error("--lr-decay-style WSD needs --lr-wsd-decay-iters");
     if (lr.style != LrDecayStyle::WSD &&
