@@ -5,20 +5,20 @@
 //===----------------------------------------------------------------------===//
 //
 // parseManifest on arbitrary text. A bad manifest must be a
-// loom::driver::Error; any other exception escapes and libFuzzer reports
+// loom::rank::Error; any other exception escapes and libFuzzer reports
 // it. An accepted manifest must keep the promises of Manifest.h, which the
 // rank program relies on without checking again.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/Manifest.h"
+#include "runtime/rank/Manifest.h"
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-using namespace loom::driver;
+using namespace loom::rank;
 
 namespace {
 

@@ -7,14 +7,14 @@
 // openTokenStream on a Megatron indexed dataset whose .idx is the input and
 // whose .bin is a fixed 4 KiB file, then reads every token (up to a cap).
 // The reader maps files by path, so the input is written to a temporary
-// directory first. A bad index must be a loom::driver::Error. ASan does not
+// directory first. A bad index must be a loom::rank::Error. ASan does not
 // watch mappings: the .bin is exactly one page, so that a sequence the
 // index lets reach past it faults instead of reading the page's zeros
 // (when the next page is unmapped, as it usually is).
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/Data.h"
+#include "runtime/rank/Data.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <vector>
 
-using namespace loom::driver;
+using namespace loom::rank;
 
 namespace {
 

@@ -5,19 +5,19 @@
 //===----------------------------------------------------------------------===//
 //
 // parseSafetensors on arbitrary bytes. A bad file must be a
-// loom::driver::Error. Every tensor of an accepted header is read in full:
+// loom::rank::Error. Every tensor of an accepted header is read in full:
 // libFuzzer's input buffer has exactly `size` bytes, so ASan catches a
 // tensor that the validation let reach past the end of the file.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/driver/Safetensors.h"
+#include "runtime/rank/Safetensors.h"
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
-using namespace loom::driver;
+using namespace loom::rank;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   SafetensorsHeader header;

@@ -16,12 +16,12 @@
 // work too. ARGS are the flags of the rank executables (docs/MANIFEST.md),
 // which do the real work: loom-run defines only its own flags and forwards
 // every other argument verbatim, after checking it against the rank
-// program's definitions (runtime/driver/Options.cpp).
+// program's definitions (runtime/rank/Options.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Support/ShortHelp.h"
-#include "runtime/driver/RankProgram.h"
+#include "runtime/rank/RankProgram.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
   std::string rankHelp =
       "\nEvery other flag is the rank program's, checked here and passed to "
       "every rank as given:\n\n" +
-      loom::driver::rankUsage("rank-NNNNN");
+      loom::rank::rankUsage("rank-NNNNN");
   cl::extrahelp rankHelpText(rankHelp);
 
   // Split: loom-run's own flags and the directory go to cl, the rest (the
@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
     } else {
       rankFlags.push_back(argv[i]);
       if (!arg.contains('=') &&
-          loom::driver::rankFlagTakesValue(arg.str()) && i + 1 < argc)
+          loom::rank::rankFlagTakesValue(arg.str()) && i + 1 < argc)
         rankFlags.push_back(argv[++i]);
     }
   }
@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
       parsed.argc(), parsed.argv(),
       "loom-run: launch the per-rank programs of a loom-compile output "
       "directory with mpirun\n");
-  std::string flagError = loom::driver::checkRankFlags(rankFlags);
+  std::string flagError = loom::rank::checkRankFlags(rankFlags);
   if (!flagError.empty())
     return error(flagError);
 
@@ -181,9 +181,9 @@ int main(int argc, char **argv) {
     return error("no manifest.json in '" + dir +
                  "' (is it the output directory of loom-compile?)");
   // The ranks' own reader: a manifest they would refuse fails here.
-  loom::driver::LaunchFacts facts;
+  loom::rank::LaunchFacts facts;
   std::string manifestError =
-      loom::driver::readLaunchFacts(manifest.str().str(), facts);
+      loom::rank::readLaunchFacts(manifest.str().str(), facts);
   if (!manifestError.empty())
     return error(manifestError);
   const int64_t world = facts.worldSize;

@@ -20,9 +20,9 @@
 #                                 central finite differences (float64)
 #   tensors A B ...               safetensors files hold the same tensors
 #
-# The bigram model is test/Unit/Driver/TestModel.cpp: logits =
+# The bigram model is test/Unit/Rank/TestModel.cpp: logits =
 # wte[tokens] @ lm_head_t, masked mean cross-entropy. The tied pipeline
-# model is test/Unit/Driver/TiedPipelineModel.cpp.
+# model is test/Unit/Rank/TiedPipelineModel.cpp.
 #
 # ===-----------------------------------------------------------------------===#
 

@@ -1,0 +1,236 @@
+//===- Run.h - The rank program's state, shared by its parts ----*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Internal to runtime/rank: the class behind rankMain (Program.h), whose
+// methods are split by concern over Program.cpp (setup, entry binding,
+// main), RunTraining.cpp (training state, the optimizer step, weight
+// hashes), RunSteps.cpp (batches, losses, the step loop and its log) and
+// RunCheckpoints.cpp (--save, --save-sharded, --load-sharded).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_RANK_RUN_H
+#define LOOM_RUNTIME_RANK_RUN_H
+
+#include "runtime/rank/Checkpoint.h"
+#include "runtime/rank/Data.h"
+#include "runtime/rank/DeviceIO.h"
+#include "runtime/rank/DistOptimizer.h"
+#include "runtime/rank/Program.h"
+#include "runtime/rank/Manifest.h"
+#include "runtime/rank/Optimizer.h"
+#include "runtime/rank/Options.h"
+#include "runtime/rank/ShardedCheckpoint.h"
+#include "runtime/rank/StageSharing.h"
+
+#include "loomrt/loomrt.h"
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::rank {
+
+/// Thrown after a collective failure has been reported: unwinds to main.
+struct JobFailed {};
+
+using EntryFn = void (*)(void **);
+
+/// A compiled entry bound to the rank program's buffers.
+struct BoundEntry {
+  EntryFn fn = nullptr;
+  std::vector<void *> args;
+  bool producesLoss = false;
+};
+
+/// One parameter shard this rank trains. The f32 state of all of them lives
+/// in flat buffers (main grads, moments, main params), so the data-parallel
+/// all-reduce, the inf/nan check and unscaling are one call each.
+struct TrainParam {
+  size_t index = 0;         // in Manifest::params
+  const ParamSpec *spec = nullptr;
+  int64_t n = 0;            // elements of the shard
+  int64_t offset = 0;       // in the flat main-grad buffer
+  void *model = nullptr;    // the shard in the param dtype (entry argument)
+  void *grad = nullptr;     // train_step's gradient output, param dtype
+  bool decay = false;       // takesWeightDecay
+  // Counted in the grad norm: this rank is the first holder of its box or,
+  // with the distributed optimizer, that holder is in this rank's
+  // data-parallel group, whose slices hold every element exactly once.
+  bool countsInNorm = false;
+};
+
+/// What one step produced, for the log.
+/// Micro-batch losses weighted by their loss tokens: Megatron logs the
+/// token-weighted mean over micro-batches and data-parallel ranks.
+struct LossTally {
+  double weighted = 0.0; // sum of loss x this rank's loss tokens
+  double tokens = 0.0;   // this rank's loss tokens (its cp chunk's)
+};
+
+struct StepResult {
+  LossTally loss; // over this rank's micro-batches
+  double lr = 0.0;
+  std::optional<double> gradNorm; // none for a skipped update
+  bool skipped = false;
+};
+
+const char *const kMomentPrefixes[] = {"optimizer.exp_avg.",
+                                       "optimizer.exp_avg_sq."};
+const char *const kMainParamPrefix = "optimizer.main_param.";
+
+/// The rank program: its flags, manifest, communicators, parameter shards,
+/// training state, data and checkpoints, and the steps over them. Setup and
+/// main() are in Program.cpp, the optimizer in RunTraining.cpp, the step
+/// loop and its log in RunSteps.cpp, checkpoints in RunCheckpoints.cpp.
+class Run {
+public:
+  Run(int argc, char **argv);
+  ~Run();
+
+  int main();
+
+private:
+  /// Runs `fn` on every rank; if it threw on any rank, the lowest failing
+  /// rank prints its message and every rank throws JobFailed.
+  void collectively(const std::function<void()> &fn);
+
+  void setUp();
+  void createCommunicators();
+  void allocateParameters();
+  void setUpTraining();
+  void loadOptimizerState();
+  BoundEntry bind(const Entry &entry);
+  void runSteps();
+  /// The logs_loss rank's line (and metrics record) for the step just run.
+  void logStep(const StepResult &result, float stepLoss, double seconds,
+               int64_t lastIteration, std::optional<float> validLoss);
+  /// Reads micro-batch `micro` of step `step` into `batch`; a bad token
+  /// aborts the job (only this rank sees the samples).
+  void readBatch(const BatchReader &from, int64_t step, int64_t micro);
+  /// all_reduce(op) of one host value over `comm` (collectives take backend
+  /// memory: it crosses through dev.scalar).
+  float allReduceScalar(loomrt_comm comm, int32_t op, float value);
+  /// The loss tokens of the micro-batch read last (its loss-mask sum).
+  double batchTokens() const;
+  /// The token-weighted mean loss of `tally` over the gradient group (dp,
+  /// or dp x cp: every cp rank adds its chunk's tokens with the micro-batch
+  /// loss, which is the whole sequence's). Collective over that group.
+  float meanLoss(const LossTally &tally);
+  /// --calculate-per-token-loss: each micro-batch's gradient weight,
+  /// lossScale x dp x (its loss tokens over cp) / (the step's loss tokens
+  /// over dp and cp), so that the gradient is that of the global token mean.
+  std::vector<float> perTokenGradScales(const BatchReader &from, int64_t step,
+                                        double lossScale);
+  /// The loss the last call of `entry` wrote (0 when it computes none).
+  float takeLoss(const BoundEntry &entry);
+  /// Runs `entry` on every micro-batch of step `step` of `from`, adding
+  /// their losses to `tally`.
+  void forwardStep(BoundEntry &entry, const BatchReader &from, int64_t step,
+                   LossTally &tally);
+  /// The mean validation loss of the next --eval-iters global batches,
+  /// averaged over data-parallel ranks (meaningful on the ranks that
+  /// compute the loss).
+  float evaluate();
+  /// --save and --save-sharded, whichever were given.
+  void saveCheckpoints();
+  void trainStep(BoundEntry &entry, int64_t dataStep, bool first,
+                 StepResult &result);
+  double globalGradNorm();
+  /// --check-weight-hash-interval: every rank compares the hash of each of
+  /// its shards with that of the box's first holder; a difference is an
+  /// error naming the parameter and both ranks.
+  void checkWeightHashes();
+  /// Distributed optimizer: all-gathers the dp group's slices of a flat
+  /// f32 buffer (shardSize elements each) into `full` (padded elements).
+  void allGatherFlat(const float *slice, float *full);
+  /// Distributed optimizer: the owners' updated parameters to every rank
+  /// of the data-parallel group, into the model buffers.
+  void allGatherParams();
+  /// The f32 main parameters of an owned piece: the model buffer itself
+  /// for f32 parameters.
+  float *mainOf(const FlatPiece &piece) const;
+  void reportOptimizerMemory();
+  void save();
+  void saveSharded();
+  /// --load-sharded: this rank's parameter shards (after the index check).
+  void loadShardedParams();
+  /// --load-sharded with --train: the training state and this rank's
+  /// optimizer slice, from the files of its data-parallel group.
+  void loadShardedOptimizer();
+  /// Rank 0 writes `layout` (a manifest or a stateLayout of it) to `path`;
+  /// every rank sends the pieces it is the first holder of. bufferOf(k) is
+  /// this rank's buffer of layout.params[k].
+  void writeFile(const std::string &path, const Manifest &layout,
+                 const std::function<const void *(size_t)> &bufferOf,
+                 const std::map<std::string, std::string> &metadata);
+  /// writeFile without the final rename: on rank 0 the staged file (the
+  /// other ranks return an empty one).
+  StagedFile stageFile(const std::string &path, const Manifest &layout,
+                       const std::function<const void *(size_t)> &bufferOf,
+                       const std::map<std::string, std::string> &metadata);
+
+  std::string tool, exeDir;
+  int32_t rank, worldSize;
+  std::vector<std::string> args;
+  Options opts;
+  std::string manifestPath;
+  Manifest m;
+  const RankInfo *me = nullptr;
+  std::map<std::string, loomrt_comm> comms; // by group kind; null if absent
+  std::map<std::string, void *> buffers;    // this rank's shards
+  std::unique_ptr<TokenStream> stream, validStream;
+  std::unique_ptr<BatchReader> reader, validReader;
+  BoundEntry evalEntry; // forward, on the validation batches
+  MicroBatch batch;
+  // The entries' inputs and outputs in backend memory: the batch (copied in
+  // by readBatch), the loss (copied out by takeLoss), grad_scale; and the
+  // float that host values cross collectives in (allReduceScalar).
+  struct {
+    DeviceBuffer tokens, labels, lossMask, loss, gradScale, scalar;
+  } dev;
+  float loss = 0.0f;
+  FILE *metrics = nullptr;
+  int64_t dpSize = 1, dpRank = 0;
+  // The group the gradients are reduced over and the distributed optimizer
+  // shards over: dp, or with context parallelism dp x cp.
+  int64_t gradSize = 1, gradRank = 0;
+  int64_t samplesPerStep = 1;
+
+  // Training (--train).
+  // Held parameters: those shared with other pipeline stages first, then
+  // the rest, each in manifest order (the flat buffers' layout).
+  std::vector<TrainParam> trained;
+  int64_t trainedElements = 0;
+  StageSharing sharing;       // the tied embedding of first and last stage
+  int64_t sharedElements = 0; // the shared parameters' prefix of the buffer
+  float *mainGrads = nullptr, *expAvg = nullptr, *expAvgSq = nullptr;
+  float *mainParams = nullptr; // only when some parameter is not f32
+  // The optimizer's share of the flat buffer: everything, or with
+  // --use-distributed-optimizer and dp > 1 the 1/dp slice [ownBegin,
+  // ownEnd) (Megatron-Core's DistributedOptimizer). expAvg, expAvgSq,
+  // mainParams and ownGrads hold flat elements ownBegin.. of that range.
+  bool distributed = false;
+  DpPartition partition;
+  int64_t ownBegin = 0, ownEnd = 0;
+  std::vector<FlatPiece> owned; // FlatPiece::param indexes `trained`
+  float *gradShard = nullptr;   // the reduce-scatter's output (distributed)
+  float *ownGrads = nullptr;    // reduced main grads of the owned range
+  loomrt_dtype gatherDtype = LOOMRT_F32; // of the parameter all-gather
+  bool mixedPrecision = false; // f32 main params apart from the model's
+  bool dynamicScaling = false; // f16: DynamicLossScaler
+  TrainState state;            // where training stands (checkpointed)
+  bool resumed = false;        // the optimizer state came from --load
+  ShardedIndex shardedIndex;   // --load-sharded
+};
+
+} // namespace loom::rank
+
+#endif // LOOM_RUNTIME_RANK_RUN_H

@@ -1,0 +1,529 @@
+//===- RunTraining.cpp - The rank program's optimizer ---------------------===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// --train: the f32 training state (main grads, AdamW moments, main params
+// for bf16/f16, the distributed optimizer's slice) and its settings from
+// flags, checkpoint and defaults; one optimizer step after the micro-batches
+// (gradient reduction, loss scaling, clipping, AdamW); the all-gathers of the
+// distributed optimizer and the replicas' weight-hash check.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/rank/Run.h"
+
+#include "runtime/rank/Checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <unistd.h>
+
+namespace loom::rank {
+
+//===----------------------------------------------------------------------===//
+// Training state
+//===----------------------------------------------------------------------===//
+
+void Run::setUpTraining() {
+  collectively([&] {
+    const Entry &entry = me->entries.at("train_step");
+    if (!entry.hasArg(ArgKind::GradScale))
+      throw Error("the train_step entry of rank " + std::to_string(rank) +
+                  " has no grad_scale argument");
+    if (me->logsLoss && !entry.hasArg(ArgKind::Loss))
+      throw Error("rank " + std::to_string(rank) + " logs the loss but its "
+                  "train_step entry has no loss argument");
+    std::set<std::string> grads;
+    for (const EntryArg &a : entry.args)
+      if (a.kind == ArgKind::Grad && !grads.insert(a.name).second)
+        throw Error("the train_step entry of rank " + std::to_string(rank) +
+                    " returns the gradient of \"" + a.name + "\" twice");
+
+    // The distributed optimizer slices a flat buffer that every rank of
+    // the data-parallel group must lay out alike.
+    distributed = opts.useDistributedOptimizer && gradSize > 1;
+    const std::vector<int32_t> *dpGroup =
+        distributed ? m.groupOf(m.gradientGroup, rank)->first : nullptr;
+    auto inDpGroup = [&](int32_t r) {
+      return std::find(dpGroup->begin(), dpGroup->end(), r) != dpGroup->end();
+    };
+    if (distributed)
+      for (const ParamSpec &p : m.params)
+        for (int32_t peer : *dpGroup) {
+          const Shard *a = p.shardOf(rank), *b = p.shardOf(peer);
+          if (!a && !b)
+            continue;
+          if (!a || !b || a->box != b->box)
+            throw Error("--use-distributed-optimizer needs the ranks of a "
+                        "data-parallel group to hold the same shards, but "
+                        "ranks " + std::to_string(rank) + " and " +
+                        std::to_string(peer) + " hold different parts of \"" +
+                        p.name + "\"");
+        }
+
+    sharing = findStageSharing(m, rank);
+    std::vector<size_t> order = sharing.params;
+    for (size_t i = 0; i < m.params.size(); ++i)
+      if (!sharing.shares(i))
+        order.push_back(i);
+    for (size_t i : order) {
+      const ParamSpec &p = m.params[i];
+      const Shard *s = p.shardOf(rank);
+      if (!s)
+        continue;
+      if (!grads.count(p.name))
+        throw Error("the train_step entry of rank " + std::to_string(rank) +
+                    " returns no gradient for parameter \"" + p.name + "\"");
+      TrainParam t;
+      t.index = i;
+      t.spec = &p;
+      t.n = numElements(s->box.shape);
+      t.offset = trainedElements;
+      t.model = buffers.at(p.name);
+      t.grad = loomrt_alloc(t.n * dtypeBytes(p.dtype));
+      t.decay = takesWeightDecay(p.name, p.shape);
+      // The first holder of this box is counted, through the optimizer
+      // slices of its data-parallel group (the whole buffer of that one
+      // rank without the distributed optimizer).
+      int32_t first = p.firstHolder(*s);
+      t.countsInNorm = distributed ? inDpGroup(first) : first == rank;
+      trainedElements += t.n;
+      if (sharing.shares(i))
+        sharedElements = trainedElements;
+      mixedPrecision |= p.dtype != LOOMRT_F32;
+      dynamicScaling |= p.dtype == LOOMRT_F16;
+      trained.push_back(t);
+    }
+
+    partition = flatPartition(m, rank, distributed);
+    ownBegin = partition.begin(distributed ? gradRank : 0);
+    ownEnd = partition.end(distributed ? gradRank : 0);
+    std::vector<int64_t> offsets, sizes;
+    for (const TrainParam &t : trained) {
+      offsets.push_back(t.offset);
+      sizes.push_back(t.n);
+    }
+    owned = ownedPieces(offsets, sizes, ownBegin, ownEnd);
+    int64_t slice = distributed ? partition.shardSize() : trainedElements;
+    int64_t bytes = slice * int64_t(sizeof(float));
+    auto allocFloats = [](int64_t bytes) {
+      return static_cast<float *>(loomrt_alloc(bytes));
+    };
+    // The pad at the end of the gradient buffer stays zero through the
+    // reduce-scatter.
+    mainGrads = allocFloats(partition.padded() * int64_t(sizeof(float)));
+    expAvg = allocFloats(bytes);
+    expAvgSq = allocFloats(bytes);
+    loomrt_zero(expAvg, bytes);
+    loomrt_zero(expAvgSq, bytes);
+    ownGrads = mainGrads;
+    if (distributed)
+      ownGrads = gradShard = allocFloats(bytes);
+    if (mixedPrecision) {
+      // Zero where f32 parameters leave it unused (sharded files hold it).
+      mainParams = allocFloats(bytes);
+      loomrt_zero(mainParams, bytes);
+    }
+    // f32 parameters are their own main parameters; the others start as
+    // their widened values (a --load optimizer state may replace them).
+    for (const FlatPiece &pc : owned) {
+      const TrainParam &t = trained[pc.param];
+      if (t.spec->dtype != LOOMRT_F32)
+        loomrt_cast(t.spec->dtype,
+                    static_cast<char *>(t.model) +
+                        pc.paramOffset * dtypeBytes(t.spec->dtype),
+                    LOOMRT_F32, mainOf(pc), pc.n);
+    }
+    // Megatron gathers the parameters in their own dtype; f32 when the
+    // dtypes are mixed.
+    gatherDtype = trained.empty() ? LOOMRT_F32 : trained[0].spec->dtype;
+    for (const TrainParam &t : trained)
+      if (t.spec->dtype != gatherDtype)
+        gatherDtype = LOOMRT_F32;
+
+    if (!opts.load.empty())
+      loadOptimizerState();
+    else if (!opts.loadSharded.empty())
+      loadShardedOptimizer();
+
+    // Settings: flags win, then the checkpoint, then the defaults.
+    AdamWConfig &ad = state.adamw;
+    if (!resumed)
+      ad = AdamWConfig();
+    ad.weightDecay = opts.weightDecay.value_or(ad.weightDecay);
+    ad.beta1 = opts.adamBeta1.value_or(ad.beta1);
+    ad.beta2 = opts.adamBeta2.value_or(ad.beta2);
+    ad.eps = opts.adamEps.value_or(ad.eps);
+    ad.clipGrad = opts.clipGrad.value_or(ad.clipGrad);
+    LrSchedule &lr = state.schedule;
+    if (!resumed)
+      lr = LrSchedule{kDefaultLr};
+    lr.maxLr = opts.lr.value_or(lr.maxLr);
+    lr.minLr = opts.minLr.value_or(lr.minLr);
+    lr.initLr = opts.lrWarmupInit.value_or(lr.initLr);
+    lr.style = opts.lrDecayStyle.value_or(lr.style);
+    lr.wsdDecaySteps = opts.lrWsdDecaySteps.value_or(lr.wsdDecaySteps);
+    lr.wsdStyle = opts.lrWsdDecayStyle.value_or(lr.wsdStyle);
+    state.decayStepsGiven =
+        opts.lrDecaySteps || (resumed && state.decayStepsGiven);
+    lr.decaySteps = opts.lrDecaySteps            ? *opts.lrDecaySteps
+                    : resumed && state.decayStepsGiven ? lr.decaySteps
+                                                 : state.iteration + opts.steps;
+    // A warmup fraction is of this run's decay length, also when resumed.
+    if (opts.lrWarmupSteps || opts.lrWarmupFraction || !resumed)
+      state.warmupFraction = opts.lrWarmupFraction;
+    if (state.warmupFraction)
+      lr.warmupSteps = *state.warmupFraction * double(lr.decaySteps);
+    else if (opts.lrWarmupSteps)
+      lr.warmupSteps = double(*opts.lrWarmupSteps);
+    if (lr.style == LrDecayStyle::WSD && lr.wsdDecaySteps == 0)
+      throw Error("--lr-decay-style WSD needs --lr-wsd-decay-iters");
+    if (lr.style != LrDecayStyle::WSD &&
+        (opts.lrWsdDecaySteps || opts.lrWsdDecayStyle))
+      throw Error(std::string("--lr-wsd-decay-iters and --lr-wsd-decay-style "
+                              "need --lr-decay-style WSD (the schedule is ") +
+                  styleName(kLrDecayStyles, lr.style) + ")");
+    if (lr.minLr > lr.maxLr)
+      throw Error("the minimum learning rate " + std::to_string(lr.minLr) +
+                  " exceeds the peak " + std::to_string(lr.maxLr));
+    // The scaler's settings come from the flags, its position from the
+    // checkpoint (Megatron saves scale and trackers only).
+    DynamicLossScaler &sc = state.scaler;
+    sc.minScale = opts.minLossScale;
+    sc.growthInterval = opts.lossScaleWindow;
+    sc.hysteresis = opts.hysteresis;
+    if (!state.hasScaler) {
+      sc.scale = opts.initialLossScale;
+      sc.growthTracker = 0;
+      sc.hysteresisTracker = opts.hysteresis;
+    }
+    state.hasScaler = dynamicScaling;
+    if (state.consumedSamples % samplesPerStep != 0)
+      throw Error("the checkpoint consumed " +
+                  std::to_string(state.consumedSamples) +
+                  " samples, not a multiple of this plan's global batch of " +
+                  std::to_string(samplesPerStep));
+  });
+  if (rank == 0 && (!opts.load.empty() || !opts.loadSharded.empty())) {
+    std::string from = opts.load.empty() ? opts.loadSharded
+                                         : optimizerStatePath(opts.load);
+    if (resumed)
+      std::printf("loom: resuming at iteration %" PRId64
+                  " (consumed samples %" PRId64 ", optimizer step %" PRId64
+                  ") from %s\n",
+                  state.iteration, state.consumedSamples, state.optimizerSteps,
+                  from.c_str());
+    else if (!opts.load.empty())
+      std::printf("loom: %s not found: the optimizer starts from zero at "
+                  "iteration 0\n",
+                  from.c_str());
+    else
+      std::printf("loom: %s holds no optimizer state: the optimizer starts "
+                  "from zero at iteration 0\n",
+                  from.c_str());
+    std::fflush(stdout);
+  }
+}
+
+void Run::loadOptimizerState() {
+  std::string path = optimizerStatePath(opts.load);
+  // A model-only checkpoint (e.g. converted from Hugging Face) starts a
+  // fresh optimizer; a damaged optimizer file is an error.
+  if (!fileExists(path))
+    return;
+  SafetensorsFile file(path);
+  auto meta = file.metadata().find("loom.train_state");
+  if (meta == file.metadata().end())
+    throw Error("optimizer state " + path +
+                " has no \"loom.train_state\" metadata");
+  state = TrainState::fromJson(meta->second, "optimizer state " + path);
+  resumed = true;
+
+  // The file holds whole tensors: the distributed optimizer reads this
+  // rank's full shards into temporary flat buffers and keeps its slice.
+  std::vector<DeviceBuffer> temps;
+  auto full = [&](float *slice) {
+    if (!distributed)
+      return slice;
+    temps.emplace_back(trainedElements * int64_t(sizeof(float)));
+    return temps.back().as<float>();
+  };
+  auto keepSlice = [&](float *slice, const float *fullBuf) {
+    if (distributed)
+      loomrt_copy(slice, fullBuf + ownBegin,
+                  (ownEnd - ownBegin) * int64_t(sizeof(float)));
+  };
+
+  std::map<std::string, void *> bufs;
+  Manifest moments = stateLayout(
+      m, {kMomentPrefixes[0], kMomentPrefixes[1]}, LOOMRT_F32);
+  float *avg = full(expAvg), *avgSq = full(expAvgSq);
+  for (const TrainParam &t : trained) {
+    bufs[kMomentPrefixes[0] + t.spec->name] = avg + t.offset;
+    bufs[kMomentPrefixes[1] + t.spec->name] = avgSq + t.offset;
+  }
+  loadCheckpoint(path, moments, rank, bufs);
+  keepSlice(expAvg, avg);
+  keepSlice(expAvgSq, avgSq);
+
+  // Main parameters are saved when the saving run had low-precision
+  // parameters; they are more precise than the model file's values.
+  bool hasMain = std::any_of(
+      file.tensors().begin(), file.tensors().end(), [](const auto &kv) {
+        return kv.first.rfind(kMainParamPrefix, 0) == 0;
+      });
+  if (!hasMain)
+    return;
+  bufs.clear();
+  // Laid out like the gradients; an f32 parameter is its own main param.
+  float *main = mixedPrecision ? full(mainParams) : nullptr;
+  for (const TrainParam &t : trained)
+    bufs[kMainParamPrefix + t.spec->name] =
+        t.spec->dtype == LOOMRT_F32 ? t.model : main + t.offset;
+  loadCheckpoint(path, stateLayout(m, {kMainParamPrefix}, LOOMRT_F32), rank,
+                 bufs);
+  if (mixedPrecision)
+    keepSlice(mainParams, main);
+  for (const TrainParam &t : trained)
+    if (t.spec->dtype != LOOMRT_F32)
+      loomrt_cast(LOOMRT_F32, main + t.offset, t.spec->dtype, t.model, t.n);
+}
+
+double Run::globalGradNorm() {
+  // Every element once: each distinct box of a parameter is counted by its
+  // first holder only (data-parallel and tensor-parallel replicas hold equal
+  // gradients after the all-reduce) or, with the distributed optimizer, by
+  // the slices of that holder's data-parallel group; the world sums the
+  // parts.
+  double local = 0.0;
+  for (const FlatPiece &pc : owned)
+    if (trained[pc.param].countsInNorm)
+      local += double(loomrt_sum_squares(
+          LOOMRT_F32, ownGrads + (pc.flatOffset - ownBegin), pc.n));
+  float sum = float(local);
+  if (worldSize > 1)
+    sum = allReduceScalar(loomrt_comm_world(), LOOMRT_SUM, sum);
+  return std::sqrt(double(sum));
+}
+
+void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
+                    StepResult &result) {
+  double lossScale = dynamicScaling ? state.scaler.scale : 1.0;
+  // The compiled code differentiates grad_scale * loss: scaling for f16 and
+  // the mean over micro-batches (or Megatron's per-token weighting) cost
+  // nothing there.
+  std::vector<float> gradScales =
+      opts.calculatePerTokenLoss
+          ? perTokenGradScales(*reader, dataStep, lossScale)
+          : std::vector<float>(size_t(m.numMicrobatches),
+                               float(lossScale / double(m.numMicrobatches)));
+  loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
+  for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
+    readBatch(*reader, dataStep, micro);
+    loomrt_copy(dev.gradScale.get(), &gradScales[size_t(micro)],
+                sizeof(float));
+    entry.fn(entry.args.data());
+    result.loss.weighted += takeLoss(entry) * batchTokens();
+    result.loss.tokens += batchTokens();
+    // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
+    for (const TrainParam &t : trained)
+      loomrt_axpy(t.n, 1.0f, t.spec->dtype, t.grad, LOOMRT_F32,
+                  mainGrads + t.offset);
+  }
+  // Gradient sync once, after the last micro-batch: the data-parallel mean,
+  // of the whole buffer or (distributed optimizer) of this rank's slice.
+  // Both sum the same dp values per element, so for dp 2 the slice is
+  // bitwise the all-reduce's. With context parallelism the group is dp x cp
+  // (Megatron's data-parallel group with cp): each cp rank's gradient is its
+  // tokens' part, so the sum over cp is the micro-batch's gradient and the
+  // mean is still over dp.
+  int64_t ownN = ownEnd - ownBegin;
+  if (distributed) {
+    int64_t shape[1] = {partition.padded()};
+    loomrt_reduce_scatter(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0,
+                          mainGrads, gradShard);
+    loomrt_scale(LOOMRT_F32, gradShard, ownN, float(1.0 / dpSize));
+  } else if (gradSize > 1) {
+    loomrt_all_reduce(comms.at(m.gradientGroup), LOOMRT_F32, LOOMRT_SUM,
+                      mainGrads, mainGrads, trainedElements);
+    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(1.0 / dpSize));
+  }
+  // Megatron's _allreduce_word_embedding_grads, after the data-parallel
+  // reduction: each stage holding the tied embedding adds the other's part.
+  // The members' slices are aligned (StageSharing.h), so this covers only
+  // the shared elements of this rank's optimizer range.
+  if (sharing.group) {
+    int64_t n = std::min(ownEnd, sharedElements) - ownBegin;
+    if (n > 0)
+      loomrt_all_reduce(comms.at("embedding"), LOOMRT_F32, LOOMRT_SUM,
+                        ownGrads, ownGrads, n);
+  }
+  if (lossScale != 1.0)
+    loomrt_scale(LOOMRT_F32, ownGrads, ownN, float(1.0 / lossScale));
+  // The unreduced buffer is dead now; the dump gathers the slices into it.
+  if (first && !opts.dumpGrads.empty() && distributed)
+    allGatherFlat(gradShard, mainGrads);
+  if (first && !opts.dumpGrads.empty())
+    writeFile(opts.dumpGrads, stateLayout(m, {""}, LOOMRT_F32),
+              [&](size_t k) -> const void * {
+                for (const TrainParam &t : trained)
+                  if (t.index == k)
+                    return mainGrads + t.offset;
+                return nullptr; // not held: never asked for
+              },
+              {{"format", "pt"}, {"loom.family", m.family}});
+
+  result.lr = state.schedule.at(state.optimizerSteps);
+  bool nonfinite = false;
+  if (dynamicScaling) {
+    // Every rank must take the same decision: MAX over the world.
+    float flag = float(loomrt_has_nonfinite(LOOMRT_F32, ownGrads, ownN));
+    if (worldSize > 1)
+      flag = allReduceScalar(loomrt_comm_world(), LOOMRT_MAX, flag);
+    nonfinite = flag != 0.0f;
+    state.scaler.update(nonfinite);
+  }
+  double norm = nonfinite ? 0.0 : globalGradNorm();
+  // Without a scaler, a non-finite gradient would poison the weights: the
+  // update is skipped all the same (the norm is the same on every rank).
+  if (nonfinite || !std::isfinite(norm)) {
+    result.skipped = true;
+    ++state.skippedIterations;
+    return;
+  }
+  result.gradNorm = norm;
+  const AdamWConfig &ad = state.adamw;
+  double coeff = clipCoefficient(norm, ad.clipGrad);
+  if (coeff < 1.0)
+    loomrt_scale(LOOMRT_F32, ownGrads, ownN, float(coeff));
+  ++state.optimizerSteps;
+  for (const FlatPiece &pc : owned) {
+    const TrainParam &t = trained[pc.param];
+    int64_t at = pc.flatOffset - ownBegin;
+    loomrt_adamw(pc.n, mainOf(pc), ownGrads + at, expAvg + at, expAvgSq + at,
+                 float(result.lr), float(ad.beta1), float(ad.beta2),
+                 float(ad.eps), t.decay ? float(ad.weightDecay) : 0.0f,
+                 state.optimizerSteps);
+    if (!distributed && t.spec->dtype != LOOMRT_F32)
+      loomrt_cast(LOOMRT_F32, mainOf(pc), t.spec->dtype, t.model, pc.n);
+  }
+  if (distributed)
+    allGatherParams();
+}
+
+void Run::checkWeightHashes() {
+  // A 64-bit FNV-1a hash of each shard's bytes, as four exact 16-bit floats, for
+  // the params in manifest order (zeros where not held), gathered from all.
+  const int64_t n = int64_t(m.params.size()) * 4;
+  std::vector<float> mine(size_t(n), 0.0f), all(size_t(n * worldSize));
+  std::vector<char> bytes;
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const ParamSpec &p = m.params[i];
+    const Shard *s = p.shardOf(rank);
+    if (!s)
+      continue;
+    bytes.resize(size_t(numElements(s->box.shape) * dtypeBytes(p.dtype)));
+    loomrt_copy(bytes.data(), buffers.at(p.name), int64_t(bytes.size()));
+    // FNV-1a over 8-byte words (then the tail bytes): 8x fewer steps than
+    // bytewise, and only ever compared with itself.
+    uint64_t h = 14695981039346656037ull;
+    size_t words = bytes.size() / 8;
+    for (size_t w = 0; w < words; ++w) {
+      uint64_t v;
+      std::memcpy(&v, bytes.data() + w * 8, 8);
+      h = (h ^ v) * 1099511628211ull;
+    }
+    for (size_t b = words * 8; b < bytes.size(); ++b)
+      h = (h ^ uint8_t(bytes[b])) * 1099511628211ull;
+    for (int k = 0; k < 4; ++k)
+      mine[i * 4 + k] = float((h >> (16 * k)) & 0xffff);
+  }
+  DeviceBuffer send(n * int64_t(sizeof(float))),
+      recv(n * worldSize * int64_t(sizeof(float)));
+  loomrt_copy(send.get(), mine.data(), n * int64_t(sizeof(float)));
+  int64_t shape[1] = {n};
+  loomrt_all_gather(loomrt_comm_world(), LOOMRT_F32, 1, shape, 0, send.get(),
+                    recv.get());
+  loomrt_copy(all.data(), recv.get(), n * worldSize * int64_t(sizeof(float)));
+  collectively([&] {
+    for (size_t i = 0; i < m.params.size(); ++i) {
+      const ParamSpec &p = m.params[i];
+      const Shard *s = p.shardOf(rank);
+      if (!s)
+        continue;
+      int32_t first = p.firstHolder(*s);
+      if (!std::equal(mine.begin() + i * 4, mine.begin() + i * 4 + 4,
+                      all.begin() + first * n + i * 4))
+        throw Error("after iteration " + std::to_string(state.iteration) +
+                    ", rank " + std::to_string(rank) + "'s copy of \"" +
+                    p.name + "\" differs from rank " + std::to_string(first) +
+                    "'s, which holds the same part of it");
+    }
+  });
+}
+
+void Run::reportOptimizerMemory() {
+  // What the distributed optimizer divides by dp: the moments and the f32
+  // main params (Megatron's "optimizer state"); the main grads stay whole
+  // for the accumulation, plus the reduce-scatter's slice.
+  const double mib = 1024.0 * 1024.0;
+  int64_t perElement = (mixedPrecision ? 3 : 2) * int64_t(sizeof(float));
+  int64_t slice = distributed ? partition.shardSize() : trainedElements;
+  std::string what = mixedPrecision ? "exp_avg, exp_avg_sq, main params"
+                                    : "exp_avg, exp_avg_sq";
+  std::printf("loom: optimizer state on rank %d: %.3f MiB (%s of %" PRId64,
+              rank, double(slice * perElement) / mib, what.c_str(),
+              ownEnd - ownBegin);
+  if (distributed)
+    std::printf(" of %" PRId64 " elements; distributed over %s %" PRId64
+                ", %.3f MiB without)",
+                trainedElements, m.gradientGroup.c_str(), gradSize,
+                double(trainedElements * perElement) / mib);
+  else
+    std::printf(" elements)");
+  std::printf(", main grads %.3f MiB", double(partition.padded()) * 4 / mib);
+  if (distributed)
+    std::printf(" + %.3f MiB slice", double(partition.shardSize()) * 4 / mib);
+  std::printf("\n");
+}
+
+float *Run::mainOf(const FlatPiece &pc) const {
+  const TrainParam &t = trained[pc.param];
+  if (t.spec->dtype == LOOMRT_F32)
+    return static_cast<float *>(t.model) + pc.paramOffset;
+  return mainParams + (pc.flatOffset - ownBegin);
+}
+
+void Run::allGatherFlat(const float *slice, float *full) {
+  int64_t shape[1] = {partition.shardSize()};
+  loomrt_all_gather(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0, slice,
+                    full);
+}
+
+void Run::allGatherParams() {
+  // Through the buffers that are free until the next step: the slice goes
+  // out of gradShard (in the gather dtype, the owner's rounding of its main
+  // params, as the plain optimizer's cast does) and the group's slices come
+  // back into mainGrads.
+  int64_t w = dtypeBytes(gatherDtype);
+  char *send = reinterpret_cast<char *>(gradShard);
+  for (const FlatPiece &pc : owned)
+    loomrt_cast(LOOMRT_F32, mainOf(pc), gatherDtype,
+                send + (pc.flatOffset - ownBegin) * w, pc.n);
+  int64_t shape[1] = {partition.shardSize()};
+  loomrt_all_gather(comms.at(m.gradientGroup), gatherDtype, 1, shape, 0, send,
+                    mainGrads);
+  const char *recv = reinterpret_cast<const char *>(mainGrads);
+  for (const TrainParam &t : trained)
+    loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
+}
+
+} // namespace loom::rank
