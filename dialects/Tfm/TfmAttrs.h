@@ -48,6 +48,12 @@ inline constexpr llvm::StringLiteral kParamArgAttrName = "tfm.param";
 inline constexpr llvm::StringLiteral kCommArgAttrName = "tfm.comm";
 /// Entry result: the parameter whose gradient it is.
 inline constexpr llvm::StringLiteral kGradResultAttrName = "tfm.grad";
+/// Entry argument or result of a pipelined step (tfm-schedule-pipeline):
+/// the micro-batch whose batch input or loss it carries.
+inline constexpr llvm::StringLiteral kMicrobatchAttrName = "tfm.microbatch";
+/// Function: the pipeline rank whose step it is (tfm-schedule-pipeline).
+inline constexpr llvm::StringLiteral kPipelineRankAttrName =
+    "tfm.pipeline_rank";
 /// The batch inputs an entry argument can carry: token ids, labels, the
 /// loss mask, and the train step's loss scale.
 inline constexpr llvm::StringLiteral kInputKinds[] = {"tokens", "labels",

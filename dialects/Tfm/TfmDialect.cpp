@@ -35,6 +35,14 @@ static LogicalResult expectName(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+static LogicalResult expectIndex(Operation *op, NamedAttribute attr) {
+  auto i = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!i || i.getValue().isNegative())
+    return op->emitError() << attr.getName().getValue()
+                           << " must be a non-negative integer";
+  return success();
+}
+
 LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -65,6 +73,11 @@ LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
     if (!isa<FunctionOpInterface>(op))
       return op->emitError() << name << " belongs on a function";
     return expectName(op, attr);
+  }
+  if (name == kPipelineRankAttrName) {
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << name << " belongs on a function";
+    return expectIndex(op, attr);
   }
   if (name == kMeshAxesAttrName) {
     auto mesh = dyn_cast<mesh::MeshOp>(op);
@@ -98,6 +111,8 @@ LogicalResult TfmDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (name == kParamArgAttrName || name == kCommArgAttrName ||
       name == kGradResultAttrName)
     return expectName(op, attr);
+  if (name == kMicrobatchAttrName)
+    return expectIndex(op, attr);
   if (name == kInputArgAttrName) {
     auto kind = dyn_cast<StringAttr>(attr.getValue());
     if (!kind || !llvm::is_contained(kInputKinds, kind.getValue()))
@@ -115,6 +130,8 @@ LogicalResult TfmDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                       NamedAttribute attr) {
   if (attr.getName().getValue() == kGradResultAttrName)
     return expectName(op, attr);
+  if (attr.getName().getValue() == kMicrobatchAttrName)
+    return expectIndex(op, attr);
   return op->emitError() << "unknown result attribute "
                          << attr.getName().getValue() << " of the tfm dialect";
 }

@@ -634,6 +634,39 @@ LogicalResult RingShiftOp::verify() {
   return success();
 }
 
+LogicalResult PipelineP2POp::verify() {
+  if (getSends().empty() && getResults().empty())
+    return emitOpError() << "sends and receives nothing";
+  if (getSendOffsets().size() != getSends().size())
+    return emitOpError() << "has " << getSends().size() << " sends but "
+                         << getSendOffsets().size() << " send offsets";
+  if (getRecvOffsets().size() != getResults().size())
+    return emitOpError() << "has " << getResults().size()
+                         << " receives but " << getRecvOffsets().size()
+                         << " receive offsets";
+  if (getSendPayloads().size() != 3 * getSends().size() ||
+      getRecvPayloads().size() != 3 * getResults().size())
+    return emitOpError() << "needs three payload integers (kind, "
+                            "micro-batch, stage) per tensor";
+  SmallVector<Type> types(getSends().getTypes());
+  llvm::append_range(types, getResults().getTypes());
+  for (Type t : types) {
+    Type element = cast<ShapedType>(t).getElementType();
+    if (!isa<Float32Type, BFloat16Type, Float16Type>(element) &&
+        !element.isInteger(32))
+      return emitOpError() << "moves f32, bf16, f16 or i32 tensors, not "
+                           << t;
+  }
+  for (ArrayRef<int64_t> payloads : {getSendPayloads(), getRecvPayloads()})
+    for (size_t i = 0; i < payloads.size(); i += 3)
+      if ((payloads[i] != 0 && payloads[i] != 1) || payloads[i + 1] < 0 ||
+          payloads[i + 2] < 0)
+        return emitOpError() << "payload " << i / 3
+                             << " must be (0 activation or 1 gradient, "
+                                "micro-batch >= 0, stage >= 0)";
+  return success();
+}
+
 /// A section's operands: q [B, L, N*D], k and v [B, L, Nkv*D], the output
 /// like q and log-sum-exp `lse` [B, N, L]; L even (two chunks).
 template <typename OpT>

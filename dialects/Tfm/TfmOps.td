@@ -1075,6 +1075,44 @@ def Tfm_RingShiftOp : Tfm_Op<"ring_shift", [Pure]> {
   let hasVerifier = 1;
 }
 
+// Pipeline parallelism: the activations and gradients one pipeline stage
+// hands to its neighbours. Not Pure: a batch orders the program and a send
+// has no result to keep it alive.
+def Tfm_PipelineP2POp : Tfm_Op<"pipeline_p2p"> {
+  let summary = "one batch of pipeline sends and receives";
+  let description = [{
+    Each tensor of `sends` goes to the rank `send_offsets[i]` places along
+    mesh axis `axis` (-1: the previous stage, +1: the next; the last rank's
+    next is the first, as in interleaved schedules); each result arrives
+    from the rank `recv_offsets[j]` places away. All of them form one
+    grouped exchange, posted in operand order (tfm-schedule-pipeline orders
+    them as Megatron-Core does). `send_payloads` and `recv_payloads` name
+    what moves, three integers per tensor: kind (0 activation, 1 gradient),
+    micro-batch and the virtual stage that produced it;
+    tfm-verify-pipeline-p2p proves from them that every send meets the
+    receive that expects it.
+
+    ```mlir
+    %g = tfm.pipeline_p2p sends(%act : tensor<1x8x64xf32>) to [1]
+        recvs from [1] payloads [0, 3, 0] -> [1, 2, 1]
+        on @dense axis "pp" : tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Tfm_AnyStaticTensor>:$sends,
+                       DenseI64ArrayAttr:$send_offsets,
+                       DenseI64ArrayAttr:$recv_offsets,
+                       DenseI64ArrayAttr:$send_payloads,
+                       DenseI64ArrayAttr:$recv_payloads,
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+  let results = (outs Variadic<Tfm_AnyStaticTensor>:$results);
+  let assemblyFormat = [{
+    `sends` `(` ($sends^ `:` type($sends))? `)` `to` $send_offsets
+    `recvs` `from` $recv_offsets `payloads` $send_payloads `->`
+    $recv_payloads `on` $mesh `axis` $axis attr-dict (`:` type($results)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure,
     AttrSizedOperandSegments]> {
   code sectionDoc = [{

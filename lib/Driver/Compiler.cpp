@@ -29,9 +29,12 @@
 #include "loom/Pipelines.h"
 #include "loom/RankGen/ContextParallelLayout.h"
 #include "loom/RankGen/ParallelLayout.h"
+#include "loom/RankGen/PipelineP2P.h"
+#include "loom/RankGen/PipelineSchedule.h"
 #include "loom/RankGen/RankGenerator.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Pipeline/Passes.h"
 #include "passes/Plan/Passes.h"
 #include "passes/Sharding/Passes.h"
 
@@ -49,6 +52,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <set>
 
 using namespace mlir;
 using namespace loom;
@@ -168,10 +172,17 @@ Error checkSupported(const CompileOptions &o) {
     return fail("recomputation (--recompute-granularity, "
                 "--recompute-activations) needs --train: there is no backward "
                 "to recompute for");
-  if (o.pp != 1)
-    return notYet("--pp", o.pp, "pipeline parallelism");
-  if (o.vpp != 1)
-    return notYet("--vpp", o.vpp, "virtual pipeline stages");
+  if (o.vpp != 1 && o.pp == 1)
+    return fail(llvm::formatv("--vpp {0} needs pipeline parallelism (--pp "
+                              "2 or more)",
+                              o.vpp));
+  if (o.p2pMode != "batched" && o.p2pMode != "unbatched")
+    return fail("--p2p-mode must be batched or unbatched, got '" +
+                o.p2pMode + "'");
+  if (o.microbatchGroupSize < 0)
+    return fail(llvm::formatv(
+        "--microbatch-group-size-per-vp-stage {0} must be at least 1",
+        o.microbatchGroupSize));
   if (o.ep != 1)
     return notYet("--ep", o.ep, "expert parallelism");
   return Error::success();
@@ -306,7 +317,10 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
   llvm::json::Array args;
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
     if (auto input = f.getArgAttrOfType<StringAttr>(i, tfm::kInputArgAttrName)) {
-      args.push_back(llvm::json::Object{{"kind", input.getValue()}});
+      llvm::json::Object arg{{"kind", input.getValue()}};
+      if (auto m = f.getArgAttrOfType<IntegerAttr>(i, tfm::kMicrobatchAttrName))
+        arg["microbatch"] = m.getInt();
+      args.push_back(std::move(arg));
       continue;
     }
     if (auto group = f.getArgAttrOfType<StringAttr>(i, tfm::kCommArgAttrName)) {
@@ -322,9 +336,18 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
     args.push_back(
         llvm::json::Object{{"kind", "param"}, {"name", name.getValue()}});
   }
+  // The loss (a pipelined step's last stage: one per micro-batch), then
+  // the gradients.
+  bool pipelined = f->hasAttr(tfm::kPipelineRankAttrName);
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    if (i == 0) {
+    auto micro = f.getResultAttrOfType<IntegerAttr>(i, tfm::kMicrobatchAttrName);
+    if (i == 0 && !pipelined) {
       args.push_back(llvm::json::Object{{"kind", "loss"}});
+      continue;
+    }
+    if (micro) {
+      args.push_back(
+          llvm::json::Object{{"kind", "loss"}, {"microbatch", micro.getInt()}});
       continue;
     }
     auto name = f.getResultAttrOfType<StringAttr>(i, tfm::kGradResultAttrName);
@@ -385,8 +408,8 @@ Expected<func::FuncOp> forwardEntry(ModuleOp module) {
 }
 
 /// The compile stages whose result is IR, which --print-ir-after names.
-constexpr StringLiteral kIrStages[] = {"plan", "differentiate", "shard",
-                                       "prepare", "lower"};
+constexpr StringLiteral kIrStages[] = {"plan",     "differentiate", "shard",
+                                       "pipeline", "prepare",       "lower"};
 
 /// Runs the rank's program under mpirun or Slurm: picks the binary of the
 /// rank from the launcher's environment (docs/MANIFEST.md).
@@ -425,8 +448,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (!o.printIrAfter.empty() &&
       !llvm::is_contained(kIrStages, StringRef(o.printIrAfter)))
     return fail("--print-ir-after " + o.printIrAfter +
-                ": not a stage with IR (plan, differentiate, shard, prepare, "
-                "lower)");
+                ": not a stage with IR (plan, differentiate, shard, pipeline, "
+                "prepare, lower)");
   auto printAfter = [&](StringRef name) {
     if (o.printIrAfter == name && o.irOutput)
       *o.irOutput << module << "\n";
@@ -539,6 +562,66 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = runPasses(module, buildTfmShardPipeline, "shard"))
     return e;
   printAfter("shard");
+  // Pipeline parallelism: the stages, and each pp rank's schedule as one
+  // function, proven to match and progress before anything else is built.
+  if (config.pp > 1) {
+    for (const ParamInfo &p : params)
+      if (!p.elementType.isF32())
+        return fail("--pp " + Twine(config.pp) + " with " +
+                    dtypeName(p.elementType) +
+                    " parameters is not implemented yet: a pipelined step "
+                    "sums its micro-batches' gradients in the parameter "
+                    "dtype, not in f32 as the rank program does");
+    // The schedule's p2p in the chosen mode, checked on RankGen's model of
+    // it first, for an error that says what to change (the pass below
+    // proves the compiled IR itself).
+    rankgen::ScheduleOptions so;
+    so.pp = config.pp;
+    so.vpp = o.vpp;
+    so.numMicrobatches = *numMicrobatches;
+    so.microbatchGroupSize = o.microbatchGroupSize;
+    so.forwardOnly = !o.train;
+    auto schedule = rankgen::PipelineSchedule::create(so);
+    if (!schedule)
+      return fail("pipeline schedule: " + schedule.error());
+    auto mode = o.p2pMode == "batched" ? rankgen::P2PMode::Batched
+                                       : rankgen::P2PMode::Unbatched;
+    if (auto checked = rankgen::checkPipelineP2P(*schedule, mode); !checked) {
+      std::string message = checked.error();
+      if (mode == rankgen::P2PMode::Batched &&
+          rankgen::checkPipelineP2P(*schedule, rankgen::P2PMode::Unbatched)
+              .ok())
+        message += "; it passes with --p2p-mode unbatched";
+      return fail(message);
+    }
+    pipeline::TfmSchedulePipelineOptions po;
+    po.numMicrobatches = *numMicrobatches;
+    po.microbatchGroupSize = o.microbatchGroupSize;
+    po.p2pMode = o.p2pMode;
+    po.firstStageLayers = o.firstStageLayers;
+    po.lastStageLayers = o.lastStageLayers;
+    po.accountForEmbedding = o.accountForEmbedding;
+    po.accountForLoss = o.accountForLoss;
+    po.layout = o.pipelineLayout;
+    if (Error e = runPasses(
+            module,
+            [&](OpPassManager &pm) {
+              pm.addPass(pipeline::createTfmSchedulePipeline(po));
+              pm.addPass(pipeline::createTfmVerifyPipelineP2P());
+            },
+            "pipeline"))
+      return e;
+    printAfter("pipeline");
+  }
+  // The pp ranks whose functions read each parameter (all of them without
+  // pipelining).
+  llvm::StringMap<std::set<int64_t>> paramStages;
+  if (config.pp > 1)
+    for (auto f : module.getOps<func::FuncOp>())
+      if (auto r = f->getAttrOfType<IntegerAttr>(tfm::kPipelineRankAttrName))
+        f.walk([&](tfm::GetParamOp get) {
+          paramStages[get.getName()].insert(r.getInt());
+        });
   // How each parameter is distributed, and the collectives each entry runs
   // per micro-batch, read off the sharded IR before lowering hides them.
   llvm::StringMap<tfm::DistAttr> paramDist;
@@ -596,6 +679,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     return e;
   printAfter("prepare");
   llvm::json::Object entries;
+  // Pipelined: each pp rank's entries.
+  std::vector<llvm::json::Object> stageEntries(size_t(config.pp));
   SmallVector<std::string> commKinds;
   for (func::FuncOp f : entryFuncs)
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
@@ -609,8 +694,11 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                   "knows (see the diagnostics above)");
     // Keyed by what the rank program does with it, whatever the function
     // is called: a train step takes the loss scale.
-    entries[inputArgument(f, "grad_scale") ? "train_step" : "forward"] =
-        std::move(*entry);
+    StringRef key = inputArgument(f, "grad_scale") ? "train_step" : "forward";
+    if (auto r = f->getAttrOfType<IntegerAttr>(tfm::kPipelineRankAttrName))
+      stageEntries[size_t(r.getInt())][key] = std::move(*entry);
+    else
+      entries[key] = std::move(*entry);
   }
 
   // 5. Lower. The buffer plan is read off the lowered functions before they
@@ -721,6 +809,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     const Placement *placement = &placements[p.name];
     SmallVector<int64_t> local(p.shape);
     llvm::json::Object placementJson{{"group", placement->group}};
+    if (config.pp > 1) {
+      llvm::json::Array stages;
+      for (int64_t r : paramStages.lookup(p.name))
+        stages.push_back(r);
+      placementJson["pp_ranks"] = std::move(stages);
+    }
     if (placement->splitDim) {
       placementJson["split_dim"] = *placement->splitDim;
       local[*placement->splitDim] /= placement->parts;
@@ -764,6 +858,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"ranks", std::move(ranks)},
       {"params", std::move(paramsJson)},
       {"entries", std::move(entries)}};
+  if (config.pp > 1) {
+    llvm::json::Array byStage;
+    for (llvm::json::Object &e : stageEntries)
+      byStage.push_back(std::move(e));
+    manifest["stage_entries"] = std::move(byStage);
+  }
   if (model) {
     llvm::json::Object m;
     for (NamedAttribute a : model) {

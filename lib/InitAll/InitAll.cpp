@@ -11,6 +11,7 @@
 #include "dialects/Tfm/TfmOps.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Pipeline/Passes.h"
 #include "passes/Plan/Passes.h"
 #include "passes/Sharding/Passes.h"
 #include "passes/Sharding/Propagation.h"
@@ -44,5 +45,6 @@ void loom::registerAllPasses() {
   loom::autodiff::registerTfmAutodiffPasses();
   loom::sharding::registerTfmShardingPasses();
   loom::lowering::registerTfmLoweringPasses();
+  loom::pipeline::registerTfmPipelinePasses();
   loom::registerAllPipelines();
 }

@@ -61,6 +61,8 @@ lowering::ringGroupOf(Operation *op) {
     std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
   else if (auto s = dyn_cast<tfm::AttentionSectionGradOp>(op))
     std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
+  else if (auto s = dyn_cast<tfm::PipelineP2POp>(op))
+    std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
   else
     return Result();
   FailureOr<tfm::MeshAxesInfo> mesh = tfm::MeshAxesInfo::lookup(op, meshName);

@@ -77,7 +77,8 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
     for (auto func : module.getOps<LLVM::LLVMFuncOp>())
       for (unsigned i = 0; i < func.getNumArguments(); ++i)
         for (StringRef name : {tfm::kParamArgAttrName, tfm::kGradResultAttrName,
-                               tfm::kCommArgAttrName, tfm::kInputArgAttrName})
+                               tfm::kCommArgAttrName, tfm::kInputArgAttrName,
+                               tfm::kMicrobatchAttrName})
           func.removeArgAttr(i, name);
   }
 };

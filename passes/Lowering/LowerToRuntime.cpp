@@ -680,6 +680,40 @@ FailureOr<SmallVector<Value>> lower(RingShiftOp op, RingShiftOp::Adaptor a,
   return results;
 }
 
+/// One batch of a pipeline schedule: every send to rank r + offset, every
+/// result from r + offset (the last rank's next is the first), posted in
+/// operand order, then the results.
+template <>
+FailureOr<SmallVector<Value>> lower(PipelineP2POp op, PipelineP2POp::Adaptor a,
+                                    Emitter &e) {
+  FailureOr<Ring> ring = ringOf(op, e);
+  if (failed(ring))
+    return failure();
+  // As for ring_shift: every result buffer exists before the batch.
+  SmallVector<Value> results;
+  for (Type type : op.getResultTypes())
+    results.push_back(e.alloc(type));
+  // Int32 tensors (position and document ids relayed with the hidden
+  // state) move as f32 words of the same size: p2p only copies bytes.
+  auto moved = [&](Value buffer) {
+    Type element = cast<ShapedType>(buffer.getType()).getElementType();
+    return element.isInteger(32) ? e.i32(dtypeCode(Float32Type::get(
+                                       buffer.getContext())))
+                                 : e.dtype(buffer);
+  };
+  e.call("loomrt_p2p_begin", {ring->handle});
+  for (auto [in, offset] : llvm::zip(a.getSends(), op.getSendOffsets()))
+    e.call("loomrt_send",
+           {ring->handle, moved(in), e.ptr(in), e.i64(numElements(in)),
+            e.toI32(ringPeer(*ring, offset, e))});
+  for (auto [out, offset] : llvm::zip(results, op.getRecvOffsets()))
+    e.call("loomrt_recv",
+           {ring->handle, moved(out), e.ptr(out), e.i64(numElements(out)),
+            e.toI32(ringPeer(*ring, offset, e))});
+  e.call("loomrt_p2p_end", {ring->handle});
+  return results;
+}
+
 /// loomrt.h's LOOMRT_SECTION_* (the ABI fixes these values).
 enum RingSection : int32_t { kDiagonal = 0, kLower = 1, kUpper = 2 };
 
@@ -1346,6 +1380,7 @@ struct LowerToRuntimePass
         RuntimeCallPattern<CeSumExpOp>, RuntimeCallPattern<CeTargetLogitOp>,
         RuntimeCallPattern<CeLossSumOp>, RuntimeCallPattern<LossMeanOp>,
         RuntimeCallPattern<TokenCountOp>, RuntimeCallPattern<RingShiftOp>,
+        RuntimeCallPattern<PipelineP2POp>,
         RuntimeCallPattern<AttentionSectionOp>,
         RuntimeCallPattern<AttentionSectionGradOp>, RuntimeCallPattern<CrossEntropyGradOp>,
         RuntimeCallPattern<PermuteChunksOp>,

@@ -133,6 +133,23 @@ std::vector<const Shard *> ParamSpec::distinctShards() const {
   return out;
 }
 
+bool Entry::pipelined() const {
+  return std::any_of(args.begin(), args.end(),
+                     [](const EntryArg &a) { return a.microbatch >= 0; });
+}
+
+int64_t Manifest::ppSize() const {
+  auto it = plan.find("pp");
+  return it == plan.end() ? 1 : it->second;
+}
+
+int64_t Manifest::ppRankOf(int32_t rank) const {
+  if (size_t(rank) < ppRankByRank.size())
+    return ppRankByRank[size_t(rank)];
+  auto g = groupOf("pp", rank);
+  return g ? g->second : 0;
+}
+
 bool Entry::hasArg(ArgKind kind) const {
   return std::any_of(args.begin(), args.end(),
                      [&](const EntryArg &a) { return a.kind == kind; });
@@ -352,6 +369,19 @@ Entry parseEntry(const Reader &r, const json &v, const std::string &path,
       a.kind = ArgKind::Other;
       a.name = kind;
     }
+    if (const json *mb = r.optMember(args[i], "microbatch")) {
+      if (a.kind != ArgKind::Tokens && a.kind != ArgKind::Labels &&
+          a.kind != ArgKind::LossMask && a.kind != ArgKind::GradScale &&
+          a.kind != ArgKind::Loss)
+        r.fail(at(p, "microbatch"), "only batch inputs and losses belong to "
+                                    "a micro-batch");
+      a.microbatch = r.integer(*mb, at(p, "microbatch"));
+      if (a.microbatch < 0 || a.microbatch >= m.numMicrobatches)
+        r.fail(at(p, "microbatch"),
+               "micro-batch " + std::to_string(a.microbatch) +
+                   " is outside the step's " +
+                   std::to_string(m.numMicrobatches));
+    }
     e.args.push_back(std::move(a));
   }
   return e;
@@ -390,7 +420,23 @@ void placeShards(const Reader &r, const json &v, const std::string &path,
                                         shapeString(p.shape));
     dim = size_t(k);
   }
+  // "pp_ranks": only the pipeline stages whose programs read it hold it.
+  std::optional<std::set<int64_t>> stages;
+  if (const json *s = r.optMember(v, "pp_ranks")) {
+    std::string sp = at(path, "pp_ranks");
+    stages.emplace();
+    for (size_t k = 0; k < r.array(*s, sp).size(); ++k) {
+      int64_t st = r.integer((*s)[k], at(sp, k));
+      if (st < 0 || st >= m.ppSize())
+        r.fail(at(sp, k), "pp rank " + std::to_string(st) +
+                              " is outside the plan's pp " +
+                              std::to_string(m.ppSize()));
+      stages->insert(st);
+    }
+  }
   for (const std::vector<int32_t> &members : groups->second) {
+    if (stages && !stages->count(m.ppRankOf(members.front())))
+      continue;
     int64_t n = int64_t(members.size());
     if (dim && p.shape[*dim] % n != 0)
       r.fail(path, "dim " + std::to_string(*dim) + " of " +
@@ -626,6 +672,18 @@ void parseRanks(const Reader &r, const json &root, Manifest &m) {
   std::map<std::string, Entry> topLevel;
   if (const json *e = r.optMember(root, "entries"))
     topLevel = parseEntries(r, *e, "entries", m);
+  // Pipelined programs: the entries of each pp rank.
+  std::vector<std::map<std::string, Entry>> stageEntries;
+  if (const json *se = r.optMember(root, "stage_entries")) {
+    const json &list = r.array(*se, "stage_entries");
+    if (int64_t(list.size()) != m.ppSize())
+      r.fail("stage_entries", "has " + std::to_string(list.size()) +
+                                  " entries for a plan of pp " +
+                                  std::to_string(m.ppSize()));
+    for (size_t k = 0; k < list.size(); ++k)
+      stageEntries.push_back(
+          parseEntries(r, list[k], at("stage_entries", k), m));
+  }
   int logging = 0;
   for (size_t i = 0; i < ranks.size(); ++i) {
     std::string path = at("ranks", i);
@@ -643,6 +701,8 @@ void parseRanks(const Reader &r, const json &root, Manifest &m) {
       info.logsLoss = r.boolean(*l, at(path, "logs_loss"));
     logging += info.logsLoss;
     info.entries = topLevel;
+    if (!stageEntries.empty())
+      info.entries = stageEntries[size_t(m.ppRankOf(info.rank))];
     if (const json *e = r.optMember(v, "entries"))
       info.entries = parseEntries(r, *e, at(path, "entries"), m);
     info.sequenceRanges = {{0, m.seqLength}};
@@ -763,6 +823,12 @@ Manifest parseManifest(const std::string &text, const std::string &what) {
   }
 
   parseGroups(r, root, m);
+  if (auto pp = m.groups.find("pp"); pp != m.groups.end()) {
+    m.ppRankByRank.assign(size_t(m.worldSize), 0);
+    for (const std::vector<int32_t> &g : pp->second)
+      for (size_t i = 0; i < g.size(); ++i)
+        m.ppRankByRank[size_t(g[i])] = int32_t(i);
+  }
   if (const json *g = r.optMember(root, "gradient_group")) {
     m.gradientGroup = r.string(*g, "gradient_group");
     if (m.gradientGroup != "dp" && !m.groups.count(m.gradientGroup))

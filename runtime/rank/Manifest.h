@@ -138,6 +138,9 @@ struct EntryArg {
   ArgKind kind = ArgKind::Tokens;
   /// Parameter name (Param, Grad), group kind (Comm), kind (Other).
   std::string name;
+  /// The micro-batch of a pipelined step's batch input or loss; -1 for the
+  /// entries that take one micro-batch per call.
+  int64_t microbatch = -1;
 };
 
 /// A compiled entry point: `void symbol(void **args)`.
@@ -145,6 +148,9 @@ struct Entry {
   std::string symbol;
   std::vector<EntryArg> args;
   bool hasArg(ArgKind kind) const;
+  /// A pipelined step: one call runs every micro-batch of the step
+  /// (loom-compile --pp), its batch inputs and losses one per micro-batch.
+  bool pipelined() const;
 };
 
 struct RankInfo {
@@ -152,7 +158,8 @@ struct RankInfo {
   std::string binary;
   bool logsLoss = false;
   /// Entry points of this rank's binary: the rank's own "entries" if it has
-  /// them, else the top-level ones.
+  /// them, else those of its pp rank in "stage_entries", else the top-level
+  /// ones.
   std::map<std::string, Entry> entries;
   /// Ranges [begin, end) of the global sequence this rank's token buffers
   /// hold, concatenated (context parallelism); [[0, seq_length]] by default.
@@ -187,6 +194,12 @@ struct Manifest {
   /// nullopt when the kind is absent or no group of it holds the rank.
   std::optional<std::pair<const std::vector<int32_t> *, int32_t>>
   groupOf(const std::string &kind, int32_t rank) const;
+  /// The plan's pipeline size (1 when not given) and `rank`'s position in
+  /// its pipeline group (0 without "pp" groups).
+  int64_t ppSize() const;
+  int64_t ppRankOf(int32_t rank) const;
+  /// ppRankOf by rank, filled from "groups" by the parser (empty: compute).
+  std::vector<int32_t> ppRankByRank;
   /// Data-parallel size and this rank's index in its data-parallel group
   /// (1 and 0 without "dp" groups).
   std::pair<int64_t, int64_t> dataParallel(int32_t rank) const;

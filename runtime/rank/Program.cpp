@@ -262,22 +262,32 @@ BoundEntry Run::bind(const Entry &entry) {
     throw Error("entry point '" + entry.symbol + "' is not exported by " +
                 tool + " (was it linked with -rdynamic?)");
   b.fn = reinterpret_cast<EntryFn>(sym);
+  b.pipelined = entry.pipelined();
+  // The input and loss slot of an argument's micro-batch.
+  auto slot = [&](const std::vector<DeviceBuffer> &bufs, const EntryArg &a) {
+    size_t k = a.microbatch < 0 ? 0 : size_t(a.microbatch);
+    if (k >= bufs.size())
+      throw Error("entry point '" + entry.symbol + "' takes micro-batch " +
+                  std::to_string(k) + ", but this rank's entries are not "
+                  "all pipelined alike");
+    return bufs[k].get();
+  };
   for (const EntryArg &a : entry.args) {
     switch (a.kind) {
     case ArgKind::Tokens:
-      b.args.push_back(dev.tokens.get());
+      b.args.push_back(slot(dev.tokens, a));
       break;
     case ArgKind::Labels:
-      b.args.push_back(dev.labels.get());
+      b.args.push_back(slot(dev.labels, a));
       break;
     case ArgKind::LossMask:
-      b.args.push_back(dev.lossMask.get());
+      b.args.push_back(slot(dev.lossMask, a));
       break;
     case ArgKind::Param:
       b.args.push_back(buffers.at(a.name));
       break;
     case ArgKind::Loss:
-      b.args.push_back(dev.loss.get());
+      b.args.push_back(slot(dev.loss, a));
       b.producesLoss = true;
       break;
     case ArgKind::Comm:
@@ -286,7 +296,7 @@ BoundEntry Run::bind(const Entry &entry) {
       b.args.push_back(&comms.at(a.name));
       break;
     case ArgKind::GradScale:
-      b.args.push_back(dev.gradScale.get());
+      b.args.push_back(slot(dev.gradScale, a));
       break;
     case ArgKind::Grad: {
       auto t = std::find_if(trained.begin(), trained.end(), [&](auto &t) {

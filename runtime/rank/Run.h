@@ -48,6 +48,8 @@ struct BoundEntry {
   EntryFn fn = nullptr;
   std::vector<void *> args;
   bool producesLoss = false;
+  /// One call runs the whole step's micro-batches (a pipelined step).
+  bool pipelined = false;
 };
 
 /// One parameter shard this rank trains. The f32 state of all of them lives
@@ -112,14 +114,18 @@ private:
   /// The logs_loss rank's line (and metrics record) for the step just run.
   void logStep(const StepResult &result, float stepLoss, double seconds,
                int64_t lastIteration, std::optional<float> validLoss);
-  /// Reads micro-batch `micro` of step `step` into `batch`; a bad token
-  /// aborts the job (only this rank sees the samples).
-  void readBatch(const BatchReader &from, int64_t step, int64_t micro);
+  /// Reads micro-batch `micro` of step `step` into `batch` and the input
+  /// slot `entry` reads it from, records its loss tokens in microTokens; a
+  /// bad token aborts the job (only this rank sees the samples).
+  void readBatch(const BoundEntry &entry, const BatchReader &from,
+                 int64_t step, int64_t micro);
+  /// The buffer slot of micro-batch `micro` for `entry`.
+  static size_t slotOf(const BoundEntry &entry, int64_t micro) {
+    return entry.pipelined ? size_t(micro) : 0;
+  }
   /// all_reduce(op) of one host value over `comm` (collectives take backend
   /// memory: it crosses through dev.scalar).
   float allReduceScalar(loomrt_comm comm, int32_t op, float value);
-  /// The loss tokens of the micro-batch read last (its loss-mask sum).
-  double batchTokens() const;
   /// The token-weighted mean loss of `tally` over the gradient group (dp,
   /// or dp x cp: every cp rank adds its chunk's tokens with the micro-batch
   /// loss, which is the whole sequence's). Collective over that group.
@@ -129,8 +135,9 @@ private:
   /// over dp and cp), so that the gradient is that of the global token mean.
   std::vector<float> perTokenGradScales(const BatchReader &from, int64_t step,
                                         double lossScale);
-  /// The loss the last call of `entry` wrote (0 when it computes none).
-  float takeLoss(const BoundEntry &entry);
+  /// The loss of micro-batch `micro` that the last call of `entry` wrote
+  /// (the previous value when it computes none).
+  float takeLoss(const BoundEntry &entry, int64_t micro);
   /// Runs `entry` on every micro-batch of step `step` of `from`, adding
   /// their losses to `tally`.
   void forwardStep(BoundEntry &entry, const BatchReader &from, int64_t step,
@@ -191,11 +198,15 @@ private:
   BoundEntry evalEntry; // forward, on the validation batches
   MicroBatch batch;
   // The entries' inputs and outputs in backend memory: the batch (copied in
-  // by readBatch), the loss (copied out by takeLoss), grad_scale; and the
-  // float that host values cross collectives in (allReduceScalar).
+  // by readBatch), the loss (copied out by takeLoss), grad_scale, one slot
+  // per micro-batch for pipelined entries (else one); and the float that
+  // host values cross collectives in (allReduceScalar).
   struct {
-    DeviceBuffer tokens, labels, lossMask, loss, gradScale, scalar;
+    std::vector<DeviceBuffer> tokens, labels, lossMask, loss, gradScale;
+    DeviceBuffer scalar;
   } dev;
+  /// Each micro-batch's loss tokens on this rank, as readBatch found them.
+  std::vector<double> microTokens;
   float loss = 0.0f;
   FILE *metrics = nullptr;
   int64_t dpSize = 1, dpRank = 0;

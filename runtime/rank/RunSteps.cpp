@@ -37,12 +37,6 @@ float Run::allReduceScalar(loomrt_comm comm, int32_t op, float value) {
   return value;
 }
 
-double Run::batchTokens() const {
-  double n = 0.0;
-  for (float w : batch.lossMask)
-    n += w;
-  return n;
-}
 
 float Run::meanLoss(const LossTally &tally) {
   float weighted = float(tally.weighted), tokens = float(tally.tokens);
@@ -88,19 +82,25 @@ std::vector<float> Run::perTokenGradScales(const BatchReader &from,
   return scales;
 }
 
-float Run::takeLoss(const BoundEntry &entry) {
+float Run::takeLoss(const BoundEntry &entry, int64_t micro) {
   if (entry.producesLoss)
-    loomrt_copy(&loss, dev.loss.get(), sizeof(float));
+    loomrt_copy(&loss, dev.loss[slotOf(entry, micro)].get(), sizeof(float));
   return loss;
 }
 
-void Run::readBatch(const BatchReader &from, int64_t step, int64_t micro) {
+void Run::readBatch(const BoundEntry &entry, const BatchReader &from,
+                    int64_t step, int64_t micro) {
   try {
     from.read(step, micro, dpRank, dpSize, batch);
+    size_t slot = slotOf(entry, micro);
     int64_t bytes = int64_t(batch.tokens.size()) * 4;
-    loomrt_copy(dev.tokens.get(), batch.tokens.data(), bytes);
-    loomrt_copy(dev.labels.get(), batch.labels.data(), bytes);
-    loomrt_copy(dev.lossMask.get(), batch.lossMask.data(), bytes);
+    loomrt_copy(dev.tokens[slot].get(), batch.tokens.data(), bytes);
+    loomrt_copy(dev.labels[slot].get(), batch.labels.data(), bytes);
+    loomrt_copy(dev.lossMask[slot].get(), batch.lossMask.data(), bytes);
+    double tokens = 0.0;
+    for (float w : batch.lossMask)
+      tokens += w;
+    microTokens[size_t(micro)] = tokens;
   } catch (const Error &e) {
     std::string msg = tool + ": error: " + e.what();
     loomrt_abort(msg.c_str());
@@ -109,11 +109,24 @@ void Run::readBatch(const BatchReader &from, int64_t step, int64_t micro) {
 
 void Run::forwardStep(BoundEntry &entry, const BatchReader &from,
                       int64_t step, LossTally &tally) {
+  // A pipelined entry runs the step's micro-batches in one call, after
+  // they are all read; the others one per call.
+  auto add = [&](int64_t micro) {
+    double tokens = microTokens[size_t(micro)];
+    tally.weighted += takeLoss(entry, micro) * tokens;
+    tally.tokens += tokens;
+  };
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
-    readBatch(from, step, micro);
+    readBatch(entry, from, step, micro);
+    if (!entry.pipelined) {
+      entry.fn(entry.args.data());
+      add(micro);
+    }
+  }
+  if (entry.pipelined) {
     entry.fn(entry.args.data());
-    tally.weighted += takeLoss(entry) * batchTokens();
-    tally.tokens += batchTokens();
+    for (int64_t micro = 0; micro < m.numMicrobatches; ++micro)
+      add(micro);
   }
 }
 
@@ -215,10 +228,17 @@ void Run::runSteps() {
     batch.tokens.resize(n);
     batch.labels.resize(n);
     batch.lossMask.resize(n);
-    for (DeviceBuffer *buf : {&dev.tokens, &dev.labels, &dev.lossMask})
-      *buf = DeviceBuffer(n * 4); // int32 or f32
-    dev.loss = DeviceBuffer(sizeof(float));
-    dev.gradScale = DeviceBuffer(sizeof(float)); // set by trainStep
+    // One slot per micro-batch when this rank's entries are pipelined.
+    size_t slots = me->entries.at("forward").pipelined()
+                       ? size_t(m.numMicrobatches)
+                       : 1;
+    for (size_t k = 0; k < slots; ++k) {
+      for (auto *bufs : {&dev.tokens, &dev.labels, &dev.lossMask})
+        bufs->emplace_back(n * 4); // int32 or f32
+      dev.loss.emplace_back(int64_t(sizeof(float)));
+      dev.gradScale.emplace_back(int64_t(sizeof(float))); // set by trainStep
+    }
+    microTokens.assign(size_t(m.numMicrobatches), 0.0);
     entry = bind(me->entries.at(opts.train ? "train_step" : "forward"));
     if (!opts.validData.empty()) {
       validStream = openTokenStream(opts.validData, opts.dataFormat);

@@ -326,13 +326,20 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
           : std::vector<float>(size_t(m.numMicrobatches),
                                float(lossScale / double(m.numMicrobatches)));
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
+  // A pipelined entry runs every micro-batch in one call (its schedule)
+  // and returns their gradients summed; the others one micro-batch a call.
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
-    readBatch(*reader, dataStep, micro);
-    loomrt_copy(dev.gradScale.get(), &gradScales[size_t(micro)],
-                sizeof(float));
+    readBatch(entry, *reader, dataStep, micro);
+    loomrt_copy(dev.gradScale[slotOf(entry, micro)].get(),
+                &gradScales[size_t(micro)], sizeof(float));
+    if (entry.pipelined && micro + 1 < m.numMicrobatches)
+      continue;
     entry.fn(entry.args.data());
-    result.loss.weighted += takeLoss(entry) * batchTokens();
-    result.loss.tokens += batchTokens();
+    for (int64_t k = entry.pipelined ? 0 : micro; k <= micro; ++k) {
+      double tokens = microTokens[size_t(k)];
+      result.loss.weighted += takeLoss(entry, k) * tokens;
+      result.loss.tokens += tokens;
+    }
     // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
     for (const TrainParam &t : trained)
       loomrt_axpy(t.n, 1.0f, t.spec->dtype, t.grad, LOOMRT_F32,

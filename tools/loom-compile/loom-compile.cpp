@@ -71,6 +71,8 @@ static cl::opt<int64_t> dp("dp", cl::init(1), cl::desc("Data-parallel size"),
 static cl::opt<int64_t> vpp("vpp", cl::init(1),
                             cl::desc("Virtual pipeline stages per rank"),
                             cl::cat(category));
+static cl::alias vppLong("virtual-pipeline-model-parallel-size",
+                         cl::aliasopt(vpp), cl::desc("Alias for --vpp"));
 static cl::opt<int64_t> ep("ep", cl::init(1), cl::desc("Expert-parallel size"),
                            cl::cat(category));
 static cl::alias epLong("expert-model-parallel-size", cl::aliasopt(ep),
@@ -130,6 +132,37 @@ static cl::opt<int64_t> recomputeNumLayers(
     "recompute-num-layers",
     cl::desc("With full: layers recomputed by block (uniform: 1)"),
     cl::cat(category));
+static cl::opt<int64_t> firstStageLayers(
+    "decoder-first-pipeline-num-layers", cl::init(-1),
+    cl::desc("Layers of the first pipeline stage (Megatron's flag; the rest "
+             "split evenly)"),
+    cl::cat(category));
+static cl::opt<int64_t> lastStageLayers(
+    "decoder-last-pipeline-num-layers", cl::init(-1),
+    cl::desc("Layers of the last pipeline stage (Megatron's flag)"),
+    cl::cat(category));
+static cl::opt<bool> accountForEmbedding(
+    "account-for-embedding-in-pipeline-split",
+    cl::desc("The embedding takes one layer's place on the first stage"),
+    cl::cat(category));
+static cl::opt<bool> accountForLoss(
+    "account-for-loss-in-pipeline-split",
+    cl::desc("The loss takes one layer's place on the last stage"),
+    cl::cat(category));
+static cl::opt<std::string> pipelineLayout(
+    "pipeline-model-parallel-layout",
+    cl::desc("Megatron's layout string of stages ('E', 't', 'L', '|', "
+             "repeats), e.g. \"Ett|tt|ttL\""),
+    cl::cat(category));
+static cl::opt<int64_t> microbatchGroupSize(
+    "microbatch-group-size-per-vp-stage", cl::init(0),
+    cl::desc("Interleaved schedule: micro-batches per group (default pp)"),
+    cl::cat(category));
+static cl::opt<std::string> p2pMode(
+    "p2p-mode", cl::init("batched"),
+    cl::desc("Pipeline p2p: batched (one grouped call per schedule step) or "
+             "unbatched (one call per tensor, even ranks sending first)"),
+    cl::value_desc("batched|unbatched"), cl::cat(category));
 static cl::opt<std::string> backend(
     "backend", cl::init("cpu"),
     cl::desc("Runtime the rank executables link: cpu (OpenBLAS + MPI) or "
@@ -222,6 +255,13 @@ int main(int argc, char **argv) {
   options.hierarchicalCpSizes.assign(hierarchicalCp.begin(),
                                      hierarchicalCp.end());
   options.order = order;
+  options.firstStageLayers = firstStageLayers;
+  options.lastStageLayers = lastStageLayers;
+  options.accountForEmbedding = accountForEmbedding;
+  options.accountForLoss = accountForLoss;
+  options.pipelineLayout = pipelineLayout;
+  options.microbatchGroupSize = microbatchGroupSize;
+  options.p2pMode = p2pMode;
   options.numMicrobatches = numMicrobatches;
   options.microbatchesGiven = numMicrobatches.getNumOccurrences() > 0;
   if (globalBatchSize.getNumOccurrences())

@@ -55,6 +55,14 @@ struct CompileOptions {
   std::string recomputeGranularity;
   std::string recomputeMethod;
   int64_t recomputeNumLayers = 0;
+  /// Pipeline parallelism (pp > 1): Megatron's layer-split flags (-1: not
+  /// given), the interleaved schedule's micro-batch group size (0: pp) and
+  /// the p2p mode ("batched" or "unbatched").
+  int64_t firstStageLayers = -1, lastStageLayers = -1;
+  bool accountForEmbedding = false, accountForLoss = false;
+  std::string pipelineLayout;
+  int64_t microbatchGroupSize = 0;
+  std::string p2pMode = "batched";
   /// Micro-batches per step (gradient accumulation).
   int64_t numMicrobatches = 1;
   /// Megatron's --global-batch-size: sequences per step over all

@@ -1,0 +1,76 @@
+//===- Passes.td - Pipeline parallelism passes -------------*- tablegen -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_PIPELINE_PASSES_TD
+#define LOOM_PASSES_PIPELINE_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TfmSchedulePipeline : Pass<"tfm-schedule-pipeline", "mlir::ModuleOp"> {
+  let summary = "split the program into pipeline stages and write each pp "
+                "rank's schedule as one function";
+  let description = [{
+    Input: a sharded module (per-rank shapes) whose `#tfm.plan` has pp > 1,
+    with `@forward` and, for training, `@train_step` built of `tfm.block`s.
+    The model's layers go to the (pp rank, virtual stage) chunks as
+    Megatron-Core assigns them (even split, or the layer-split options
+    below); the embedding goes to the first chunk and the head to the last.
+
+    For each pp rank `r` the pass writes `@train_step_pp<r>` (and
+    `@forward_pp<r>`) that runs every micro-batch of a step in Megatron-Core's
+    order for that rank (no pipelining, 1F1B, or interleaved 1F1B when
+    vpp > 1; forward-only for `@forward`): each `F<m>.<v>` is a copy of the
+    chunk's forward blocks, each `B<m>.<v>` of its backward blocks, and
+    between them the schedule's p2p calls are `tfm.pipeline_p2p` batches
+    (batched mode: one per call, Megatron's send_prev, recv_prev, send_next,
+    recv_next order; unbatched: one per tensor, the even/odd order). Values
+    a chunk reads from an earlier chunk (the hidden state) arrive with its
+    activations and their gradients travel back. Arguments are per
+    micro-batch (`tfm.microbatch`); the results are the last stage's
+    micro-batch losses and, for every parameter the rank's chunks read, its
+    gradient summed over the micro-batches (the tied embedding's two parts
+    stay on their stages: the rank program sums them over the embedding
+    group). The original entries are removed.
+
+    ```
+    loom-opt m.mlir --tfm-schedule-pipeline="num-microbatches=4"
+    ```
+  }];
+  let options = [
+    Option<"numMicrobatches", "num-microbatches", "int64_t", "1",
+           "Micro-batches per step">,
+    Option<"microbatchGroupSize", "microbatch-group-size", "int64_t", "0",
+           "Interleaved schedule's micro-batches per group (0: pp)">,
+    Option<"p2pMode", "p2p-mode", "std::string", "\"batched\"",
+           "batched or unbatched p2p">,
+    Option<"firstStageLayers", "first-stage-layers", "int64_t", "-1",
+           "Layers of the first stage (-1: even split)">,
+    Option<"lastStageLayers", "last-stage-layers", "int64_t", "-1",
+           "Layers of the last stage (-1: even split)">,
+    Option<"accountForEmbedding", "account-for-embedding", "bool", "false",
+           "The embedding takes one layer's place on the first stage">,
+    Option<"accountForLoss", "account-for-loss", "bool", "false",
+           "The loss takes one layer's place on the last stage">,
+    Option<"layout", "layout", "std::string", "\"\"",
+           "Megatron's --pipeline-model-parallel-layout string">,
+  ];
+}
+
+def TfmVerifyPipelineP2P : Pass<"tfm-verify-pipeline-p2p", "mlir::ModuleOp"> {
+  let summary = "prove that the pipeline's sends and receives match and "
+                "cannot deadlock";
+  let description = [{
+    Reads every pp rank's function (`tfm.pipeline_rank`; one program per
+    function name without its `_pp<r>` suffix) as the sequence of its
+    `tfm.pipeline_p2p` batches and proves, under rendezvous semantics with
+    first-in-first-out matching per channel, that (a) each send meets
+    exactly one receive expecting the same payload (activation or gradient,
+    micro-batch, stage, shape, dtype) and (b) no rank blocks forever. A
+    violation is an error naming the ranks, the batches and the payloads.
+  }];
+}
+
+#endif // LOOM_PASSES_PIPELINE_PASSES_TD

@@ -1,0 +1,510 @@
+//===- SchedulePipeline.cpp - Stages and each pp rank's schedule ---------===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// tfm-schedule-pipeline: cuts the sharded entries into pipeline stages by
+// their tfm.blocks and writes, for every pp rank, one function that runs a
+// whole step's micro-batches in Megatron-Core's order for that rank. The
+// layer assignment and the order (with the p2p calls between steps) come
+// from RankGen (PipelineLayout, PipelineSchedule, pipelineP2PPrograms), the
+// same code loom-ranks prints and checks, so the compiled program is the
+// printed schedule.
+//
+// A step's micro-batches live in one function rather than in a loop of the
+// rank program so that the activations a forward keeps for its backward
+// are ordinary SSA values: bufferization allocates and frees them, and the
+// in-flight activations of 1F1B (pp - r micro-batches on rank r) are what
+// the buffers hold, with no bookkeeping in the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Pipeline/Passes.h"
+
+#include "dialects/Tfm/TfmOps.h"
+#include "loom/RankGen/PipelineLayout.h"
+#include "loom/RankGen/PipelineP2P.h"
+#include "loom/RankGen/PipelineSchedule.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+
+namespace loom::pipeline {
+#define GEN_PASS_DEF_TFMSCHEDULEPIPELINE
+#include "passes/Pipeline/Passes.h.inc"
+} // namespace loom::pipeline
+
+using namespace mlir;
+using namespace loom;
+using rankgen::PayloadKind;
+
+namespace {
+
+/// Where a top-level op of an entry runs.
+struct Placement {
+  int64_t stage = 0;
+  bool backward = false;
+};
+
+/// An entry cut into stages: each top-level op's stage, what each stage
+/// receives from the one before (forward) and after (backward).
+struct StagedEntry {
+  func::FuncOp func;
+  int64_t numStages = 1;
+  DenseMap<Operation *, Placement> place;
+  /// tfm.add ops of gradient parts computed on two stages (the tied
+  /// embedding): each stage returns its part.
+  DenseSet<Operation *> splitSums;
+  /// activations[s]: forward values of stages before s read at s or later,
+  /// which stage s receives from s - 1 (the hidden state).
+  std::vector<llvm::SetVector<Value>> activations;
+  /// gradients[s]: backward values of stages after s read at s or earlier,
+  /// which stage s receives from s + 1.
+  std::vector<llvm::SetVector<Value>> gradients;
+
+  std::optional<Placement> placeOf(Value v) const {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return std::nullopt;
+    auto it = place.find(def);
+    if (it == place.end())
+      return std::nullopt;
+    return it->second;
+  }
+};
+
+/// The virtual stage of each layer, and of the embedding and head.
+struct StageMap {
+  std::vector<int64_t> layerStage;
+  int64_t embeddingStage = 0, headStage = 0, numStages = 1;
+};
+
+FailureOr<StageMap> stageMap(Operation *anchor,
+                             const rankgen::PipelineLayout &layout) {
+  StageMap map;
+  int64_t pp = layout.pp(), vpp = layout.vpp();
+  map.numStages = pp * vpp;
+  map.layerStage.assign(size_t(layout.numLayers()), -1);
+  for (const rankgen::PipelineStage &st : layout.stages()) {
+    int64_t s = st.vpStage * pp + st.ppRank;
+    for (int64_t l : st.layerIds)
+      map.layerStage[size_t(l)] = s;
+    if (st.embedding)
+      map.embeddingStage = s;
+    if (st.loss)
+      map.headStage = s;
+  }
+  if (map.embeddingStage != 0 || map.headStage != map.numStages - 1)
+    return anchor->emitError()
+           << "the pipeline layout puts the embedding on stage "
+           << map.embeddingStage << " and the loss on stage " << map.headStage
+           << "; they must be the first and last of " << map.numStages;
+  return map;
+}
+
+FailureOr<StagedEntry> stageEntry(func::FuncOp func, const StageMap &map) {
+  StagedEntry e;
+  e.func = func;
+  e.numStages = map.numStages;
+  Block &body = func.getBody().front();
+  for (Operation &op : body.without_terminator()) {
+    if (auto block = dyn_cast<tfm::BlockOp>(op)) {
+      Placement p;
+      p.backward = block.getBackward();
+      switch (block.getKind()) {
+      case tfm::BlockKind::embedding:
+        p.stage = map.embeddingStage;
+        break;
+      case tfm::BlockKind::head:
+        p.stage = map.headStage;
+        break;
+      case tfm::BlockKind::layer: {
+        int64_t i = block.getIndex() ? int64_t(*block.getIndex()) : -1;
+        if (i < 0 || i >= int64_t(map.layerStage.size()))
+          return block.emitError()
+                 << "layer " << i << " is outside the pipeline layout's "
+                 << map.layerStage.size() << " layers";
+        p.stage = map.layerStage[size_t(i)];
+        break;
+      }
+      }
+      e.place[&op] = p;
+      continue;
+    }
+    // Glue between blocks (gradient all-reduces, the tied embedding's sum)
+    // runs on the stage of what it reads.
+    std::optional<Placement> p;
+    SmallVector<int64_t> stages;
+    for (Value v : op.getOperands())
+      if (std::optional<Placement> q = e.placeOf(v)) {
+        if (!llvm::is_contained(stages, q->stage))
+          stages.push_back(q->stage);
+        if (!p || q->backward)
+          p = q;
+      }
+    if (stages.size() == 2 && isa<tfm::AddOp>(op) &&
+        llvm::all_of(op.getUsers(), [](Operation *u) {
+          return isa<func::ReturnOp>(u);
+        })) {
+      e.splitSums.insert(&op);
+      continue;
+    }
+    if (stages.size() != 1)
+      return op.emitError()
+             << "cannot place this op on a pipeline stage: it reads values of "
+             << stages.size() << " stages (a pipelined entry must be built "
+                                 "of tfm.blocks and the ops between them)";
+    e.place[&op] = *p;
+  }
+
+  // What crosses each stage boundary, relayed through the stages between
+  // producer and reader.
+  e.activations.resize(size_t(e.numStages));
+  e.gradients.resize(size_t(e.numStages));
+  for (Operation &op : body.without_terminator()) {
+    auto self = e.place.find(&op);
+    if (self == e.place.end())
+      continue;
+    for (Value v : op.getOperands()) {
+      std::optional<Placement> def = e.placeOf(v);
+      if (!def || def->stage == self->second.stage)
+        continue;
+      int64_t from = def->stage, to = self->second.stage;
+      if (!def->backward && to > from) {
+        for (int64_t s = from + 1; s <= to; ++s)
+          e.activations[size_t(s)].insert(v);
+      } else if (def->backward && self->second.backward && to < from) {
+        for (int64_t s = to; s < from; ++s)
+          e.gradients[size_t(s)].insert(v);
+      } else {
+        return op.emitError() << "reads a value of pipeline stage " << from
+                              << " from stage " << to
+                              << ", against the direction values flow";
+      }
+    }
+  }
+  return e;
+}
+
+/// Builds one pp rank's function from a staged entry and its schedule.
+class RankBuilder {
+public:
+  RankBuilder(const StagedEntry &entry, const rankgen::RankSchedule &schedule,
+              int64_t pp, int64_t numMicrobatches, bool batched,
+              StringRef meshName, StringRef axis)
+      : e(entry), src(entry.func), sched(schedule), pp(pp),
+        numMicrobatches(numMicrobatches), batched(batched),
+        meshName(meshName), axis(axis) {}
+
+  FailureOr<func::FuncOp> build(OpBuilder &moduleBuilder);
+
+private:
+  IRMapping &env(int64_t micro, int64_t stage) {
+    auto [it, fresh] = envs.try_emplace({micro, stage});
+    if (fresh)
+      for (BlockArgument a : src.getArguments())
+        it->second.map(a, newFunc.getArgument(unsigned(
+                              micro * src.getNumArguments() +
+                              a.getArgNumber())));
+    return it->second;
+  }
+  LogicalResult compute(const rankgen::ScheduleStep &step);
+  LogicalResult comm(const rankgen::CommCall &call);
+  void accumulate(Value part, Value value);
+
+  const StagedEntry &e;
+  func::FuncOp src; // e.func, for its non-const accessors
+  const rankgen::RankSchedule &sched;
+  int64_t pp, numMicrobatches;
+  bool batched;
+  StringRef meshName, axis;
+  func::FuncOp newFunc;
+  std::unique_ptr<OpBuilder> b;
+  std::map<std::pair<int64_t, int64_t>, IRMapping> envs;
+  /// Gradient parts returned by this rank, summed over micro-batches.
+  llvm::MapVector<Value, Value> sums;
+};
+
+LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
+  int64_t stage = step.chunk * pp + sched.ppRank;
+  IRMapping &map = env(step.microbatch, stage);
+  Block &body = src.getBody().front();
+  for (Operation &op : body.without_terminator()) {
+    auto it = e.place.find(&op);
+    if (it == e.place.end() || it->second.stage != stage ||
+        it->second.backward == step.forward)
+      continue;
+    for (Value v : op.getOperands())
+      if (!map.contains(v))
+        return op.emitError() << "pipeline step " << step.str()
+                              << " on pp rank " << sched.ppRank
+                              << " reads a value it neither computed nor "
+                                 "received";
+    b->clone(op, map);
+  }
+  // Parameter gradients this stage computes, summed as micro-batches finish.
+  if (!step.forward) {
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    for (Value r : ret.getOperands().drop_front()) {
+      SmallVector<Value> parts{r};
+      if (Operation *def = r.getDefiningOp(); def && e.splitSums.count(def))
+        parts.assign(def->operand_begin(), def->operand_end());
+      for (Value part : parts)
+        if (std::optional<Placement> p = e.placeOf(part);
+            p && p->stage == stage && map.contains(part))
+          accumulate(part, map.lookup(part));
+    }
+  }
+  return success();
+}
+
+void RankBuilder::accumulate(Value part, Value value) {
+  auto [it, fresh] = sums.try_emplace(part, value);
+  if (!fresh)
+    it->second = b->create<tfm::AddOp>(value.getLoc(), value.getType(),
+                                       it->second, value);
+}
+
+LogicalResult RankBuilder::comm(const rankgen::CommCall &call) {
+  struct Slot {
+    const std::optional<rankgen::Payload> *payload;
+    bool send;
+    int64_t offset;
+  };
+  Slot sendPrev{&call.sendPrev, true, -1}, recvPrev{&call.recvPrev, false, -1},
+      sendNext{&call.sendNext, true, 1}, recvNext{&call.recvNext, false, 1};
+  // Megatron's orders (p2p_communication.py): batched, one grouped call;
+  // unbatched, one call per tensor, even ranks sending first.
+  SmallVector<SmallVector<Slot>> units;
+  if (batched)
+    units.push_back({sendPrev, recvPrev, sendNext, recvNext});
+  else if (sched.ppRank % 2 == 0)
+    units = {{sendNext}, {recvPrev}, {sendPrev}, {recvNext}};
+  else
+    units = {{recvPrev}, {sendNext}, {recvNext}, {sendPrev}};
+
+  Location loc = src.getLoc();
+  for (const SmallVector<Slot> &unit : units) {
+    SmallVector<Value> sends;
+    SmallVector<int64_t> sendOffsets, recvOffsets, sendPayloads, recvPayloads;
+    SmallVector<Type> recvTypes;
+    // Each received tensor: the stage it is for, the value it stands for.
+    SmallVector<std::tuple<int64_t, int64_t, Value>> received;
+    for (const Slot &slot : unit) {
+      if (!*slot.payload)
+        continue;
+      const rankgen::Payload &p = **slot.payload;
+      bool act = p.kind == PayloadKind::Activation;
+      // The values: what the stage after the producer receives (act), or
+      // the stage before it (grad).
+      int64_t consumer = act ? p.stage + 1 : p.stage - 1;
+      if (consumer < 0 || consumer >= e.numStages)
+        return src.emitError() << "the schedule moves a payload of stage "
+                                  << p.stage << " past the pipeline's end";
+      const llvm::SetVector<Value> &values =
+          act ? e.activations[size_t(consumer)] : e.gradients[size_t(consumer)];
+      for (Value v : values) {
+        int64_t payload[3] = {act ? 0 : 1, p.microbatch, p.stage};
+        if (slot.send) {
+          IRMapping &map = env(p.microbatch, p.stage);
+          if (!map.contains(v))
+            return src.emitError()
+                   << "pp rank " << sched.ppRank << " would send "
+                   << p.str() << " before computing it";
+          sends.push_back(map.lookup(v));
+          sendOffsets.push_back(slot.offset);
+          sendPayloads.append(std::begin(payload), std::end(payload));
+        } else {
+          recvTypes.push_back(v.getType());
+          recvOffsets.push_back(slot.offset);
+          recvPayloads.append(std::begin(payload), std::end(payload));
+          received.push_back({p.microbatch, consumer, v});
+        }
+      }
+    }
+    if (sends.empty() && recvTypes.empty())
+      continue;
+    auto op = b->create<tfm::PipelineP2POp>(
+        loc, TypeRange(recvTypes), ValueRange(sends),
+        b->getDenseI64ArrayAttr(sendOffsets),
+        b->getDenseI64ArrayAttr(recvOffsets),
+        b->getDenseI64ArrayAttr(sendPayloads),
+        b->getDenseI64ArrayAttr(recvPayloads),
+        FlatSymbolRefAttr::get(b->getContext(), meshName),
+        b->getStringAttr(axis));
+    for (auto [result, r] : llvm::zip(op.getResults(), received))
+      env(std::get<0>(r), std::get<1>(r)).map(std::get<2>(r), result);
+  }
+  return success();
+}
+
+FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
+  MLIRContext *ctx = moduleBuilder.getContext();
+  func::FuncOp f = src;
+  std::string name = (f.getName() + "_pp" + Twine(sched.ppRank)).str();
+  // Arguments: the entry's, once per micro-batch.
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  for (int64_t m = 0; m < numMicrobatches; ++m)
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      argTypes.push_back(f.getArgumentTypes()[i]);
+      NamedAttrList attrs(f.getArgAttrDict(i));
+      attrs.set(tfm::kMicrobatchAttrName,
+                IntegerAttr::get(IntegerType::get(ctx, 64), m));
+      argAttrs.push_back(attrs.getDictionary(ctx));
+    }
+  newFunc = moduleBuilder.create<func::FuncOp>(
+      f.getLoc(), name, FunctionType::get(ctx, argTypes, {}));
+  newFunc.setAllArgAttrs(argAttrs);
+  if (auto entry = f->getAttrOfType<StringAttr>(tfm::kEntryAttrName))
+    newFunc->setAttr(tfm::kEntryAttrName,
+                     StringAttr::get(ctx, entry.getValue() + "_pp" +
+                                              Twine(sched.ppRank)));
+  newFunc->setAttr(tfm::kPipelineRankAttrName,
+                   IntegerAttr::get(IntegerType::get(ctx, 64), sched.ppRank));
+  Block *body = newFunc.addEntryBlock();
+  b = std::make_unique<OpBuilder>(OpBuilder::atBlockBegin(body));
+
+  for (const rankgen::RankAction &action : sched.actions)
+    if (failed(action.isComm ? comm(action.comm) : compute(action.step)))
+      return failure();
+
+  // Results: the last stage's micro-batch losses, then the gradients.
+  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  int64_t last = e.numStages - 1;
+  if (last % pp == sched.ppRank)
+    for (int64_t m = 0; m < numMicrobatches; ++m) {
+      results.push_back(env(m, last).lookup(ret.getOperand(0)));
+      NamedAttrList attrs;
+      attrs.set(tfm::kMicrobatchAttrName,
+                IntegerAttr::get(IntegerType::get(ctx, 64), m));
+      resultAttrs.push_back(attrs.getDictionary(ctx));
+    }
+  for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
+    Value r = ret.getOperand(i);
+    SmallVector<Value> parts{r};
+    if (Operation *def = r.getDefiningOp(); def && e.splitSums.count(def))
+      parts.assign(def->operand_begin(), def->operand_end());
+    Value total;
+    for (Value part : parts) {
+      auto it = sums.find(part);
+      if (it == sums.end())
+        continue;
+      total = total ? b->create<tfm::AddOp>(r.getLoc(), r.getType(), total,
+                                            it->second)
+                          .getResult()
+                    : it->second;
+    }
+    if (!total)
+      continue; // another stage's parameter
+    results.push_back(total);
+    resultAttrs.push_back(f.getResultAttrDict(i));
+  }
+  b->create<func::ReturnOp>(f.getLoc(), results);
+  newFunc.setFunctionType(
+      FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
+  newFunc.setAllResultAttrs(resultAttrs);
+  return newFunc;
+}
+
+struct SchedulePipelinePass
+    : pipeline::impl::TfmSchedulePipelineBase<SchedulePipelinePass> {
+  using TfmSchedulePipelineBase::TfmSchedulePipelineBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto plan = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
+    if (!plan) {
+      module.emitError() << "tfm-schedule-pipeline needs a #tfm.plan "
+                            "(run tfm-set-plan first)";
+      return signalPassFailure();
+    }
+    int64_t pp = plan.getPp(), vpp = plan.getVpp();
+    if (pp == 1 && vpp == 1)
+      return;
+    auto model = module->getAttrOfType<DictionaryAttr>(tfm::kModelAttrName);
+    auto layers = model ? model.getAs<IntegerAttr>("num_layers") : nullptr;
+    if (!layers) {
+      module.emitError() << "pipelining needs the model's num_layers "
+                            "(tfm.model, written by loom-import)";
+      return signalPassFailure();
+    }
+    rankgen::PipelineLayoutOptions lo;
+    lo.pp = pp;
+    lo.vpp = vpp;
+    lo.numLayers = layers.getInt();
+    if (firstStageLayers >= 0)
+      lo.firstStageLayers = int64_t(firstStageLayers);
+    if (lastStageLayers >= 0)
+      lo.lastStageLayers = int64_t(lastStageLayers);
+    lo.accountForEmbedding = accountForEmbedding;
+    lo.accountForLoss = accountForLoss;
+    lo.layout = layout;
+    auto pipelineLayout = rankgen::PipelineLayout::create(lo);
+    if (!pipelineLayout) {
+      module.emitError() << "pipeline layout: " << pipelineLayout.error();
+      return signalPassFailure();
+    }
+    auto mode = rankgen::parseP2PMode(p2pMode);
+    if (!mode) {
+      module.emitError() << "p2p-mode: " << mode.error();
+      return signalPassFailure();
+    }
+    FailureOr<StageMap> map = stageMap(module, *pipelineLayout);
+    if (failed(map))
+      return signalPassFailure();
+
+    // The entries to pipeline: the train step and the forward.
+    SmallVector<func::FuncOp> entries;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (f->hasAttr(tfm::kEntryAttrName))
+        entries.push_back(f);
+    mesh::MeshOp dense;
+    for (auto m : module.getOps<mesh::MeshOp>())
+      if (m.getSymName() == "dense")
+        dense = m;
+    if (!dense) {
+      module.emitError() << "pipelining needs the @dense mesh "
+                            "(tfm-materialize-mesh)";
+      return signalPassFailure();
+    }
+    OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+    for (func::FuncOp f : entries) {
+      FailureOr<StagedEntry> staged = stageEntry(f, *map);
+      if (failed(staged))
+        return signalPassFailure();
+      bool training = llvm::any_of(staged->place, [](auto &kv) {
+        return kv.second.backward;
+      });
+      rankgen::ScheduleOptions so;
+      so.pp = pp;
+      so.vpp = pipelineLayout->vpp();
+      so.numMicrobatches = numMicrobatches;
+      so.microbatchGroupSize = microbatchGroupSize;
+      so.forwardOnly = !training;
+      auto schedule = rankgen::PipelineSchedule::create(so);
+      if (!schedule) {
+        f.emitError() << "pipeline schedule: " << schedule.error();
+        return signalPassFailure();
+      }
+      for (const rankgen::RankSchedule &rs : schedule->ranks()) {
+        RankBuilder builder(*staged, rs, pp, numMicrobatches,
+                            *mode == rankgen::P2PMode::Batched, "dense",
+                            "pp");
+        if (failed(builder.build(mb)))
+          return signalPassFailure();
+      }
+    }
+    for (func::FuncOp f : entries)
+      f.erase();
+  }
+};
+
+} // namespace
