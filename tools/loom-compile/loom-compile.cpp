@@ -179,7 +179,7 @@ static cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"),
 static cl::opt<std::string> printIrAfter(
     "print-ir-after",
     cl::desc("Print the module after a stage to stdout: plan, "
-             "differentiate, shard, prepare or lower (as the progress lines "
+             "differentiate, shard, pipeline (pp > 1), prepare or lower (as the progress lines "
              "name them)"),
     cl::value_desc("stage"), cl::cat(category));
 
