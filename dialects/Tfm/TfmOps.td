@@ -1113,6 +1113,26 @@ def Tfm_PipelineP2POp : Tfm_Op<"pipeline_p2p"> {
   let hasVerifier = 1;
 }
 
+def Tfm_PipelineStepOp : Tfm_Op<"pipeline_step"> {
+  let summary = "marks the start of a forward or backward pipeline step";
+  let description = [{
+    Written by tfm-schedule-pipeline before each `F<microbatch>.<chunk>` or
+    `B<microbatch>.<chunk>` of a pp rank's step. It computes nothing: the
+    runtime prints the step when tracing is on (`loom-run
+    --trace-pipeline`), so a test can compare the order the compiled
+    program runs with the schedule `loom-ranks --schedule` prints.
+
+    ```mlir
+    tfm.pipeline_step backward mb 3 chunk 1
+    ```
+  }];
+  let arguments = (ins UnitAttr:$backward, I64Attr:$microbatch,
+                       I64Attr:$chunk);
+  let assemblyFormat = [{
+    (`backward` $backward^)? `mb` $microbatch `chunk` $chunk attr-dict
+  }];
+}
+
 class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure,
     AttrSizedOperandSegments]> {
   code sectionDoc = [{

@@ -31,6 +31,7 @@
 #include "loom/RankGen/ParallelLayout.h"
 #include "loom/RankGen/PipelineP2P.h"
 #include "loom/RankGen/PipelineSchedule.h"
+#include "loom/RankGen/PipelineTimeline.h"
 #include "loom/RankGen/RankGenerator.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
@@ -354,8 +355,13 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
     if (!name)
       return f.emitError() << "result " << i << " of @" << f.getName()
                            << " is not a parameter gradient";
-    args.push_back(
-        llvm::json::Object{{"kind", "grad"}, {"name", name.getValue()}});
+    llvm::json::Object grad{{"kind", "grad"}, {"name", name.getValue()}};
+    // A pipelined step sums micro-batches in f32 whatever the parameter's
+    // dtype: the buffer the rank program provides must say so.
+    if (pipelined)
+      grad["dtype"] = dtypeName(
+          cast<ShapedType>(f.getResultTypes()[i]).getElementType());
+    args.push_back(std::move(grad));
   }
   auto symbol = f->getAttrOfType<StringAttr>(tfm::kEntryAttrName);
   return llvm::json::Object{{"symbol", symbol.getValue()},
@@ -564,14 +570,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   printAfter("shard");
   // Pipeline parallelism: the stages, and each pp rank's schedule as one
   // function, proven to match and progress before anything else is built.
+  std::optional<rankgen::PipelineSchedule> pipelineSchedule;
   if (config.pp > 1) {
-    for (const ParamInfo &p : params)
-      if (!p.elementType.isF32())
-        return fail("--pp " + Twine(config.pp) + " with " +
-                    dtypeName(p.elementType) +
-                    " parameters is not implemented yet: a pipelined step "
-                    "sums its micro-batches' gradients in the parameter "
-                    "dtype, not in f32 as the rank program does");
     // The schedule's p2p in the chosen mode, checked on RankGen's model of
     // it first, for an error that says what to change (the pass below
     // proves the compiled IR itself).
@@ -594,6 +594,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
         message += "; it passes with --p2p-mode unbatched";
       return fail(message);
     }
+    pipelineSchedule = *schedule;
     pipeline::TfmSchedulePipelineOptions po;
     po.numMicrobatches = *numMicrobatches;
     po.microbatchGroupSize = o.microbatchGroupSize;
@@ -796,7 +797,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   }
 
   llvm::json::Array paramsJson;
-  int64_t paramBytes = 0;
+  // What each pp rank holds (all of it without pipelining).
+  std::vector<int64_t> stageParamBytes(size_t(config.pp), 0);
   for (const ParamInfo &p : params) {
     llvm::json::Object init{{"kind", tfm::stringifyInitKind(p.init)}};
     if (p.init == tfm::InitKind::normal)
@@ -822,7 +824,10 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     int64_t elements = 1;
     for (int64_t d : local)
       elements *= d;
-    paramBytes += elements * int64_t(p.elementType.getIntOrFloatBitWidth() / 8);
+    int64_t bytes = elements * int64_t(p.elementType.getIntOrFloatBitWidth() / 8);
+    for (int64_t r = 0; r < config.pp; ++r)
+      if (config.pp == 1 || paramStages.lookup(p.name).count(r))
+        stageParamBytes[size_t(r)] += bytes;
     llvm::json::Object hfJson{{"name", hf.name},
                               {"shape", shapeJson(hf.shape)},
                               {"transpose", hf.transpose},
@@ -899,24 +904,63 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                              microBatchSize, *numMicrobatches,
                              *numMicrobatches == 1 ? "" : "es", config.dp,
                              microBatchSize * *numMicrobatches * config.dp);
+    if (pipelineSchedule) {
+      // Per pp rank: the micro-batches whose activations wait for their
+      // backward at the worst moment (pp - r in 1F1B), and the idle share
+      // of the schedule with a backward costing two forwards.
+      auto timeline = rankgen::computeTimeline(*pipelineSchedule, 1, 2);
+      *report << llvm::formatv(
+          "pipeline: {0}, pp {1} x vpp {2}, {3} micro-batches, {4} p2p; "
+          "bubble {5:P1} of the step (backward = 2 x forward)\n",
+          rankgen::scheduleKindName(pipelineSchedule->kind()), config.pp,
+          o.vpp, *numMicrobatches, o.p2pMode,
+          timeline ? timeline->bubbleFraction : 0.0);
+      for (const rankgen::RankSchedule &rs : pipelineSchedule->ranks()) {
+        int64_t live = 0, most = 0;
+        for (const rankgen::ScheduleStep &st : rs.steps) {
+          live += st.forward ? 1 : -1;
+          most = std::max(most, live);
+        }
+        *report << llvm::formatv(
+            "  pp rank {0}: parameters {1} bytes, at most {2} micro-batch "
+            "chunk(s) of activations in flight ({3} warmup forwards)\n",
+            rs.ppRank, stageParamBytes[size_t(rs.ppRank)], most, rs.warmup);
+      }
+    }
     for (int64_t r = 0; r < world; ++r) {
+      int64_t ppRank = layout->rankInfo(r)->dense[size_t(rankgen::Dim::PP)];
       *report << llvm::formatv("rank {0}: parameters {1} bytes", r,
-                               paramBytes);
+                               stageParamBytes[size_t(ppRank)]);
+      // A pipelined rank runs its pp rank's functions only, each a whole
+      // step.
+      std::string suffix = "_pp" + std::to_string(ppRank);
+      auto runs = [&](StringRef name) {
+        return !pipelineSchedule || name.ends_with(suffix);
+      };
+      StringRef per = pipelineSchedule ? "step" : "micro-batch";
       for (auto &[name, bytes] : activationBytes)
-        *report << llvm::formatv(", @{0} peak buffers {1} bytes", name, bytes);
+        if (runs(name))
+          *report << llvm::formatv(", @{0} peak buffers {1} bytes", name,
+                                   bytes);
       *report << "\n";
       for (auto &[name, v] : volumes) {
-        *report << llvm::formatv("  @{0} per micro-batch: {1}\n", name,
+        if (!runs(name))
+          continue;
+        *report << llvm::formatv("  @{0} per {1}: {2}\n", name, per,
                                  v.total().str());
         if (v.hasBackward)
           *report << "    forward: " << v.forward.str() << "\n"
                   << "    backward: " << v.backward.str() << "\n";
       }
       for (auto &[name, bytes] : savedBytes)
-        *report << llvm::formatv(
-            "  @{0} keeps {1} bytes of activations per micro-batch for "
-            "backward ({2})\n",
-            name, bytes, recomputeDescription(o));
+        if (runs(name))
+          *report << llvm::formatv(
+            "  @{0} keeps {1} bytes of activations {2} for "
+            "backward ({3})\n",
+            name, bytes,
+            pipelineSchedule ? "over all its micro-batches"
+                             : "per micro-batch",
+            recomputeDescription(o));
       if (repeatedKv)
         *report << llvm::formatv(
             "  kv heads repeated to one per tp rank in {0} attention op(s): "

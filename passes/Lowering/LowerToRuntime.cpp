@@ -714,6 +714,17 @@ FailureOr<SmallVector<Value>> lower(PipelineP2POp op, PipelineP2POp::Adaptor a,
   return results;
 }
 
+/// The step marker: a runtime call that prints it when tracing is on.
+template <>
+FailureOr<SmallVector<Value>> lower(PipelineStepOp op, PipelineStepOp::Adaptor,
+                                    Emitter &e) {
+  e.call("loomrt_pipeline_step",
+         {e.i32(op.getBackward() ? 0 : 1),
+          e.i64(static_cast<int64_t>(op.getMicrobatch())),
+          e.i64(static_cast<int64_t>(op.getChunk()))});
+  return SmallVector<Value>();
+}
+
 /// loomrt.h's LOOMRT_SECTION_* (the ABI fixes these values).
 enum RingSection : int32_t { kDiagonal = 0, kLower = 1, kUpper = 2 };
 
@@ -1380,7 +1391,7 @@ struct LowerToRuntimePass
         RuntimeCallPattern<CeSumExpOp>, RuntimeCallPattern<CeTargetLogitOp>,
         RuntimeCallPattern<CeLossSumOp>, RuntimeCallPattern<LossMeanOp>,
         RuntimeCallPattern<TokenCountOp>, RuntimeCallPattern<RingShiftOp>,
-        RuntimeCallPattern<PipelineP2POp>,
+        RuntimeCallPattern<PipelineP2POp>, RuntimeCallPattern<PipelineStepOp>,
         RuntimeCallPattern<AttentionSectionOp>,
         RuntimeCallPattern<AttentionSectionGradOp>, RuntimeCallPattern<CrossEntropyGradOp>,
         RuntimeCallPattern<PermuteChunksOp>,

@@ -31,7 +31,8 @@ def TfmSchedulePipeline : Pass<"tfm-schedule-pipeline", "mlir::ModuleOp"> {
     activations and their gradients travel back. Arguments are per
     micro-batch (`tfm.microbatch`); the results are the last stage's
     micro-batch losses and, for every parameter the rank's chunks read, its
-    gradient summed over the micro-batches (the tied embedding's two parts
+    gradient summed over the micro-batches in f32 (Megatron's main_grad,
+    whatever the parameter dtype; the tied embedding's two parts
     stay on their stages: the rank program sums them over the embedding
     group). The original entries are removed.
 

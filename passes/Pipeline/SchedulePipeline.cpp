@@ -233,6 +233,8 @@ private:
 LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
   int64_t stage = step.chunk * pp + sched.ppRank;
   IRMapping &map = env(step.microbatch, stage);
+  b->create<tfm::PipelineStepOp>(src.getLoc(), !step.forward,
+                                 step.microbatch, step.chunk);
   Block &body = src.getBody().front();
   for (Operation &op : body.without_terminator()) {
     auto it = e.place.find(&op);
@@ -264,6 +266,15 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
 }
 
 void RankBuilder::accumulate(Value part, Value value) {
+  // In f32 whatever the parameter dtype, as Megatron's main_grad (and the
+  // rank program for unpipelined steps) accumulates.
+  auto type = cast<RankedTensorType>(value.getType());
+  if (!type.getElementType().isF32())
+    value = b->create<tfm::CastOp>(
+        value.getLoc(),
+        RankedTensorType::get(type.getShape(), b->getF32Type(),
+                              type.getEncoding()),
+        value);
   auto [it, fresh] = sums.try_emplace(part, value);
   if (!fresh)
     it->second = b->create<tfm::AddOp>(value.getLoc(), value.getType(),
@@ -397,8 +408,8 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
       auto it = sums.find(part);
       if (it == sums.end())
         continue;
-      total = total ? b->create<tfm::AddOp>(r.getLoc(), r.getType(), total,
-                                            it->second)
+      total = total ? b->create<tfm::AddOp>(r.getLoc(), total.getType(),
+                                            total, it->second)
                           .getResult()
                     : it->second;
     }

@@ -369,6 +369,11 @@ Entry parseEntry(const Reader &r, const json &v, const std::string &path,
       a.kind = ArgKind::Other;
       a.name = kind;
     }
+    if (const json *d = r.optMember(args[i], "dtype")) {
+      if (a.kind != ArgKind::Grad)
+        r.fail(at(p, "dtype"), "only a gradient names its dtype");
+      a.dtype = r.dtype(*d, at(p, "dtype"));
+    }
     if (const json *mb = r.optMember(args[i], "microbatch")) {
       if (a.kind != ArgKind::Tokens && a.kind != ArgKind::Labels &&
           a.kind != ArgKind::LossMask && a.kind != ArgKind::GradScale &&

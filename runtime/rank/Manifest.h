@@ -141,6 +141,9 @@ struct EntryArg {
   /// The micro-batch of a pipelined step's batch input or loss; -1 for the
   /// entries that take one micro-batch per call.
   int64_t microbatch = -1;
+  /// A gradient's buffer dtype when it is not the parameter's (a pipelined
+  /// step returns f32 sums).
+  std::optional<loomrt_dtype> dtype;
 };
 
 /// A compiled entry point: `void symbol(void **args)`.

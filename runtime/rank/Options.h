@@ -42,6 +42,7 @@ struct Options {
   // Megatron's --distributed-timeout-minutes: a wait for other ranks that
   // lasts longer ends the job with a report (loomrt_set_timeout).
   double distributedTimeoutMinutes = 10;
+  bool tracePipeline = false; // loomrt_set_trace
   // Every N steps, check that all holders of a parameter box hold the same
   // bytes (Megatron's --check-weight-hash-across-dp-replicas-interval, over
   // every kind of replica); 0: never.

@@ -157,6 +157,7 @@ void Run::setUp() {
     if (opts.help)
       return;
     loomrt_set_timeout(opts.distributedTimeoutMinutes * 60);
+    loomrt_set_trace(opts.tracePipeline ? 1 : 0);
     manifestPath =
         opts.manifest.empty() ? exeDir + "/manifest.json" : opts.manifest;
     m = readManifest(manifestPath);

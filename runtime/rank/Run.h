@@ -61,7 +61,8 @@ struct TrainParam {
   int64_t n = 0;            // elements of the shard
   int64_t offset = 0;       // in the flat main-grad buffer
   void *model = nullptr;    // the shard in the param dtype (entry argument)
-  void *grad = nullptr;     // train_step's gradient output, param dtype
+  void *grad = nullptr;     // train_step's gradient output, in gradDtype
+  loomrt_dtype gradDtype = LOOMRT_F32; // the param's, or the entry's dtype
   bool decay = false;       // takesWeightDecay
   // Counted in the grad norm: this rank is the first holder of its box or,
   // with the distributed optimizer, that holder is in this rank's

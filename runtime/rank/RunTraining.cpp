@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <unistd.h>
 
@@ -42,6 +43,10 @@ void Run::setUpTraining() {
       throw Error("rank " + std::to_string(rank) + " logs the loss but its "
                   "train_step entry has no loss argument");
     std::set<std::string> grads;
+    std::map<std::string, loomrt_dtype> gradDtypes;
+    for (const EntryArg &a : entry.args)
+      if (a.kind == ArgKind::Grad && a.dtype)
+        gradDtypes[a.name] = *a.dtype;
     for (const EntryArg &a : entry.args)
       if (a.kind == ArgKind::Grad && !grads.insert(a.name).second)
         throw Error("the train_step entry of rank " + std::to_string(rank) +
@@ -88,7 +93,9 @@ void Run::setUpTraining() {
       t.n = numElements(s->box.shape);
       t.offset = trainedElements;
       t.model = buffers.at(p.name);
-      t.grad = loomrt_alloc(t.n * dtypeBytes(p.dtype));
+      auto gd = gradDtypes.find(p.name);
+      t.gradDtype = gd == gradDtypes.end() ? p.dtype : gd->second;
+      t.grad = loomrt_alloc(t.n * dtypeBytes(t.gradDtype));
       t.decay = takesWeightDecay(p.name, p.shape);
       // The first holder of this box is counted, through the optimizer
       // slices of its data-parallel group (the whole buffer of that one
@@ -342,7 +349,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     }
     // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
     for (const TrainParam &t : trained)
-      loomrt_axpy(t.n, 1.0f, t.spec->dtype, t.grad, LOOMRT_F32,
+      loomrt_axpy(t.n, 1.0f, t.gradDtype, t.grad, LOOMRT_F32,
                   mainGrads + t.offset);
   }
   // Gradient sync once, after the last micro-batch: the data-parallel mean,

@@ -672,6 +672,14 @@ void loomrt_recv(loomrt_comm comm, loomrt_dtype dtype, void *buf, int64_t n,
                  int32_t peer);
 void loomrt_p2p_end(loomrt_comm comm);
 
+/* Pipeline schedule tracing: a compiled pipelined step calls
+ * loomrt_pipeline_step before each forward (forward = 1) or backward step
+ * of a micro-batch on a model chunk; after loomrt_set_trace(1) the rank
+ * prints "loom-trace: rank R F<microbatch>.<chunk>" (or B...) to stderr.
+ * Off by default: then the call does nothing. */
+void loomrt_set_trace(int32_t on);
+void loomrt_pipeline_step(int32_t forward, int64_t microbatch, int64_t chunk);
+
 /* Blocks until every member of comm has called it. */
 void loomrt_barrier(loomrt_comm comm);
 
