@@ -25,3 +25,12 @@ for model in gpt-tiny llama-tiny gpt2-124m llama3-8b gpt3-175b; do
   read -r ct cm < "$work/compile.t"
   printf '%-12s %14s %14d %16s %16d\n' "$model" "$it" $((im / 1024)) "$ct" $((cm / 1024))
 done
+
+# Pipelined: GPT-3 175B at tp 8 x pp 16 x dp 8 (1,024 ranks), 64
+# micro-batches per step. Compile time grows with the distinct stage
+# programs and the schedule's length, not with the ranks.
+/usr/bin/time -f "%e %M" -o "$work/pp.t" "$bin/loom-compile" \
+  "$work/gpt3-175b.mlir" --train --tp 8 --pp 16 --dp 8 --num-microbatches 64 \
+  --quiet -o "$work/gpt3-pp.out"
+read -r ct cm < "$work/pp.t"
+printf '%-12s %14s %14s %16s %16d\n' "gpt3-175b tp8 x pp16 x dp8, 64 micro-batches" "" "" "$ct" $((cm / 1024))

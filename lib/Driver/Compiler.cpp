@@ -53,6 +53,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <functional>
 #include <set>
 
 using namespace mlir;
@@ -617,12 +618,22 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // The pp ranks whose functions read each parameter (all of them without
   // pipelining).
   llvm::StringMap<std::set<int64_t>> paramStages;
-  if (config.pp > 1)
+  if (config.pp > 1) {
+    // A pp rank's function reads parameters in the functions of its blocks.
+    std::function<void(func::FuncOp, int64_t)> reads = [&](func::FuncOp f,
+                                                           int64_t r) {
+      f.walk([&](Operation *op) {
+        if (auto get = dyn_cast<tfm::GetParamOp>(op))
+          paramStages[get.getName()].insert(r);
+        else if (auto call = dyn_cast<func::CallOp>(op))
+          if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
+            reads(callee, r);
+      });
+    };
     for (auto f : module.getOps<func::FuncOp>())
       if (auto r = f->getAttrOfType<IntegerAttr>(tfm::kPipelineRankAttrName))
-        f.walk([&](tfm::GetParamOp get) {
-          paramStages[get.getName()].insert(r.getInt());
-        });
+        reads(f, r.getInt());
+  }
   // How each parameter is distributed, and the collectives each entry runs
   // per micro-batch, read off the sharded IR before lowering hides them.
   llvm::StringMap<tfm::DistAttr> paramDist;

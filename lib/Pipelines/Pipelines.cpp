@@ -60,21 +60,30 @@ void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
   pm.addPass(lowering::createTfmCommsToArgs());
 }
 
+static bool isPublicFunction(func::FuncOp *f) { return !f->isPrivate(); }
+static bool isPrivateFunction(func::FuncOp *f) { return f->isPrivate(); }
+
 void loom::buildTfmLowerToBuffersPipeline(OpPassManager &pm) {
   pm.addPass(lowering::createTfmLowerToRuntime());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // The loss and the gradients leave through caller-owned buffers, written
-  // in place (no copy at the end).
-  bufferization::BufferResultsToOutParamsOpts outParams;
-  outParams.hoistStaticAllocs = true;
-  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
-  // Free every intermediate buffer after its last use.
-  pm.addNestedPass<func::FuncOp>(
-      bufferization::createOwnershipBasedBufferDeallocationPass());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(bufferization::createBufferDeallocationSimplificationPass());
-  pm.addPass(bufferization::createLowerDeallocationsPass());
+  // in place (no copy at the end); private functions (a pipelined step's
+  // blocks) first return each buffer once and no argument.
+  pm.addPass(lowering::createTfmUniqueResults());
+  // Callees before callers: a caller's result that comes from a call is
+  // then the buffer allocated for the call's out-param, and becomes the
+  // caller's out-param in turn (else it would be copied, with a host
+  // memcpy that device memory does not allow).
+  bufferization::BufferResultsToOutParamsOpts callees, entries;
+  callees.hoistStaticAllocs = entries.hoistStaticAllocs = true;
+  callees.filterFn = isPrivateFunction;
+  entries.filterFn = isPublicFunction;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(callees));
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(entries));
+  // Free every buffer (tfm-plan-buffers then reuses its memory after its
+  // last use).
+  pm.addNestedPass<func::FuncOp>(lowering::createTfmFreeBuffers());
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
   // One arena per call, with offsets fixed at compile time.

@@ -85,7 +85,9 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto ptrType = LLVM::LLVMPointerType::get(&getContext());
-    for (auto func : module.getOps<func::FuncOp>()) {
+    // Callees first: a caller then needs its callees' communicators too
+    // and passes its own along.
+    for (auto func : lowering::calleesFirst(module)) {
       if (func.isExternal())
         continue;
       // Group kinds in first-use order (SetVector of strings: unique, ordered).
@@ -97,7 +99,18 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
         kinds.push_back(kind.str());
         locs.push_back(loc);
       };
+      SmallVector<func::CallOp> calls;
       WalkResult walk = func.walk([&](Operation *op) {
+        if (auto call = dyn_cast<func::CallOp>(op)) {
+          calls.push_back(call);
+          if (auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                  call, call.getCalleeAttr()))
+            for (unsigned i = 0; i < callee.getNumArguments(); ++i)
+              if (auto g = callee.getArgAttrOfType<StringAttr>(
+                      i, tfm::kCommArgAttrName))
+                need(g.getValue(), op->getLoc());
+          return WalkResult::advance();
+        }
         FailureOr<std::string> key = failure();
         if (auto c = dyn_cast<mesh::AllReduceOp>(op))
           key = lowering::groupKindOf(op, c.getMesh(), c.getMeshAxes());
@@ -136,12 +149,38 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
       });
       if (walk.wasInterrupted())
         return signalPassFailure();
+      unsigned first = func.getNumArguments();
       for (auto [kind, loc] : llvm::zip(kinds, locs)) {
         NamedAttrList attrs;
         attrs.append(tfm::kCommArgAttrName,
                      StringAttr::get(&getContext(), kind));
         func.insertArgument(func.getNumArguments(), ptrType,
                             attrs.getDictionary(&getContext()), loc);
+      }
+      // Each call passes the communicators its callee takes, in its order.
+      for (func::CallOp call : calls) {
+        auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+            call, call.getCalleeAttr());
+        if (!callee || callee.getNumArguments() == call.getNumOperands())
+          continue;
+        SmallVector<Value> operands(call.getOperands());
+        for (unsigned i = call.getNumOperands(); i < callee.getNumArguments();
+             ++i) {
+          auto g = callee.getArgAttrOfType<StringAttr>(i, tfm::kCommArgAttrName);
+          if (!g) {
+            call.emitError() << "@" << callee.getName() << " takes argument "
+                             << i << ", which is not a communicator";
+            return signalPassFailure();
+          }
+          auto at = llvm::find(kinds, g.getValue().str());
+          operands.push_back(
+              func.getArgument(first + unsigned(at - kinds.begin())));
+        }
+        OpBuilder b(call);
+        auto replacement =
+            b.create<func::CallOp>(call.getLoc(), callee, operands);
+        call.replaceAllUsesWith(replacement.getResults());
+        call.erase();
       }
     }
   }

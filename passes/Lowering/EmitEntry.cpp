@@ -70,6 +70,17 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
       func->removeAttr(tfm::kEntryAttrName);
     }
 
+    // A pipelined step is glue: thousands of calls (each block's function
+    // once per micro-batch) and p2p batches in one basic block, on which
+    // LLVM's optimizations and instruction selection take minutes for
+    // nothing (the work is in the kernels). It is compiled unoptimized and
+    // calls its blocks' functions without inlining them.
+    for (auto func : module.getOps<LLVM::LLVMFuncOp>())
+      if (func->removeAttr(tfm::kPipelineRankAttrName)) {
+        func.setNoInline(true);
+        func.setOptimizeNone(true);
+      }
+
     // The names of parameters, inputs and communicators have served their
     // purpose (the manifest was written from them before lowering); LLVM IR
     // has no place for them. The same holds for the gradient names

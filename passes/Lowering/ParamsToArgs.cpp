@@ -20,6 +20,31 @@ using namespace loom;
 
 namespace {
 
+/// Before each call of a function that takes parameters, reads them in the
+/// caller and passes them along.
+void passParamsToCallees(func::FuncOp caller) {
+  SmallVector<func::CallOp> calls;
+  caller.walk([&](func::CallOp call) { calls.push_back(call); });
+  for (func::CallOp call : calls) {
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        call, call.getCalleeAttr());
+    if (!callee || callee.getNumArguments() == call.getNumOperands())
+      continue;
+    OpBuilder b(call);
+    SmallVector<Value> operands(call.getOperands());
+    for (unsigned i = call.getNumOperands(); i < callee.getNumArguments();
+         ++i) {
+      auto name = callee.getArgAttrOfType<StringAttr>(i, tfm::kParamArgAttrName);
+      operands.push_back(b.create<tfm::GetParamOp>(
+          call.getLoc(), callee.getArgumentTypes()[i],
+          FlatSymbolRefAttr::get(name)));
+    }
+    auto replacement = b.create<func::CallOp>(call.getLoc(), callee, operands);
+    call.replaceAllUsesWith(replacement.getResults());
+    call.erase();
+  }
+}
+
 struct ParamsToArgsPass
     : lowering::impl::TfmParamsToArgsBase<ParamsToArgsPass> {
   void runOnOperation() override {
@@ -29,9 +54,12 @@ struct ParamsToArgsPass
     for (auto [i, param] : llvm::enumerate(module.getOps<tfm::ParamOp>()))
       position[param.getSymName()] = i;
 
-    for (auto func : module.getOps<func::FuncOp>()) {
+    // Callees first: a call then reads the parameters its callee takes,
+    // which become the caller's arguments in turn.
+    for (auto func : lowering::calleesFirst(module)) {
       if (func.isExternal())
         continue;
+      passParamsToCallees(func);
       // Parameter name -> its reads, in declaration order.
       std::map<unsigned, SmallVector<tfm::GetParamOp>> reads;
       WalkResult walk = func.walk([&](Operation *op) {

@@ -20,6 +20,9 @@
 namespace loom::lowering {
 
 
+/// The module's functions, each after every function it calls.
+llvm::SmallVector<mlir::func::FuncOp> calleesFirst(mlir::ModuleOp module);
+
 /// The process-group kind a mesh collective runs over ("tp", "cp-dp"), from
 /// the axis names tfm-materialize-mesh recorded on the mesh.
 mlir::FailureOr<std::string> groupKindOf(mlir::Operation *collective,

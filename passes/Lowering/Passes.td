@@ -149,6 +149,39 @@ def TfmLowerToRuntime : Pass<"tfm-lower-to-runtime", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect", "mlir::LLVM::LLVMDialect"];
 }
 
+def TfmUniqueResults : Pass<"tfm-unique-results", "mlir::ModuleOp"> {
+  let summary = "return each buffer of a private function once, and no "
+                "argument";
+  let description = [{
+    After bufferization a function may return one buffer twice (CSE merges
+    equal results) or return one of its arguments (a block that passes an
+    input through). Neither has a buffer of its own to become an out-param
+    (`buffer-results-to-out-params` with hoisting, which LLVM 19 crashes
+    on). For private functions, whose callers are all in the module, the
+    pass drops such results: each call uses the first equal result, or the
+    argument it passed, instead.
+
+    ```mlir
+    func.func private @f(%a: memref<4xi32>) -> (memref<4xf32>, memref<4xf32>, memref<4xi32>)
+    // returns %x, %x, %a  becomes  returns %x; calls use %r#0 twice and %a
+    ```
+  }];
+}
+
+def TfmFreeBuffers : Pass<"tfm-free-buffers", "mlir::func::FuncOp"> {
+  let summary = "free every buffer a straight-line function allocates";
+  let description = [{
+    Input: single-block functions without regions (what tfm-lower-to-runtime
+    and buffer-results-to-out-params produce). Each `memref.alloc` of the
+    block gets a `memref.dealloc` before the return; tfm-plan-buffers then
+    places it by its real live range. This is what upstream's
+    ownership-based deallocation computes for such code, without its
+    simplification pass, whose cost grows with the square of a block's
+    buffers (a pipelined step of thousands of calls took minutes).
+    A function with regions or more than one block is an error.
+  }];
+}
+
 def TfmPlanBuffers : Pass<"tfm-plan-buffers", "mlir::func::FuncOp"> {
   let summary = "place a function's temporary buffers in one arena at compile time";
   let description = [{

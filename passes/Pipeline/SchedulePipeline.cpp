@@ -27,6 +27,7 @@
 #include "loom/RankGen/PipelineP2P.h"
 #include "loom/RankGen/PipelineSchedule.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
@@ -60,12 +61,36 @@ struct StagedEntry {
   /// tfm.add ops of gradient parts computed on two stages (the tied
   /// embedding): each stage returns its part.
   DenseSet<Operation *> splitSums;
+  /// All-reduces of a parameter gradient (tp-partial norm weights): linear,
+  /// so they run once on the step's sum instead of once per micro-batch.
+  DenseSet<Operation *> deferred;
   /// activations[s]: forward values of stages before s read at s or later,
   /// which stage s receives from s - 1 (the hidden state).
   std::vector<llvm::SetVector<Value>> activations;
   /// gradients[s]: backward values of stages after s read at s or earlier,
   /// which stage s receives from s + 1.
   std::vector<llvm::SetVector<Value>> gradients;
+
+  /// A gradient part of a returned value: the value summed over the
+  /// micro-batches (`leaf`) and the all-reduce to apply to the sum, if any.
+  struct Part {
+    Value leaf;
+    Operation *reduce = nullptr;
+  };
+  SmallVector<Part> partsOf(Value returned) const {
+    SmallVector<Value> values{returned};
+    if (Operation *def = returned.getDefiningOp(); def && splitSums.count(def))
+      values.assign(def->operand_begin(), def->operand_end());
+    SmallVector<Part> parts;
+    for (Value v : values) {
+      Operation *def = v.getDefiningOp();
+      if (def && deferred.count(def))
+        parts.push_back({def->getOperand(0), def});
+      else
+        parts.push_back({v, nullptr});
+    }
+    return parts;
+  }
 
   std::optional<Placement> placeOf(Value v) const {
     Operation *def = v.getDefiningOp();
@@ -160,6 +185,19 @@ FailureOr<StagedEntry> stageEntry(func::FuncOp func, const StageMap &map) {
              << stages.size() << " stages (a pipelined entry must be built "
                                  "of tfm.blocks and the ops between them)";
     e.place[&op] = *p;
+    auto onlyReturned = [](Value v) {
+      return llvm::all_of(v.getUsers(), [](Operation *u) {
+        return isa<func::ReturnOp>(u) ||
+               (isa<tfm::AddOp>(u) &&
+                llvm::all_of(u->getUsers(), [](Operation *w) {
+                  return isa<func::ReturnOp>(w);
+                }));
+      });
+    };
+    if (auto reduce = dyn_cast<mesh::AllReduceOp>(op);
+        reduce && p->backward && isa<tfm::BlockOp>(reduce.getInput().getDefiningOp()) &&
+        onlyReturned(reduce.getResult()))
+      e.deferred.insert(&op);
   }
 
   // What crosses each stage boundary, relayed through the stages between
@@ -214,6 +252,21 @@ private:
     return it->second;
   }
   LogicalResult compute(const rankgen::ScheduleStep &step);
+  /// A block's code as a function, and where each block result comes
+  /// from: a result of the call, or one of its inputs passed through.
+  struct Source {
+    bool fromInput;
+    unsigned index;
+  };
+  struct Outlined {
+    func::FuncOp func;
+    SmallVector<Source> sources;
+  };
+  /// The function holding `block`'s code (made on first use); with
+  /// `summed`, the variant that adds those results to sums it takes.
+  const Outlined &outlined(tfm::BlockOp block, ArrayRef<unsigned> summed);
+  static Type f32Like(Type t);
+  Value toF32(Value v);
   LogicalResult comm(const rankgen::CommCall &call);
   void accumulate(Value part, Value value);
 
@@ -226,6 +279,11 @@ private:
   func::FuncOp newFunc;
   std::unique_ptr<OpBuilder> b;
   std::map<std::pair<int64_t, int64_t>, IRMapping> envs;
+  /// The function of each block of the entry.
+  std::map<std::pair<Operation *, bool>, Outlined> callees;
+  /// The values whose micro-batch sums this rank returns (its parts of
+  /// the returned gradients).
+  llvm::SetVector<Value> leaves;
   /// Gradient parts returned by this rank, summed over micro-batches.
   llvm::MapVector<Value, Value> sums;
 };
@@ -239,7 +297,7 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
   for (Operation &op : body.without_terminator()) {
     auto it = e.place.find(&op);
     if (it == e.place.end() || it->second.stage != stage ||
-        it->second.backward == step.forward)
+        it->second.backward == step.forward || e.deferred.count(&op))
       continue;
     for (Value v : op.getOperands())
       if (!map.contains(v))
@@ -247,34 +305,130 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
                               << " on pp rank " << sched.ppRank
                               << " reads a value it neither computed nor "
                                  "received";
-    b->clone(op, map);
-  }
-  // Parameter gradients this stage computes, summed as micro-batches finish.
-  if (!step.forward) {
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    for (Value r : ret.getOperands().drop_front()) {
-      SmallVector<Value> parts{r};
-      if (Operation *def = r.getDefiningOp(); def && e.splitSums.count(def))
-        parts.assign(def->operand_begin(), def->operand_end());
-      for (Value part : parts)
-        if (std::optional<Placement> p = e.placeOf(part);
-            p && p->stage == stage && map.contains(part))
-          accumulate(part, map.lookup(part));
+    auto block = dyn_cast<tfm::BlockOp>(op);
+    if (!block) {
+      b->clone(op, map);
+      continue;
+    }
+    // A block runs once per micro-batch: its code is one function, called
+    // each time (compile time grows with the model, not the schedule).
+    SmallVector<Value> args;
+    for (Value v : block.getInputs())
+      args.push_back(map.lookup(v));
+    // The parameter gradients this block yields, summed over micro-batches:
+    // after the first micro-batch, the block's function adds them to the
+    // sums it is given (one call per block, no per-gradient ops here).
+    SmallVector<unsigned> summed;
+    for (auto [i, r] : llvm::enumerate(block.getResults()))
+      if (leaves.count(r))
+        summed.push_back(unsigned(i));
+    bool adds = !summed.empty() && sums.count(block.getResult(summed[0]));
+    if (adds)
+      for (unsigned i : summed)
+        args.push_back(sums.lookup(block.getResult(i)));
+    const Outlined &callee = outlined(block, adds ? summed : ArrayRef<unsigned>());
+    auto call = b->create<func::CallOp>(block.getLoc(), callee.func, args);
+    for (auto [from, source] : llvm::zip(block.getResults(), callee.sources))
+      map.map(from, source.fromInput ? args[source.index]
+                                     : call.getResult(source.index));
+    for (unsigned i : summed) {
+      Value g = map.lookup(block.getResult(i));
+      sums[block.getResult(i)] = adds ? g : toF32(g);
     }
   }
+  // Gradients of glue ops (not from a block): summed here.
+  if (!step.forward)
+    for (Value leaf : leaves)
+      if (!isa<tfm::BlockOp>(leaf.getDefiningOp()) && map.contains(leaf) &&
+          e.placeOf(leaf)->stage == stage)
+        accumulate(leaf, map.lookup(leaf));
   return success();
+}
+
+const RankBuilder::Outlined &
+RankBuilder::outlined(tfm::BlockOp block, ArrayRef<unsigned> summed) {
+  Outlined &o = callees[{block.getOperation(), !summed.empty()}];
+  if (o.func)
+    return o;
+  std::string name = (src.getName() + "_" +
+                      tfm::stringifyBlockKind(block.getKind()))
+                         .str();
+  if (block.getIndex())
+    name += std::to_string(*block.getIndex());
+  if (block.getBackward())
+    name += "_backward";
+  if (!summed.empty())
+    name += "_accumulate";
+  auto module = src->getParentOfType<ModuleOp>();
+  // A yielded input is not returned (the caller has it): a function
+  // returning its own argument has no buffer of its own to return.
+  Block &region = block.getBody().front();
+  auto yielded = cast<tfm::YieldOp>(region.getTerminator()).getValues();
+  SmallVector<Type> resultTypes;
+  for (Value v : yielded) {
+    if (auto arg = dyn_cast<BlockArgument>(v); arg && !llvm::is_contained(
+            summed, unsigned(o.sources.size()))) {
+      o.sources.push_back({true, arg.getArgNumber()});
+      continue;
+    }
+    o.sources.push_back({false, unsigned(resultTypes.size())});
+    resultTypes.push_back(v.getType());
+  }
+  // The accumulating variant takes the f32 sums of the `summed` results
+  // after the block's inputs and returns sum + result in their place.
+  SmallVector<Type> argTypes(block.getInputs().getTypes());
+  for (unsigned i : summed) {
+    Type f32 = f32Like(block.getResult(i).getType());
+    argTypes.push_back(f32);
+    resultTypes[o.sources[i].index] = f32;
+  }
+  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+  func::FuncOp f = mb.create<func::FuncOp>(
+      block.getLoc(), name, mb.getFunctionType(argTypes, resultTypes));
+  f.setPrivate();
+  IRMapping map;
+  block.getBody().cloneInto(&f.getBody(), map);
+  Block &body = f.getBody().front();
+  auto yield = cast<tfm::YieldOp>(body.getTerminator());
+  OpBuilder bb(yield);
+  SmallVector<Value> values(yield.getValues());
+  for (auto [k, i] : llvm::enumerate(summed)) {
+    Value sum = body.addArgument(argTypes[block.getNumOperands() + k],
+                                 yield.getLoc());
+    Value g = values[i];
+    if (g.getType() != sum.getType())
+      g = bb.create<tfm::CastOp>(yield.getLoc(), sum.getType(), g);
+    values[i] = bb.create<tfm::AddOp>(yield.getLoc(), sum.getType(), sum, g);
+  }
+  SmallVector<Value> returned;
+  for (Value v : values)
+    if (!isa<BlockArgument>(v) ||
+        cast<BlockArgument>(v).getArgNumber() >= block.getNumOperands())
+      returned.push_back(v);
+  OpBuilder::atBlockEnd(&body).create<func::ReturnOp>(yield.getLoc(),
+                                                      returned);
+  yield.erase();
+  o.func = f;
+  return o;
+}
+
+Type RankBuilder::f32Like(Type t) {
+  auto type = cast<RankedTensorType>(t);
+  return RankedTensorType::get(type.getShape(),
+                               Float32Type::get(t.getContext()),
+                               type.getEncoding());
+}
+
+Value RankBuilder::toF32(Value v) {
+  if (cast<ShapedType>(v.getType()).getElementType().isF32())
+    return v;
+  return b->create<tfm::CastOp>(v.getLoc(), f32Like(v.getType()), v);
 }
 
 void RankBuilder::accumulate(Value part, Value value) {
   // In f32 whatever the parameter dtype, as Megatron's main_grad (and the
   // rank program for unpipelined steps) accumulates.
-  auto type = cast<RankedTensorType>(value.getType());
-  if (!type.getElementType().isF32())
-    value = b->create<tfm::CastOp>(
-        value.getLoc(),
-        RankedTensorType::get(type.getShape(), b->getF32Type(),
-                              type.getEncoding()),
-        value);
+  value = toF32(value);
   auto [it, fresh] = sums.try_emplace(part, value);
   if (!fresh)
     it->second = b->create<tfm::AddOp>(value.getLoc(), value.getType(),
@@ -380,13 +534,18 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
                    IntegerAttr::get(IntegerType::get(ctx, 64), sched.ppRank));
   Block *body = newFunc.addEntryBlock();
   b = std::make_unique<OpBuilder>(OpBuilder::atBlockBegin(body));
+  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+  for (Value r : ret.getOperands().drop_front())
+    for (const StagedEntry::Part &part : e.partsOf(r))
+      if (std::optional<Placement> p = e.placeOf(part.leaf);
+          p && p->stage % pp == sched.ppRank)
+        leaves.insert(part.leaf);
 
   for (const rankgen::RankAction &action : sched.actions)
     if (failed(action.isComm ? comm(action.comm) : compute(action.step)))
       return failure();
 
   // Results: the last stage's micro-batch losses, then the gradients.
-  auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
   int64_t last = e.numStages - 1;
@@ -400,18 +559,24 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
     }
   for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
     Value r = ret.getOperand(i);
-    SmallVector<Value> parts{r};
-    if (Operation *def = r.getDefiningOp(); def && e.splitSums.count(def))
-      parts.assign(def->operand_begin(), def->operand_end());
     Value total;
-    for (Value part : parts) {
-      auto it = sums.find(part);
+    for (const StagedEntry::Part &part : e.partsOf(r)) {
+      auto it = sums.find(part.leaf);
       if (it == sums.end())
         continue;
+      Value sum = it->second;
+      if (part.reduce) {
+        // The all-reduce once on the step's sum, in f32.
+        IRMapping once;
+        once.map(part.leaf, sum);
+        Operation *reduce = b->clone(*part.reduce, once);
+        reduce->getResult(0).setType(f32Like(reduce->getResult(0).getType()));
+        sum = reduce->getResult(0);
+      }
       total = total ? b->create<tfm::AddOp>(r.getLoc(), total.getType(),
-                                            total, it->second)
+                                            total, sum)
                           .getResult()
-                    : it->second;
+                    : sum;
     }
     if (!total)
       continue; // another stage's parameter

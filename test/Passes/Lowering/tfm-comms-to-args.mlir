@@ -79,3 +79,19 @@ func.func @no_axes(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = mesh.all_reduce %x on @dense mesh_axes = [] : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
 }
+
+// -----
+
+// A caller takes its callees' communicators and passes them along.
+mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+func.func private @block(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = mesh.all_reduce %x on @dense mesh_axes = [3] : tensor<4xf32> -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>, %[[TP:.*]]: !llvm.ptr {tfm.comm = "tp"})
+// CHECK: call @block(%[[X]], %[[TP]])
+func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = call @block(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}

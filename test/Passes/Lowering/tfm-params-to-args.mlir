@@ -43,3 +43,26 @@ func.func @blocked(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   }
   return %y : tensor<2x4x8xf32>
 }
+
+// -----
+
+// A caller passes the parameters its callee reads (a pipelined step calls
+// one function per block): callees are rewritten first, then each call
+// reads what its callee takes, which the caller takes in turn.
+tfm.param @w init(ones) : tensor<8xf32>
+// CHECK-LABEL: func.func private @block
+// CHECK-SAME: (%{{.*}}: tensor<8xf32>, %{{.*}}: tensor<8xf32> {tfm.param = "w"})
+func.func private @block(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %w = tfm.get_param @w : tensor<8xf32>
+  %y = tfm.add %x, %w : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: (%[[X:.*]]: tensor<8xf32>, %[[W:.*]]: tensor<8xf32> {tfm.param = "w"})
+// CHECK: call @block(%[[X]], %[[W]])
+// CHECK: call @block(%{{.*}}, %[[W]])
+func.func @step(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %a = call @block(%x) : (tensor<8xf32>) -> tensor<8xf32>
+  %b = call @block(%a) : (tensor<8xf32>) -> tensor<8xf32>
+  return %b : tensor<8xf32>
+}

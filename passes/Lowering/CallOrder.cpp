@@ -1,0 +1,37 @@
+//===- CallOrder.cpp - Functions ordered callees first ---------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The passes that turn what a function reads (parameters, communicators)
+// into arguments must rewrite a callee before its callers: a call then
+// passes what the callee now takes. Pipelined steps call one function per
+// model block (tfm-schedule-pipeline); calls are not recursive.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+using namespace mlir;
+using namespace loom;
+
+SmallVector<func::FuncOp> lowering::calleesFirst(ModuleOp module) {
+  SmallVector<func::FuncOp> order;
+  llvm::DenseSet<Operation *> visited;
+  std::function<void(func::FuncOp)> visit = [&](func::FuncOp f) {
+    if (!visited.insert(f).second)
+      return;
+    f.walk([&](func::CallOp call) {
+      if (auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+              call, call.getCalleeAttr()))
+        visit(callee);
+    });
+    order.push_back(f);
+  };
+  for (auto f : module.getOps<func::FuncOp>())
+    visit(f);
+  return order;
+}
