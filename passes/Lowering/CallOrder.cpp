@@ -6,7 +6,7 @@
 //
 // The passes that turn what a function reads (parameters, communicators)
 // into arguments must rewrite a callee before its callers: a call then
-// passes what the callee now takes. Pipelined steps call one function per
+// passes what the callee now takes (callWith). Pipelined steps call one function per
 // model block (tfm-schedule-pipeline); calls are not recursive.
 //
 //===----------------------------------------------------------------------===//
@@ -34,4 +34,13 @@ SmallVector<func::FuncOp> lowering::calleesFirst(ModuleOp module) {
   for (auto f : module.getOps<func::FuncOp>())
     visit(f);
   return order;
+}
+
+func::CallOp lowering::callWith(func::CallOp call, func::FuncOp callee,
+                                ValueRange operands) {
+  OpBuilder b(call);
+  auto replacement = b.create<func::CallOp>(call.getLoc(), callee, operands);
+  call.replaceAllUsesWith(replacement.getResults());
+  call.erase();
+  return replacement;
 }

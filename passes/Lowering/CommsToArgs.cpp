@@ -176,11 +176,7 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
           operands.push_back(
               func.getArgument(first + unsigned(at - kinds.begin())));
         }
-        OpBuilder b(call);
-        auto replacement =
-            b.create<func::CallOp>(call.getLoc(), callee, operands);
-        call.replaceAllUsesWith(replacement.getResults());
-        call.erase();
+        lowering::callWith(call, callee, operands);
       }
     }
   }

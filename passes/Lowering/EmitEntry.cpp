@@ -85,12 +85,22 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
     // purpose (the manifest was written from them before lowering); LLVM IR
     // has no place for them. The same holds for the gradient names
     // out-params inherited from results.
-    for (auto func : module.getOps<LLVM::LLVMFuncOp>())
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    // (All arguments at once: a pipelined step has thousands.)
+    for (auto func : module.getOps<LLVM::LLVMFuncOp>()) {
+      ArrayAttr all = func.getArgAttrsAttr();
+      if (!all)
+        continue;
+      SmallVector<Attribute> kept;
+      for (Attribute a : all) {
+        NamedAttrList attrs(cast<DictionaryAttr>(a));
         for (StringRef name : {tfm::kParamArgAttrName, tfm::kGradResultAttrName,
                                tfm::kCommArgAttrName, tfm::kInputArgAttrName,
                                tfm::kMicrobatchAttrName})
-          func.removeArgAttr(i, name);
+          attrs.erase(name);
+        kept.push_back(attrs.getDictionary(ctx));
+      }
+      func.setArgAttrsAttr(ArrayAttr::get(ctx, kept));
+    }
   }
 };
 

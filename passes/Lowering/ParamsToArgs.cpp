@@ -39,9 +39,7 @@ void passParamsToCallees(func::FuncOp caller) {
           call.getLoc(), callee.getArgumentTypes()[i],
           FlatSymbolRefAttr::get(name)));
     }
-    auto replacement = b.create<func::CallOp>(call.getLoc(), callee, operands);
-    call.replaceAllUsesWith(replacement.getResults());
-    call.erase();
+    lowering::callWith(call, callee, operands);
   }
 }
 

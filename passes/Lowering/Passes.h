@@ -22,6 +22,10 @@ namespace loom::lowering {
 
 /// The module's functions, each after every function it calls.
 llvm::SmallVector<mlir::func::FuncOp> calleesFirst(mlir::ModuleOp module);
+/// Replaces `call` by a call of `callee` with `operands` (a callee that
+/// gained arguments).
+mlir::func::CallOp callWith(mlir::func::CallOp call, mlir::func::FuncOp callee,
+                            mlir::ValueRange operands);
 
 /// The process-group kind a mesh collective runs over ("tp", "cp-dp"), from
 /// the axis names tfm-materialize-mesh recorded on the mesh.
