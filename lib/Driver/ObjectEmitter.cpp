@@ -11,6 +11,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Instructions.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -41,6 +42,25 @@ static void optimize(Module &module, TargetMachine &tm) {
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
   pb.buildPerModuleDefaultPipeline(OptimizationLevel::O2).run(module, mam);
+}
+
+/// Instruction selection works on one basic block at a time and its cost
+/// grows faster than the block: a pipelined step is one block of thousands
+/// of calls. After optimization (which would merge them back), blocks are
+/// cut every few calls; the branches cost nothing at run time.
+static void splitLongBlocks(Module &module) {
+  constexpr int kCallsPerBlock = 16;
+  for (Function &f : module)
+    for (auto bb = f.begin(); bb != f.end(); ++bb) {
+      int calls = 0;
+      for (auto it = bb->begin(); it != bb->end(); ++it)
+        if (isa<CallInst>(*it) && ++calls == kCallsPerBlock &&
+            !std::next(it)->isTerminator()) {
+          // The rest becomes the next block, visited in turn.
+          bb->splitBasicBlock(std::next(it));
+          break;
+        }
+    }
 }
 
 Error loom::driver::emitObjectFile(mlir::ModuleOp module, StringRef objectPath,
@@ -75,6 +95,7 @@ Error loom::driver::emitObjectFile(mlir::ModuleOp module, StringRef objectPath,
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(tm->createDataLayout());
   optimize(*llvmModule, *tm);
+  splitLongBlocks(*llvmModule);
 
   if (!llPath.empty()) {
     std::error_code ec;

@@ -6,6 +6,8 @@
 
 #include "passes/Lowering/Passes.h"
 
+#include "llvm/ADT/StringSet.h"
+
 #include "mlir/IR/Builders.h"
 
 namespace loom::lowering {
@@ -26,6 +28,7 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
     auto voidType = LLVM::LLVMVoidType::get(ctx);
 
     SmallVector<LLVM::LLVMFuncOp> entries;
+    llvm::StringSet<> wrappers;
     for (auto func : module.getOps<LLVM::LLVMFuncOp>())
       if (func->hasAttr(tfm::kEntryAttrName))
         entries.push_back(func);
@@ -55,6 +58,7 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
       Location loc = func.getLoc();
       auto wrapper = b.create<LLVM::LLVMFuncOp>(
           loc, symbol.getValue(), LLVM::LLVMFunctionType::get(voidType, {ptrType}));
+      wrappers.insert(wrapper.getName());
       Block *body = wrapper.addEntryBlock(b);
       b.setInsertionPointToStart(body);
       Value argv = body->getArgument(0);
@@ -70,16 +74,16 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
       func->removeAttr(tfm::kEntryAttrName);
     }
 
-    // A pipelined step is glue: thousands of calls (each block's function
-    // once per micro-batch) and p2p batches in one basic block, on which
-    // LLVM's optimizations and instruction selection take minutes for
-    // nothing (the work is in the kernels). It is compiled unoptimized and
-    // calls its blocks' functions without inlining them.
-    for (auto func : module.getOps<LLVM::LLVMFuncOp>())
-      if (func->removeAttr(tfm::kPipelineRankAttrName)) {
+    // A pipelined step calls each block's function once per micro-batch:
+    // inlining them would copy every layer's code into the step as many
+    // times, for nothing (a block's work is in its kernels). They are the
+    // defined functions that are neither entries nor their wrappers.
+    for (auto func : module.getOps<LLVM::LLVMFuncOp>()) {
+      func->removeAttr(tfm::kPipelineRankAttrName);
+      if (!func.isExternal() && !llvm::is_contained(entries, func) &&
+          !wrappers.contains(func.getName()))
         func.setNoInline(true);
-        func.setOptimizeNone(true);
-      }
+    }
 
     // The names of parameters, inputs and communicators have served their
     // purpose (the manifest was written from them before lowering); LLVM IR
