@@ -6,8 +6,8 @@
 //
 // The passes that turn what a function reads (parameters, communicators)
 // into arguments must rewrite a callee before its callers: a call then
-// passes what the callee now takes (callWith). Pipelined steps call one function per
-// model block (tfm-schedule-pipeline); calls are not recursive.
+// passes what the callee now takes (callWith). Pipelined steps call one
+// function per model block (tfm-schedule-pipeline); calls are not recursive.
 //
 //===----------------------------------------------------------------------===//
 

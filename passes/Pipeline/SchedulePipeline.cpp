@@ -173,17 +173,17 @@ FailureOr<StagedEntry> stageEntry(func::FuncOp func, const StageMap &map) {
           p = q;
       }
     if (stages.size() == 2 && isa<tfm::AddOp>(op) &&
-        llvm::all_of(op.getUsers(), [](Operation *u) {
-          return isa<func::ReturnOp>(u);
-        })) {
+        llvm::all_of(op.getUsers(),
+                     [](Operation *u) { return isa<func::ReturnOp>(u); })) {
       e.splitSums.insert(&op);
       continue;
     }
     if (stages.size() != 1)
       return op.emitError()
              << "cannot place this op on a pipeline stage: it reads values of "
-             << stages.size() << " stages (a pipelined entry must be built "
-                                 "of tfm.blocks and the ops between them)";
+             << stages.size()
+             << " stages (a pipelined entry must be built "
+                "of tfm.blocks and the ops between them)";
     e.place[&op] = *p;
     auto onlyReturned = [](Value v) {
       return llvm::all_of(v.getUsers(), [](Operation *u) {
@@ -195,7 +195,8 @@ FailureOr<StagedEntry> stageEntry(func::FuncOp func, const StageMap &map) {
       });
     };
     if (auto reduce = dyn_cast<mesh::AllReduceOp>(op);
-        reduce && p->backward && isa<tfm::BlockOp>(reduce.getInput().getDefiningOp()) &&
+        reduce && p->backward &&
+        isa<tfm::BlockOp>(reduce.getInput().getDefiningOp()) &&
         onlyReturned(reduce.getResult()))
       e.deferred.insert(&op);
   }
@@ -220,9 +221,9 @@ FailureOr<StagedEntry> stageEntry(func::FuncOp func, const StageMap &map) {
         for (int64_t s = to; s < from; ++s)
           e.gradients[size_t(s)].insert(v);
       } else {
-        return op.emitError() << "reads a value of pipeline stage " << from
-                              << " from stage " << to
-                              << ", against the direction values flow";
+        return op.emitError()
+               << "reads a value of pipeline stage " << from << " from stage "
+               << to << ", against the direction values flow";
       }
     }
   }
@@ -236,8 +237,8 @@ public:
               int64_t pp, int64_t numMicrobatches, bool batched,
               StringRef meshName, StringRef axis)
       : e(entry), src(entry.func), sched(schedule), pp(pp),
-        numMicrobatches(numMicrobatches), batched(batched),
-        meshName(meshName), axis(axis) {}
+        numMicrobatches(numMicrobatches), batched(batched), meshName(meshName),
+        axis(axis) {}
 
   FailureOr<func::FuncOp> build(OpBuilder &moduleBuilder);
 
@@ -246,9 +247,9 @@ private:
     auto [it, fresh] = envs.try_emplace({micro, stage});
     if (fresh)
       for (BlockArgument a : src.getArguments())
-        it->second.map(a, newFunc.getArgument(unsigned(
-                              micro * src.getNumArguments() +
-                              a.getArgNumber())));
+        it->second.map(
+            a, newFunc.getArgument(
+                   unsigned(micro * src.getNumArguments() + a.getArgNumber())));
     return it->second;
   }
   LogicalResult compute(const rankgen::ScheduleStep &step);
@@ -291,8 +292,8 @@ private:
 LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
   int64_t stage = step.chunk * pp + sched.ppRank;
   IRMapping &map = env(step.microbatch, stage);
-  b->create<tfm::PipelineStepOp>(src.getLoc(), !step.forward,
-                                 step.microbatch, step.chunk);
+  b->create<tfm::PipelineStepOp>(src.getLoc(), !step.forward, step.microbatch,
+                                 step.chunk);
   Block &body = src.getBody().front();
   for (Operation &op : body.without_terminator()) {
     auto it = e.place.find(&op);
@@ -326,7 +327,8 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
     if (adds)
       for (unsigned i : summed)
         args.push_back(sums.lookup(block.getResult(i)));
-    const Outlined &callee = outlined(block, adds ? summed : ArrayRef<unsigned>());
+    const Outlined &callee =
+        outlined(block, adds ? summed : ArrayRef<unsigned>());
     auto call = b->create<func::CallOp>(block.getLoc(), callee.func, args);
     for (auto [from, source] : llvm::zip(block.getResults(), callee.sources))
       map.map(from, source.fromInput ? args[source.index]
@@ -345,14 +347,13 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
   return success();
 }
 
-const RankBuilder::Outlined &
-RankBuilder::outlined(tfm::BlockOp block, ArrayRef<unsigned> summed) {
+const RankBuilder::Outlined &RankBuilder::outlined(tfm::BlockOp block,
+                                                   ArrayRef<unsigned> summed) {
   Outlined &o = callees[{block.getOperation(), !summed.empty()}];
   if (o.func)
     return o;
-  std::string name = (src.getName() + "_" +
-                      tfm::stringifyBlockKind(block.getKind()))
-                         .str();
+  std::string name =
+      (src.getName() + "_" + tfm::stringifyBlockKind(block.getKind())).str();
   if (block.getIndex())
     name += std::to_string(*block.getIndex());
   if (block.getBackward())
@@ -366,8 +367,8 @@ RankBuilder::outlined(tfm::BlockOp block, ArrayRef<unsigned> summed) {
   auto yielded = cast<tfm::YieldOp>(region.getTerminator()).getValues();
   SmallVector<Type> resultTypes;
   for (Value v : yielded) {
-    if (auto arg = dyn_cast<BlockArgument>(v); arg && !llvm::is_contained(
-            summed, unsigned(o.sources.size()))) {
+    if (auto arg = dyn_cast<BlockArgument>(v);
+        arg && !llvm::is_contained(summed, unsigned(o.sources.size()))) {
       o.sources.push_back({true, arg.getArgNumber()});
       continue;
     }
@@ -393,8 +394,8 @@ RankBuilder::outlined(tfm::BlockOp block, ArrayRef<unsigned> summed) {
   OpBuilder bb(yield);
   SmallVector<Value> values(yield.getValues());
   for (auto [k, i] : llvm::enumerate(summed)) {
-    Value sum = body.addArgument(argTypes[block.getNumOperands() + k],
-                                 yield.getLoc());
+    Value sum =
+        body.addArgument(argTypes[block.getNumOperands() + k], yield.getLoc());
     Value g = values[i];
     if (g.getType() != sum.getType())
       g = bb.create<tfm::CastOp>(yield.getLoc(), sum.getType(), g);
@@ -405,8 +406,7 @@ RankBuilder::outlined(tfm::BlockOp block, ArrayRef<unsigned> summed) {
     if (!isa<BlockArgument>(v) ||
         cast<BlockArgument>(v).getArgNumber() >= block.getNumOperands())
       returned.push_back(v);
-  OpBuilder::atBlockEnd(&body).create<func::ReturnOp>(yield.getLoc(),
-                                                      returned);
+  OpBuilder::atBlockEnd(&body).create<func::ReturnOp>(yield.getLoc(), returned);
   yield.erase();
   o.func = f;
   return o;
@@ -414,9 +414,8 @@ RankBuilder::outlined(tfm::BlockOp block, ArrayRef<unsigned> summed) {
 
 Type RankBuilder::f32Like(Type t) {
   auto type = cast<RankedTensorType>(t);
-  return RankedTensorType::get(type.getShape(),
-                               Float32Type::get(t.getContext()),
-                               type.getEncoding());
+  return RankedTensorType::get(
+      type.getShape(), Float32Type::get(t.getContext()), type.getEncoding());
 }
 
 Value RankBuilder::toF32(Value v) {
@@ -470,7 +469,7 @@ LogicalResult RankBuilder::comm(const rankgen::CommCall &call) {
       int64_t consumer = act ? p.stage + 1 : p.stage - 1;
       if (consumer < 0 || consumer >= e.numStages)
         return src.emitError() << "the schedule moves a payload of stage "
-                                  << p.stage << " past the pipeline's end";
+                               << p.stage << " past the pipeline's end";
       const llvm::SetVector<Value> &values =
           act ? e.activations[size_t(consumer)] : e.gradients[size_t(consumer)];
       for (Value v : values) {
@@ -479,8 +478,8 @@ LogicalResult RankBuilder::comm(const rankgen::CommCall &call) {
           IRMapping &map = env(p.microbatch, p.stage);
           if (!map.contains(v))
             return src.emitError()
-                   << "pp rank " << sched.ppRank << " would send "
-                   << p.str() << " before computing it";
+                   << "pp rank " << sched.ppRank << " would send " << p.str()
+                   << " before computing it";
           sends.push_back(map.lookup(v));
           sendOffsets.push_back(slot.offset);
           sendPayloads.append(std::begin(payload), std::end(payload));
@@ -527,9 +526,9 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
       f.getLoc(), name, FunctionType::get(ctx, argTypes, {}));
   newFunc.setAllArgAttrs(argAttrs);
   if (auto entry = f->getAttrOfType<StringAttr>(tfm::kEntryAttrName))
-    newFunc->setAttr(tfm::kEntryAttrName,
-                     StringAttr::get(ctx, entry.getValue() + "_pp" +
-                                              Twine(sched.ppRank)));
+    newFunc->setAttr(
+        tfm::kEntryAttrName,
+        StringAttr::get(ctx, entry.getValue() + "_pp" + Twine(sched.ppRank)));
   newFunc->setAttr(tfm::kPipelineRankAttrName,
                    IntegerAttr::get(IntegerType::get(ctx, 64), sched.ppRank));
   Block *body = newFunc.addEntryBlock();
@@ -573,10 +572,10 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
         reduce->getResult(0).setType(f32Like(reduce->getResult(0).getType()));
         sum = reduce->getResult(0);
       }
-      total = total ? b->create<tfm::AddOp>(r.getLoc(), total.getType(),
-                                            total, sum)
-                          .getResult()
-                    : sum;
+      total =
+          total ? b->create<tfm::AddOp>(r.getLoc(), total.getType(), total, sum)
+                      .getResult()
+                : sum;
     }
     if (!total)
       continue; // another stage's parameter
@@ -656,9 +655,8 @@ struct SchedulePipelinePass
       FailureOr<StagedEntry> staged = stageEntry(f, *map);
       if (failed(staged))
         return signalPassFailure();
-      bool training = llvm::any_of(staged->place, [](auto &kv) {
-        return kv.second.backward;
-      });
+      bool training = llvm::any_of(staged->place,
+                                   [](auto &kv) { return kv.second.backward; });
       rankgen::ScheduleOptions so;
       so.pp = pp;
       so.vpp = pipelineLayout->vpp();
@@ -672,8 +670,7 @@ struct SchedulePipelinePass
       }
       for (const rankgen::RankSchedule &rs : schedule->ranks()) {
         RankBuilder builder(*staged, rs, pp, numMicrobatches,
-                            *mode == rankgen::P2PMode::Batched, "dense",
-                            "pp");
+                            *mode == rankgen::P2PMode::Batched, "dense", "pp");
         if (failed(builder.build(mb)))
           return signalPassFailure();
       }

@@ -58,9 +58,11 @@ rankgen::P2PProgram programOf(func::FuncOp f, int64_t rank, int64_t pp) {
   int64_t index = 0;
   f.walk([&](tfm::PipelineP2POp op) {
     rankgen::P2PUnit unit;
-    unit.label = "batch " + std::to_string(index++) + " of @" +
-                 f.getName().str();
-    auto peer = [&](int64_t offset) { return ((rank + offset) % pp + pp) % pp; };
+    unit.label =
+        "batch " + std::to_string(index++) + " of @" + f.getName().str();
+    auto peer = [&](int64_t offset) {
+      return ((rank + offset) % pp + pp) % pp;
+    };
     for (auto [i, v] : llvm::enumerate(op.getSends())) {
       rankgen::P2POp s;
       s.kind = rankgen::P2PKind::Send;
@@ -97,8 +99,7 @@ struct VerifyPipelineP2PPass
       StringRef base = f.getName();
       std::string suffix = "_pp" + std::to_string(rank.getInt());
       if (!base.consume_back(suffix)) {
-        f.emitError() << "a pp rank's function must be named <entry>"
-                      << suffix;
+        f.emitError() << "a pp rank's function must be named <entry>" << suffix;
         return signalPassFailure();
       }
       if (!programs[base].emplace(rank.getInt(), f).second) {
@@ -125,10 +126,10 @@ struct VerifyPipelineP2PPass
       std::vector<rankgen::P2PDiagnostic> found = rankgen::checkP2P(ps);
       if (found.empty())
         continue;
-      InFlightDiagnostic diag = ranks.begin()->second.emitError()
-                                << "pipeline p2p of @" << base
-                                << " (ranks are pp ranks): "
-                                << found.front().message;
+      InFlightDiagnostic diag =
+          ranks.begin()->second.emitError()
+          << "pipeline p2p of @" << base
+          << " (ranks are pp ranks): " << found.front().message;
       if (found.size() > 1)
         diag << " (and " << found.size() - 1 << " more)";
       failedAny = true;

@@ -33,7 +33,7 @@ extern "C" void loomrt_pipeline_step(int32_t forward, int64_t microbatch,
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   // One write per line, so that lines of ranks sharing stderr stay whole.
-  std::fprintf(stderr, "loom-trace: rank %d %c%" PRId64 ".%" PRId64 "\n",
-               rank, forward ? 'F' : 'B', microbatch, chunk);
+  std::fprintf(stderr, "loom-trace: rank %d %c%" PRId64 ".%" PRId64 "\n", rank,
+               forward ? 'F' : 'B', microbatch, chunk);
   std::fflush(stderr);
 }
