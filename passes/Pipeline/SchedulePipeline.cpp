@@ -253,19 +253,11 @@ private:
     return it->second;
   }
   LogicalResult compute(const rankgen::ScheduleStep &step);
-  /// A block's code as a function, and where each block result comes
-  /// from: a result of the call, or one of its inputs passed through.
-  struct Source {
-    bool fromInput;
-    unsigned index;
-  };
-  struct Outlined {
-    func::FuncOp func;
-    SmallVector<Source> sources;
-  };
   /// The function holding `block`'s code (made on first use); with
   /// `summed`, the variant that adds those results to sums it takes.
-  const Outlined &outlined(tfm::BlockOp block, ArrayRef<unsigned> summed);
+  /// Results that merely pass an input through are returned all the same:
+  /// tfm-unique-results drops them once buffers exist.
+  func::FuncOp outlined(tfm::BlockOp block, ArrayRef<unsigned> summed);
   static Type f32Like(Type t);
   Value toF32(Value v);
   LogicalResult comm(const rankgen::CommCall &call);
@@ -281,7 +273,7 @@ private:
   std::unique_ptr<OpBuilder> b;
   std::map<std::pair<int64_t, int64_t>, IRMapping> envs;
   /// The function of each block of the entry.
-  std::map<std::pair<Operation *, bool>, Outlined> callees;
+  std::map<std::pair<Operation *, bool>, func::FuncOp> callees;
   /// The values whose micro-batch sums this rank returns (its parts of
   /// the returned gradients).
   llvm::SetVector<Value> leaves;
@@ -327,12 +319,10 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
     if (adds)
       for (unsigned i : summed)
         args.push_back(sums.lookup(block.getResult(i)));
-    const Outlined &callee =
-        outlined(block, adds ? summed : ArrayRef<unsigned>());
-    auto call = b->create<func::CallOp>(block.getLoc(), callee.func, args);
-    for (auto [from, source] : llvm::zip(block.getResults(), callee.sources))
-      map.map(from, source.fromInput ? args[source.index]
-                                     : call.getResult(source.index));
+    auto call = b->create<func::CallOp>(
+        block.getLoc(), outlined(block, adds ? summed : ArrayRef<unsigned>()),
+        args);
+    map.map(block.getResults(), call.getResults());
     for (unsigned i : summed) {
       Value g = map.lookup(block.getResult(i));
       sums[block.getResult(i)] = adds ? g : toF32(g);
@@ -347,11 +337,11 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
   return success();
 }
 
-const RankBuilder::Outlined &RankBuilder::outlined(tfm::BlockOp block,
-                                                   ArrayRef<unsigned> summed) {
-  Outlined &o = callees[{block.getOperation(), !summed.empty()}];
-  if (o.func)
-    return o;
+func::FuncOp RankBuilder::outlined(tfm::BlockOp block,
+                                  ArrayRef<unsigned> summed) {
+  func::FuncOp &f = callees[{block.getOperation(), !summed.empty()}];
+  if (f)
+    return f;
   std::string name =
       (src.getName() + "_" + tfm::stringifyBlockKind(block.getKind())).str();
   if (block.getIndex())
@@ -361,30 +351,17 @@ const RankBuilder::Outlined &RankBuilder::outlined(tfm::BlockOp block,
   if (!summed.empty())
     name += "_accumulate";
   auto module = src->getParentOfType<ModuleOp>();
-  // A yielded input is not returned (the caller has it): a function
-  // returning its own argument has no buffer of its own to return.
-  Block &region = block.getBody().front();
-  auto yielded = cast<tfm::YieldOp>(region.getTerminator()).getValues();
-  SmallVector<Type> resultTypes;
-  for (Value v : yielded) {
-    if (auto arg = dyn_cast<BlockArgument>(v);
-        arg && !llvm::is_contained(summed, unsigned(o.sources.size()))) {
-      o.sources.push_back({true, arg.getArgNumber()});
-      continue;
-    }
-    o.sources.push_back({false, unsigned(resultTypes.size())});
-    resultTypes.push_back(v.getType());
-  }
+  SmallVector<Type> resultTypes(block.getResultTypes());
   // The accumulating variant takes the f32 sums of the `summed` results
   // after the block's inputs and returns sum + result in their place.
   SmallVector<Type> argTypes(block.getInputs().getTypes());
   for (unsigned i : summed) {
     Type f32 = f32Like(block.getResult(i).getType());
     argTypes.push_back(f32);
-    resultTypes[o.sources[i].index] = f32;
+    resultTypes[i] = f32;
   }
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
-  func::FuncOp f = mb.create<func::FuncOp>(
+  f = mb.create<func::FuncOp>(
       block.getLoc(), name, mb.getFunctionType(argTypes, resultTypes));
   f.setPrivate();
   IRMapping map;
@@ -401,15 +378,9 @@ const RankBuilder::Outlined &RankBuilder::outlined(tfm::BlockOp block,
       g = bb.create<tfm::CastOp>(yield.getLoc(), sum.getType(), g);
     values[i] = bb.create<tfm::AddOp>(yield.getLoc(), sum.getType(), sum, g);
   }
-  SmallVector<Value> returned;
-  for (Value v : values)
-    if (!isa<BlockArgument>(v) ||
-        cast<BlockArgument>(v).getArgNumber() >= block.getNumOperands())
-      returned.push_back(v);
-  OpBuilder::atBlockEnd(&body).create<func::ReturnOp>(yield.getLoc(), returned);
+  OpBuilder::atBlockEnd(&body).create<func::ReturnOp>(yield.getLoc(), values);
   yield.erase();
-  o.func = f;
-  return o;
+  return f;
 }
 
 Type RankBuilder::f32Like(Type t) {
