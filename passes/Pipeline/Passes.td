@@ -22,9 +22,13 @@ def TfmSchedulePipeline : Pass<"tfm-schedule-pipeline", "mlir::ModuleOp"> {
     For each pp rank `r` the pass writes `@train_step_pp<r>` (and
     `@forward_pp<r>`) that runs every micro-batch of a step in Megatron-Core's
     order for that rank (no pipelining, 1F1B, or interleaved 1F1B when
-    vpp > 1; forward-only for `@forward`): each `F<m>.<v>` is a copy of the
-    chunk's forward blocks, each `B<m>.<v>` of its backward blocks, and
-    between them the schedule's p2p calls are `tfm.pipeline_p2p` batches
+    vpp > 1; forward-only for `@forward`), each step marked by a
+    `tfm.pipeline_step`: `F<m>.<v>` calls the chunk's forward blocks,
+    `B<m>.<v>` its backward blocks (each block becomes one private function,
+    `@<entry>_layer3_backward`, called once per micro-batch; after the
+    first micro-batch an `_accumulate` variant adds the block's parameter
+    gradients to the f32 sums it takes), and between them the schedule's
+    p2p calls are `tfm.pipeline_p2p` batches
     (batched mode: one per call, Megatron's send_prev, recv_prev, send_next,
     recv_next order; unbatched: one per tensor, the even/odd order). Values
     a chunk reads from an earlier chunk (the hidden state) arrive with its
@@ -32,7 +36,8 @@ def TfmSchedulePipeline : Pass<"tfm-schedule-pipeline", "mlir::ModuleOp"> {
     micro-batch (`tfm.microbatch`); the results are the last stage's
     micro-batch losses and, for every parameter the rank's chunks read, its
     gradient summed over the micro-batches in f32 (Megatron's main_grad,
-    whatever the parameter dtype; the tied embedding's two parts
+    whatever the parameter dtype; an all-reduce that only feeds a returned
+    gradient runs once on the sum; the tied embedding's two parts
     stay on their stages: the rank program sums them over the embedding
     group). The original entries are removed.
 
