@@ -43,6 +43,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
@@ -229,8 +230,13 @@ Expected<int64_t> microbatchesPerStep(const CompileOptions &o,
 Error runPasses(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build,
                 StringRef stage) {
   PassManager pm(module->getContext());
+  // The module is verified once per stage, not after every pass: a
+  // pipelined plan's lowering has millions of ops and verifying them after
+  // each of its passes took a third of the compile (loom-opt, which the
+  // tests run pass by pass, still verifies after each).
+  pm.enableVerifier(false);
   build(pm);
-  if (failed(pm.run(module)))
+  if (failed(pm.run(module)) || failed(verify(module)))
     return fail("the " + stage + " stage failed (see the diagnostics above)");
   return Error::success();
 }
@@ -666,7 +672,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       bool overCp = partial.size() == 1 &&
                     partial[0] == rankgen::dimName(rankgen::Dim::CP) &&
                     d.getReduction() == mesh::ReductionKind::Sum;
-      if (config.cp > 1 != overCp)
+      if ((config.cp > 1) != overCp)
         return fail("the gradient of " + name.getValue().str() + " leaves @" +
                     f.getName().str() + " " + tfm::describe(d) +
                     "; the rank program reduces gradients over " +

@@ -15,6 +15,10 @@
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Transforms/InstCombine/InstCombine.h"
+#include "llvm/Transforms/Scalar/EarlyCSE.h"
+#include "llvm/Transforms/Scalar/SROA.h"
+#include "llvm/Transforms/Scalar/SimplifyCFG.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -28,8 +32,12 @@ static Error fail(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
 
-/// The standard O2 pipeline. The glue code is mostly calls, but constant
-/// pointer arithmetic and the argument unpacking fold away.
+/// A light function pipeline, not O2: the module is straight-line glue
+/// around runtime calls (no loops; the kernels are compiled with the
+/// runtime), and what it needs is the memref descriptors' insert/extract
+/// pairs and the constant pointer arithmetic folded. O2 spent 9 of a
+/// pipelined GPT-3 compile's 34 s (inlining and memory analyses over steps
+/// of thousands of calls) for the same code; O1 8.5 s; this 2.9 s.
 static void optimize(Module &module, TargetMachine &tm) {
   LoopAnalysisManager lam;
   FunctionAnalysisManager fam;
@@ -41,7 +49,14 @@ static void optimize(Module &module, TargetMachine &tm) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(OptimizationLevel::O2).run(module, mam);
+  FunctionPassManager fpm;
+  fpm.addPass(SROAPass(SROAOptions::ModifyCFG));
+  fpm.addPass(EarlyCSEPass());
+  fpm.addPass(InstCombinePass());
+  fpm.addPass(SimplifyCFGPass());
+  ModulePassManager mpm;
+  mpm.addPass(createModuleToFunctionPassAdaptor(std::move(fpm)));
+  mpm.run(module, mam);
 }
 
 /// Instruction selection works on one basic block at a time and its cost
