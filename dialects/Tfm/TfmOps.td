@@ -1133,6 +1133,27 @@ def Tfm_PipelineStepOp : Tfm_Op<"pipeline_step"> {
   }];
 }
 
+def Tfm_GradsReadyOp : Tfm_Op<"grads_ready"> {
+  let summary = "marks the gradients of a pipeline chunk as final";
+  let description = [{
+    Written by tfm-schedule-pipeline right after a pp rank's last backward
+    step of model chunk `chunk`: its operands are the step's gradient
+    results that chunk yields, summed over every micro-batch (and reduced
+    over tp or cp where that is done once per step). The runtime tells the
+    rank program, which starts their data-parallel reduction there while
+    the schedule's remaining steps run (Megatron's overlapped gradient
+    reduce); the results of the step are these values.
+
+    ```mlir
+    tfm.grads_ready chunk 1 of %g0, %g1 : tensor<64xf32>, tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$chunk, Variadic<AnyRankedTensor>:$grads);
+  let assemblyFormat = [{
+    `chunk` $chunk (`of` $grads^ `:` type($grads))? attr-dict
+  }];
+}
+
 class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure,
     AttrSizedOperandSegments]> {
   code sectionDoc = [{

@@ -347,6 +347,13 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
   // The loss (a pipelined step's last stage: one per micro-batch), then
   // the gradients.
   bool pipelined = f->hasAttr(tfm::kPipelineRankAttrName);
+  // The chunk whose tfm.grads_ready completes each returned gradient.
+  DenseMap<Value, int64_t> readyChunk;
+  f.walk([&](tfm::GradsReadyOp ready) {
+    for (Value g : ready.getGrads())
+      readyChunk[g] = int64_t(ready.getChunk());
+  });
+  Operation *ret = f.getBody().front().getTerminator();
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
     auto micro = f.getResultAttrOfType<IntegerAttr>(i, tfm::kMicrobatchAttrName);
     if (i == 0 && !pipelined) {
@@ -368,6 +375,8 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
     if (pipelined)
       grad["dtype"] = dtypeName(
           cast<ShapedType>(f.getResultTypes()[i]).getElementType());
+    if (auto it = readyChunk.find(ret->getOperand(i)); it != readyChunk.end())
+      grad["chunk"] = it->second;
     args.push_back(std::move(grad));
   }
   auto symbol = f->getAttrOfType<StringAttr>(tfm::kEntryAttrName);

@@ -725,6 +725,16 @@ FailureOr<SmallVector<Value>> lower(PipelineStepOp op, PipelineStepOp::Adaptor,
   return SmallVector<Value>();
 }
 
+/// A chunk's gradients are final: the rank program starts their
+/// data-parallel reduction (the buffers are the step's out-params, which
+/// it knows).
+template <>
+FailureOr<SmallVector<Value>> lower(GradsReadyOp op, GradsReadyOp::Adaptor,
+                                    Emitter &e) {
+  e.call("loomrt_grads_ready", {e.i64(static_cast<int64_t>(op.getChunk()))});
+  return SmallVector<Value>();
+}
+
 /// loomrt.h's LOOMRT_SECTION_* (the ABI fixes these values).
 enum RingSection : int32_t { kDiagonal = 0, kLower = 1, kUpper = 2 };
 
@@ -1392,6 +1402,7 @@ struct LowerToRuntimePass
         RuntimeCallPattern<CeLossSumOp>, RuntimeCallPattern<LossMeanOp>,
         RuntimeCallPattern<TokenCountOp>, RuntimeCallPattern<RingShiftOp>,
         RuntimeCallPattern<PipelineP2POp>, RuntimeCallPattern<PipelineStepOp>,
+        RuntimeCallPattern<GradsReadyOp>,
         RuntimeCallPattern<AttentionSectionOp>,
         RuntimeCallPattern<AttentionSectionGradOp>, RuntimeCallPattern<CrossEntropyGradOp>,
         RuntimeCallPattern<PermuteChunksOp>,

@@ -262,6 +262,13 @@ private:
   Value toF32(Value v);
   LogicalResult comm(const rankgen::CommCall &call);
   void accumulate(Value part, Value value);
+  /// The step's result for returned gradient `r`: its parts' sums added,
+  /// each reduced first where that runs once per step. Null when no part
+  /// is this rank's.
+  Value total(Value r);
+  /// After chunk `chunk`'s last backward: the gradients complete now,
+  /// marked by one tfm.grads_ready.
+  void gradsReady(int64_t chunk);
 
   const StagedEntry &e;
   func::FuncOp src; // e.func, for its non-const accessors
@@ -279,6 +286,9 @@ private:
   llvm::SetVector<Value> leaves;
   /// Gradient parts returned by this rank, summed over micro-batches.
   llvm::MapVector<Value, Value> sums;
+  /// Backward steps run per chunk, and the results completed so far.
+  std::map<int64_t, int64_t> backwardSteps;
+  DenseMap<Value, Value> totals;
 };
 
 LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
@@ -334,7 +344,60 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
       if (!isa<tfm::BlockOp>(leaf.getDefiningOp()) && map.contains(leaf) &&
           e.placeOf(leaf)->stage == stage)
         accumulate(leaf, map.lookup(leaf));
+  if (!step.forward && ++backwardSteps[step.chunk] == numMicrobatches)
+    gradsReady(step.chunk);
   return success();
+}
+
+Value RankBuilder::total(Value r) {
+  if (Value done = totals.lookup(r))
+    return done;
+  Value result;
+  for (const StagedEntry::Part &part : e.partsOf(r)) {
+    auto it = sums.find(part.leaf);
+    if (it == sums.end())
+      continue;
+    Value sum = it->second;
+    if (part.reduce) {
+      // The all-reduce once on the step's sum, in f32.
+      IRMapping once;
+      once.map(part.leaf, sum);
+      Operation *reduce = b->clone(*part.reduce, once);
+      reduce->getResult(0).setType(f32Like(reduce->getResult(0).getType()));
+      sum = reduce->getResult(0);
+    }
+    result = result ? b->create<tfm::AddOp>(r.getLoc(), result.getType(),
+                                            result, sum)
+                          .getResult()
+                    : sum;
+  }
+  if (result)
+    totals[r] = result;
+  return result;
+}
+
+void RankBuilder::gradsReady(int64_t chunk) {
+  // A gradient is complete when every chunk of this rank holding a part of
+  // it has run its last backward (chunks finish in descending order).
+  auto ret = cast<func::ReturnOp>(src.getBody().front().getTerminator());
+  SmallVector<Value> ready;
+  for (Value r : ret.getOperands().drop_front()) {
+    if (totals.count(r))
+      continue;
+    bool mine = false, complete = true;
+    for (const StagedEntry::Part &part : e.partsOf(r)) {
+      if (!leaves.count(part.leaf))
+        continue;
+      mine = true;
+      int64_t partChunk = e.placeOf(part.leaf)->stage / pp;
+      complete &= backwardSteps[partChunk] == numMicrobatches;
+    }
+    if (mine && complete)
+      if (Value t = total(r))
+        ready.push_back(t);
+  }
+  if (!ready.empty())
+    b->create<tfm::GradsReadyOp>(src.getLoc(), chunk, ready);
 }
 
 func::FuncOp RankBuilder::outlined(tfm::BlockOp block,
@@ -528,29 +591,10 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
       resultAttrs.push_back(attrs.getDictionary(ctx));
     }
   for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
-    Value r = ret.getOperand(i);
-    Value total;
-    for (const StagedEntry::Part &part : e.partsOf(r)) {
-      auto it = sums.find(part.leaf);
-      if (it == sums.end())
-        continue;
-      Value sum = it->second;
-      if (part.reduce) {
-        // The all-reduce once on the step's sum, in f32.
-        IRMapping once;
-        once.map(part.leaf, sum);
-        Operation *reduce = b->clone(*part.reduce, once);
-        reduce->getResult(0).setType(f32Like(reduce->getResult(0).getType()));
-        sum = reduce->getResult(0);
-      }
-      total =
-          total ? b->create<tfm::AddOp>(r.getLoc(), total.getType(), total, sum)
-                      .getResult()
-                : sum;
-    }
-    if (!total)
+    Value t = total(ret.getOperand(i));
+    if (!t)
       continue; // another stage's parameter
-    results.push_back(total);
+    results.push_back(t);
     resultAttrs.push_back(f.getResultAttrDict(i));
   }
   b->create<func::ReturnOp>(f.getLoc(), results);

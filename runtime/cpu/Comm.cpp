@@ -288,6 +288,66 @@ extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
   fromF32(wide.data(), dtype, recv, count);
 }
 
+/// A collective issued by a *_start call, completed by loomrt_wait.
+struct loomrt_request_impl {
+  const char *fn, *name;
+  loomrt_comm comm;
+  uint64_t sequence;
+  MPI_Request request;
+  std::vector<int> counts; // reduce-scatter: MPI keeps a pointer to them
+};
+
+extern "C" loomrt_request loomrt_all_reduce_start(loomrt_comm comm, float *buf,
+                                                  int64_t n) {
+  LOOMRT_DEVICE_CALL(buf);
+  loomrt_comm c = checkedComm(__func__, comm);
+  const int count = checkedCount(__func__, n);
+  LOOMRT_CHECK(count == 0 || buf, "NULL buffer");
+  auto *r = new loomrt_request_impl{__func__, "all_reduce", c,
+                                    ++c->collectives, MPI_REQUEST_NULL, {}};
+  checkMpi(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM,
+                          c->comm, &r->request),
+           "MPI_Iallreduce");
+  return r;
+}
+
+extern "C" loomrt_request loomrt_reduce_scatter_start(loomrt_comm comm,
+                                                      const float *send,
+                                                      float *recv,
+                                                      const int64_t *counts) {
+  LOOMRT_DEVICE_CALL(send, recv);
+  loomrt_comm c = checkedComm(__func__, comm);
+  LOOMRT_CHECK(counts, "NULL counts");
+  auto *r = new loomrt_request_impl{__func__, "reduce_scatter", c,
+                                    ++c->collectives, MPI_REQUEST_NULL, {}};
+  int64_t total = 0;
+  for (int k = 0; k < c->size; ++k) {
+    r->counts.push_back(checkedCount(__func__, counts[k]));
+    total += counts[k];
+  }
+  checkedCount(__func__, total);
+  LOOMRT_CHECK(total == 0 || send, "NULL send buffer");
+  LOOMRT_CHECK(counts[c->rank] == 0 || recv, "NULL receive buffer");
+  // MPI forbids aliasing send and receive buffers, and a member with
+  // nothing to receive may pass none.
+  float unused = 0.0f;
+  checkMpi(MPI_Ireduce_scatter(send, recv ? recv : &unused, r->counts.data(),
+                               MPI_FLOAT, MPI_SUM, c->comm, &r->request),
+           "MPI_Ireduce_scatter");
+  return r;
+}
+
+extern "C" void loomrt_wait(loomrt_request request) {
+  LOOMRT_CHECK(request, "NULL request");
+  loomrt_comm c = checkedComm(__func__, request->comm);
+  watchdog::Operation op{request->fn, request->name, request->sequence,
+                         &c->worldRanks};
+  MPI_Status status;
+  checkMpi(watchdog::waitAll(op, 1, &request->request, &status),
+           request->fn);
+  delete request;
+}
+
 extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
                                  void *buf, int64_t n, int32_t root) {
   LOOMRT_DEVICE_CALL(buf);

@@ -351,6 +351,70 @@ extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
   convert(LOOMRT_F32, wide.as<float>(), dtype, recv, int64_t(count));
 }
 
+/// A reduction queued on the reduce stream by a *_start call; loomrt_wait
+/// makes the compute stream's later work wait for it.
+struct loomrt_request_impl {
+  cudaEvent_t done = nullptr;
+};
+
+namespace {
+/// Issues `issue(reduceStream)` after the compute stream's earlier work
+/// and returns the request that marks its end.
+template <typename Fn> loomrt_request onReduceStream(Fn issue) {
+  Context &c = ctx();
+  streamWait(c.reduce, c.compute);
+  issue(c.reduce);
+  auto *r = new loomrt_request_impl;
+  CUDA_CHECK(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(r->done, c.reduce));
+  return r;
+}
+} // namespace
+
+extern "C" loomrt_request loomrt_all_reduce_start(loomrt_comm comm, float *buf,
+                                                  int64_t n) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  const size_t count = checkedCount(__func__, n);
+  LOOMRT_CHECK(count == 0 || buf, "NULL buffer");
+  noteCollective(__func__, "all_reduce", ++c->collectives, c->worldRanks);
+  return onReduceStream([&](cudaStream_t s) {
+    if (count)
+      NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, c->nccl,
+                               s));
+  });
+}
+
+extern "C" loomrt_request loomrt_reduce_scatter_start(loomrt_comm comm,
+                                                      const float *send,
+                                                      float *recv,
+                                                      const int64_t *counts) {
+  loomrt_comm c = checkedComm(__func__, comm);
+  LOOMRT_CHECK(counts, "NULL counts");
+  for (int k = 0; k < c->size; ++k)
+    checkedCount(__func__, counts[k]);
+  noteCollective(__func__, "reduce_scatter", ++c->collectives, c->worldRanks);
+  // NCCL's reduce-scatter takes equal blocks only: one reduce to each
+  // member, grouped into one operation.
+  return onReduceStream([&](cudaStream_t s) {
+    NCCL_CHECK(ncclGroupStart());
+    size_t offset = 0;
+    for (int k = 0; k < c->size; ++k) {
+      if (counts[k])
+        NCCL_CHECK(ncclReduce(send + offset, recv, size_t(counts[k]),
+                              ncclFloat32, ncclSum, k, c->nccl, s));
+      offset += size_t(counts[k]);
+    }
+    NCCL_CHECK(ncclGroupEnd());
+  });
+}
+
+extern "C" void loomrt_wait(loomrt_request request) {
+  LOOMRT_CHECK(request, "NULL request");
+  CUDA_CHECK(cudaStreamWaitEvent(ctx().compute, request->done, 0));
+  CUDA_CHECK(cudaEventDestroy(request->done));
+  delete request;
+}
+
 extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
                                  void *buf, int64_t n, int32_t root) {
   loomrt_comm c = checkedComm(__func__, comm);

@@ -68,6 +68,9 @@ struct Context {
   int device = 0;
   cudaStream_t compute = nullptr;
   cudaStream_t comm = nullptr;
+  /// Overlapped gradient reductions (loomrt_*_start): apart from `comm`, so
+  /// the step's own collectives do not queue behind them.
+  cudaStream_t reduce = nullptr;
   cublasHandle_t blas = nullptr;
   int numSMs = 1;
 };
@@ -81,7 +84,7 @@ inline cudaStream_t stream() { return ctx().compute; }
 /// Makes `waiter` wait for everything issued so far on `signaller`.
 void streamWait(cudaStream_t waiter, cudaStream_t signaller);
 
-/// Blocks the host until the compute and comm streams are idle.
+/// Blocks the host until the compute, comm and reduce streams are idle.
 void syncAll(const char *fn);
 
 /// cudaStreamSynchronize under the watchdog (runtime/common/Watchdog.h):

@@ -55,6 +55,7 @@ Context &loomrt::ctx() {
   // Non-blocking: the legacy default stream must not serialize against ours.
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->comm, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->reduce, cudaStreamNonBlocking));
   CUBLAS_CHECK(cublasCreate(&c->blas));
   CUBLAS_CHECK(cublasSetStream(c->blas, c->compute));
   // Plain f32 GEMMs stay IEEE f32 (no TF32), as on the cpu backend.
@@ -110,6 +111,8 @@ void loomrt::syncAll(const char *fn) {
   cudaError_t err = syncStream(c.compute);
   if (err == cudaSuccess)
     err = syncStream(c.comm);
+  if (err == cudaSuccess)
+    err = syncStream(c.reduce);
   if (err != cudaSuccess)
     fatal(fn, "asynchronous CUDA error: %s", cudaGetErrorString(err));
 }

@@ -64,6 +64,27 @@ std::vector<FlatPiece> ownedPieces(const std::vector<int64_t> &offsets,
                                    const std::vector<int64_t> &sizes,
                                    int64_t begin, int64_t end);
 
+/// Flat elements [begin, end).
+struct FlatRun {
+  int64_t begin = 0, end = 0;
+  bool operator==(const FlatRun &o) const {
+    return begin == o.begin && end == o.end;
+  }
+};
+
+/// `runs` sorted, with touching or overlapping runs joined and empty ones
+/// dropped: what one collective each can reduce (a pipeline chunk's
+/// parameters are mostly adjacent in the flat buffer).
+std::vector<FlatRun> mergeRuns(std::vector<FlatRun> runs);
+
+/// The parts of [0, end) outside the (merged) `covered` runs.
+std::vector<FlatRun> complementRuns(const std::vector<FlatRun> &covered,
+                                    int64_t end);
+
+/// How the reduce-scatter of `run` divides among the dp ranks: rank k
+/// receives its intersection with slice k, [k, k + 1) x shardSize().
+std::vector<int64_t> scatterCounts(const FlatRun &run, const DpPartition &p);
+
 } // namespace loom::rank
 
 #endif // LOOM_RUNTIME_RANK_DISTOPTIMIZER_H

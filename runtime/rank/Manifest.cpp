@@ -374,6 +374,14 @@ Entry parseEntry(const Reader &r, const json &v, const std::string &path,
         r.fail(at(p, "dtype"), "only a gradient names its dtype");
       a.dtype = r.dtype(*d, at(p, "dtype"));
     }
+    if (const json *c = r.optMember(args[i], "chunk")) {
+      if (a.kind != ArgKind::Grad)
+        r.fail(at(p, "chunk"), "only a gradient names its chunk");
+      a.chunk = r.integer(*c, at(p, "chunk"));
+      if (a.chunk < 0)
+        r.fail(at(p, "chunk"), "chunk " + std::to_string(a.chunk) +
+                                   " must be at least 0");
+    }
     if (const json *mb = r.optMember(args[i], "microbatch")) {
       if (a.kind != ArgKind::Tokens && a.kind != ArgKind::Labels &&
           a.kind != ArgKind::LossMask && a.kind != ArgKind::GradScale &&

@@ -144,6 +144,10 @@ struct EntryArg {
   /// A gradient's buffer dtype when it is not the parameter's (a pipelined
   /// step returns f32 sums).
   std::optional<loomrt_dtype> dtype;
+  /// The model chunk after whose last backward a pipelined step's gradient
+  /// is final (it calls loomrt_grads_ready(chunk) then); -1 when it is not
+  /// signalled (final when the call returns).
+  int64_t chunk = -1;
 };
 
 /// A compiled entry point: `void symbol(void **args)`.

@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct TrainParam {
   // with the distributed optimizer, that holder is in this rank's
   // data-parallel group, whose slices hold every element exactly once.
   bool countsInNorm = false;
+  /// A pipelined step's model chunk whose last backward completes this
+  /// gradient (EntryArg::chunk); -1: complete when the step returns.
+  int64_t chunk = -1;
 };
 
 /// What one step produced, for the log.
@@ -152,6 +156,16 @@ private:
   void trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                  StepResult &result);
   double globalGradNorm();
+  /// The data-parallel reduction of the main gradients after a step (of
+  /// the runs not reduced during it), ending with every reduction done.
+  void reduceGradients();
+  /// loomrt_grads_ready's hook: chunk `chunk`'s gradients are final, so
+  /// they join the main gradients and their reduction starts.
+  static void onGradsReady(void *run, int64_t chunk);
+  void gradsReady(int64_t chunk);
+  /// Issues the data-parallel reduction of flat main-gradient elements
+  /// `run` (all-reduce, or reduce-scatter into the optimizer's slice).
+  void startReduction(const FlatRun &run);
   /// --check-weight-hash-interval: every rank compares the hash of each of
   /// its shards with that of the box's first holder; a difference is an
   /// error naming the parameter and both ranks.
@@ -234,6 +248,14 @@ private:
   int64_t ownBegin = 0, ownEnd = 0;
   std::vector<FlatPiece> owned; // FlatPiece::param indexes `trained`
   float *gradShard = nullptr;   // the reduce-scatter's output (distributed)
+  // Overlapped reduction of a pipelined step (Megatron's
+  // overlap_grad_reduce): each chunk's runs of the flat buffer, reduced as
+  // soon as the compiled step signals the chunk; the runs no chunk covers
+  // (and the pad), reduced after the step; the reductions in flight.
+  std::map<int64_t, std::vector<FlatRun>> chunkRuns;
+  std::vector<FlatRun> lateRuns;
+  std::set<int64_t> signalledChunks;
+  std::vector<loomrt_request> inFlight;
   float *ownGrads = nullptr;    // reduced main grads of the owned range
   loomrt_dtype gatherDtype = LOOMRT_F32; // of the parameter all-gather
   bool mixedPrecision = false; // f32 main params apart from the model's

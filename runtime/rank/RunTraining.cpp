@@ -44,9 +44,13 @@ void Run::setUpTraining() {
                   "train_step entry has no loss argument");
     std::set<std::string> grads;
     std::map<std::string, loomrt_dtype> gradDtypes;
-    for (const EntryArg &a : entry.args)
+    std::map<std::string, int64_t> gradChunks;
+    for (const EntryArg &a : entry.args) {
       if (a.kind == ArgKind::Grad && a.dtype)
         gradDtypes[a.name] = *a.dtype;
+      if (a.kind == ArgKind::Grad && a.chunk >= 0 && entry.pipelined())
+        gradChunks[a.name] = a.chunk;
+    }
     for (const EntryArg &a : entry.args)
       if (a.kind == ArgKind::Grad && !grads.insert(a.name).second)
         throw Error("the train_step entry of rank " + std::to_string(rank) +
@@ -97,6 +101,8 @@ void Run::setUpTraining() {
       t.gradDtype = gd == gradDtypes.end() ? p.dtype : gd->second;
       t.grad = loomrt_alloc(t.n * dtypeBytes(t.gradDtype));
       t.decay = takesWeightDecay(p.name, p.shape);
+      if (auto c = gradChunks.find(p.name); c != gradChunks.end())
+        t.chunk = c->second;
       // The first holder of this box is counted, through the optimizer
       // slices of its data-parallel group (the whole buffer of that one
       // rank without the distributed optimizer).
@@ -119,6 +125,17 @@ void Run::setUpTraining() {
       sizes.push_back(t.n);
     }
     owned = ownedPieces(offsets, sizes, ownBegin, ownEnd);
+    std::vector<FlatRun> signalled;
+    for (const TrainParam &t : trained)
+      if (t.chunk >= 0) {
+        chunkRuns[t.chunk].push_back({t.offset, t.offset + t.n});
+        signalled.push_back({t.offset, t.offset + t.n});
+      }
+    for (auto &[chunk, runs] : chunkRuns)
+      runs = mergeRuns(runs);
+    if (!chunkRuns.empty())
+      lateRuns = complementRuns(
+          signalled, distributed ? partition.padded() : trainedElements);
     int64_t slice = distributed ? partition.shardSize() : trainedElements;
     int64_t bytes = slice * int64_t(sizeof(float));
     auto allocFloats = [](int64_t bytes) {
@@ -321,6 +338,74 @@ double Run::globalGradNorm() {
   return std::sqrt(double(sum));
 }
 
+void Run::onGradsReady(void *run, int64_t chunk) {
+  static_cast<Run *>(run)->gradsReady(chunk);
+}
+
+void Run::gradsReady(int64_t chunk) {
+  // Called from the compiled step: errors end the rank (an exception must
+  // not unwind through compiled frames).
+  if (!chunkRuns.count(chunk) || !signalledChunks.insert(chunk).second) {
+    std::string what = "the compiled train step signalled model chunk " +
+                       std::to_string(chunk) + ", which " +
+                       (chunkRuns.count(chunk) ? "it signalled before"
+                                               : "holds none of its gradients");
+    loomrt_abort(what.c_str());
+  }
+  for (const TrainParam &t : trained)
+    if (t.chunk == chunk)
+      loomrt_axpy(t.n, 1.0f, t.gradDtype, t.grad, LOOMRT_F32,
+                  mainGrads + t.offset);
+  for (const FlatRun &r : chunkRuns.at(chunk))
+    startReduction(r);
+}
+
+void Run::startReduction(const FlatRun &run) {
+  loomrt_comm comm = gradSize > 1 ? comms.at(m.gradientGroup) : nullptr;
+  if (distributed) {
+    // This rank's part of the run lands at its place in the slice.
+    std::vector<int64_t> counts = scatterCounts(run, partition);
+    int64_t slice = gradRank * partition.shardSize();
+    float *recv = gradShard + std::max<int64_t>(0, run.begin - slice);
+    if (counts[size_t(gradRank)] == 0)
+      recv = gradShard;
+    inFlight.push_back(loomrt_reduce_scatter_start(comm, mainGrads + run.begin,
+                                                   recv, counts.data()));
+  } else if (comm) {
+    inFlight.push_back(loomrt_all_reduce_start(comm, mainGrads + run.begin,
+                                               run.end - run.begin));
+  }
+}
+
+void Run::reduceGradients() {
+  // The data-parallel mean, of the whole buffer or (distributed optimizer)
+  // of this rank's slice. Both sum the same dp values per element, so for
+  // dp 2 the slice is bitwise the all-reduce's. With context parallelism
+  // the group is dp x cp (Megatron's data-parallel group with cp): each cp
+  // rank's gradient is its tokens' part, so the sum over cp is the
+  // micro-batch's gradient and the mean is still over dp.
+  int64_t ownN = ownEnd - ownBegin;
+  if (!chunkRuns.empty()) {
+    // A pipelined step: the chunks' runs are in flight already.
+    for (const FlatRun &r : lateRuns)
+      startReduction(r);
+    for (loomrt_request q : inFlight)
+      loomrt_wait(q);
+    inFlight.clear();
+  } else if (distributed) {
+    int64_t shape[1] = {partition.padded()};
+    loomrt_reduce_scatter(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0,
+                          mainGrads, gradShard);
+  } else if (gradSize > 1) {
+    loomrt_all_reduce(comms.at(m.gradientGroup), LOOMRT_F32, LOOMRT_SUM,
+                      mainGrads, mainGrads, trainedElements);
+  }
+  if (distributed)
+    loomrt_scale(LOOMRT_F32, gradShard, ownN, float(1.0 / dpSize));
+  else if (gradSize > 1)
+    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(1.0 / dpSize));
+}
+
 void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                     StepResult &result) {
   double lossScale = dynamicScaling ? state.scaler.scale : 1.0;
@@ -335,6 +420,11 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
   // A pipelined entry runs every micro-batch in one call (its schedule)
   // and returns their gradients summed; the others one micro-batch a call.
+  // A pipelined step signals each chunk's gradients when its last backward
+  // is done (onGradsReady), and their reduction starts there.
+  signalledChunks.clear();
+  if (!chunkRuns.empty())
+    loomrt_set_grads_ready_hook(&Run::onGradsReady, this);
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
     readBatch(entry, *reader, dataStep, micro);
     loomrt_copy(dev.gradScale[slotOf(entry, micro)].get(),
@@ -349,27 +439,19 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     }
     // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
     for (const TrainParam &t : trained)
-      loomrt_axpy(t.n, 1.0f, t.gradDtype, t.grad, LOOMRT_F32,
-                  mainGrads + t.offset);
+      if (t.chunk < 0)
+        loomrt_axpy(t.n, 1.0f, t.gradDtype, t.grad, LOOMRT_F32,
+                    mainGrads + t.offset);
   }
-  // Gradient sync once, after the last micro-batch: the data-parallel mean,
-  // of the whole buffer or (distributed optimizer) of this rank's slice.
-  // Both sum the same dp values per element, so for dp 2 the slice is
-  // bitwise the all-reduce's. With context parallelism the group is dp x cp
-  // (Megatron's data-parallel group with cp): each cp rank's gradient is its
-  // tokens' part, so the sum over cp is the micro-batch's gradient and the
-  // mean is still over dp.
+  loomrt_set_grads_ready_hook(nullptr, nullptr);
+  for (const auto &[chunk, runs] : chunkRuns)
+    if (!signalledChunks.count(chunk))
+      throw Error("the compiled train step of rank " + std::to_string(rank) +
+                  " never signalled the gradients of model chunk " +
+                  std::to_string(chunk) +
+                  " (loomrt_grads_ready): recompile with this loom-compile");
+  reduceGradients();
   int64_t ownN = ownEnd - ownBegin;
-  if (distributed) {
-    int64_t shape[1] = {partition.padded()};
-    loomrt_reduce_scatter(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0,
-                          mainGrads, gradShard);
-    loomrt_scale(LOOMRT_F32, gradShard, ownN, float(1.0 / dpSize));
-  } else if (gradSize > 1) {
-    loomrt_all_reduce(comms.at(m.gradientGroup), LOOMRT_F32, LOOMRT_SUM,
-                      mainGrads, mainGrads, trainedElements);
-    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(1.0 / dpSize));
-  }
   // Megatron's _allreduce_word_embedding_grads, after the data-parallel
   // reduction: each stage holding the tied embedding adds the other's part.
   // The members' slices are aligned (StageSharing.h), so this covers only

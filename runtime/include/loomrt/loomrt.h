@@ -680,6 +680,34 @@ void loomrt_p2p_end(loomrt_comm comm);
 void loomrt_set_trace(int32_t on);
 void loomrt_pipeline_step(int32_t forward, int64_t microbatch, int64_t chunk);
 
+/* Overlapped gradient reduction: a compiled pipelined step calls
+ * loomrt_grads_ready(chunk) right after its last backward step of model
+ * chunk `chunk`, when the gradients that chunk yields are final in the
+ * step's out-params. The rank program's hook (set with
+ * loomrt_set_grads_ready_hook; none by default) starts their data-parallel
+ * reduction while the rest of the schedule runs. With tracing on the rank
+ * prints "loom-trace: rank R G<chunk>". */
+typedef void (*loomrt_grads_ready_fn)(void *context, int64_t chunk);
+void loomrt_set_grads_ready_hook(loomrt_grads_ready_fn hook, void *context);
+void loomrt_grads_ready(int64_t chunk);
+
+/* Nonblocking f32 sums for the overlapped gradient reduction: each call
+ * issues the collective and returns at once; loomrt_wait(request)
+ * completes it and frees the request: on cpu the call blocks (under the
+ * watchdog), on cuda the rank's later work waits for it (the reduction runs
+ * on a stream of its own). Buffers must stay untouched until then. Members issue them in the same order, as
+ * every collective.
+ *   loomrt_all_reduce_start: buf[0..n) summed over comm, in place.
+ *   loomrt_reduce_scatter_start: send holds sum(counts) elements; member k
+ *     receives the sum of its counts[k] elements (after those of members
+ *     0..k-1) in recv. Counts may differ and be 0. */
+typedef struct loomrt_request_impl *loomrt_request;
+loomrt_request loomrt_all_reduce_start(loomrt_comm comm, float *buf,
+                                       int64_t n);
+loomrt_request loomrt_reduce_scatter_start(loomrt_comm comm, const float *send,
+                                           float *recv, const int64_t *counts);
+void loomrt_wait(loomrt_request request);
+
 /* Blocks until every member of comm has called it. */
 void loomrt_barrier(loomrt_comm comm);
 

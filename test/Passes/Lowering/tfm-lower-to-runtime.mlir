@@ -383,3 +383,21 @@ func.func @ring(%q: tensor<1x4x16xf32, #r>, %k: tensor<1x4x16xf32, #r>, %o: tens
   %dq, %dk, %dv = tfm.attention_section_grad %q, %k1, %v1, %o1, %l1, %o1 kv_from 1 on @dense axis "cp" heads 2 kv_heads 2 head_dim 8 scale 0.35 : tensor<1x4x16xf32, #r>, tensor<1x4x16xf32, #r>, tensor<1x2x4xf32, #rs>
   return %o1, %dk : tensor<1x4x16xf32, #r>, tensor<1x4x16xf32, #r>
 }
+
+// -----
+
+// Pipeline markers: the step marker (traced with loom-run --trace-pipeline)
+// and the end of a chunk's gradients, a call the rank program hooks (it
+// starts their data-parallel reduction); the gradients stay the results.
+// CHECK-LABEL: func.func @pipeline_markers
+// CHECK-DAG: %[[BWD:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[MB:.*]] = arith.constant 3 : i64
+// CHECK-DAG: %[[CHUNK:.*]] = arith.constant 1 : i64
+// CHECK: call @loomrt_pipeline_step(%[[BWD]], %[[MB]], %[[CHUNK]]) : (i32, i64, i64) -> ()
+// CHECK: call @loomrt_grads_ready(%[[CHUNK]]) : (i64) -> ()
+// CHECK: return %{{.*}}, %{{.*}} : memref<16xf32>, memref<4x4xf32>
+func.func @pipeline_markers(%g0: tensor<16xf32>, %g1: tensor<4x4xf32>) -> (tensor<16xf32>, tensor<4x4xf32>) {
+  tfm.pipeline_step backward mb 3 chunk 1
+  tfm.grads_ready chunk 1 of %g0, %g1 : tensor<16xf32>, tensor<4x4xf32>
+  return %g0, %g1 : tensor<16xf32>, tensor<4x4xf32>
+}

@@ -30,8 +30,10 @@
 // the gradients to the sums of the earlier ones (this stage's only).
 // CHECK: tfm.pipeline_step backward mb 1 chunk 0
 // CHECK: call @train_step_layer0_backward_accumulate(%[[G1]],
-// CHECK: call @train_step_embedding_backward_accumulate(
-// CHECK: return
+// CHECK: %[[E:.*]]:2 = call @train_step_embedding_backward_accumulate(
+// Both micro-batches done: the chunk's gradients are final.
+// CHECK-NEXT: tfm.grads_ready chunk 0 of %[[E]]#0, %[[E]]#1,
+// CHECK: return %[[E]]#0, %[[E]]#1,
 // CHECK-SAME: tensor<512x64xf32
 // CHECK-LABEL: func.func private @train_step_embedding(
 // CHECK-LABEL: func.func private @train_step_layer0(
@@ -68,3 +70,23 @@
 // FWD: tfm.pipeline_p2p sends() to [] recvs from [-1] payloads [] -> [0, 1, 0]
 // FWD: call @forward_head(
 // FWD: return {{.*}}, {{.*}} : tensor<f32{{.*}}>, tensor<f32
+// FWD-NOT: tfm.grads_ready
+
+// Interleaved (4 layers, pp 2 x vpp 2): pp rank 0 holds chunks 0 (embedding,
+// layer 0) and 1 (layer 2). Chunk 1's backward ends first, and its
+// gradients are signalled then, while chunk 0 still runs (the rank program
+// starts their data-parallel reduction there).
+// RUN: sed 's/"n_layer": 2/"n_layer": 4/' %examples/gpt-tiny.json > %t4.json
+// RUN: loom-import %t4.json --seq-length 8 -o %t4.mlir
+// RUN: loom-opt %t4.mlir --tfm-plan="pp=2 vpp=2" --tfm-differentiate --tfm-shard \
+// RUN:   --tfm-schedule-pipeline="num-microbatches=2" | FileCheck %s --check-prefix=VPP
+// VPP-LABEL: func.func @train_step_pp0(
+// VPP: tfm.pipeline_step backward mb 1 chunk 1
+// VPP-NEXT: %[[C1:.*]]:17 = call @train_step_layer2_backward_accumulate(
+// VPP-NEXT: tfm.grads_ready chunk 1 of %[[C1]]#1, {{.*}}, %[[C1]]#16 :
+// VPP: tfm.pipeline_step backward mb 0 chunk 0
+// VPP: tfm.pipeline_step backward mb 1 chunk 0
+// VPP: %[[C0:.*]]:17 = call @train_step_layer0_backward_accumulate(
+// VPP-NEXT: %[[E:.*]]:2 = call @train_step_embedding_backward_accumulate(
+// VPP-NEXT: tfm.grads_ready chunk 0 of %[[E]]#0, %[[E]]#1, %[[C0]]#1,
+// VPP-NEXT: return

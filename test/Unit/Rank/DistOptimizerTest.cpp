@@ -118,4 +118,43 @@ TEST(OwnedPieces, SlicesCoverEveryElementOnce) {
   }
 }
 
+TEST(FlatRuns, MergeJoinsTouchingRunsAndDropsEmptyOnes) {
+  std::vector<FlatRun> merged =
+      mergeRuns({{10, 20}, {0, 5}, {5, 8}, {30, 30}, {18, 25}, {40, 41}});
+  EXPECT_EQ(merged, (std::vector<FlatRun>{{0, 8}, {10, 25}, {40, 41}}));
+  EXPECT_TRUE(mergeRuns({}).empty());
+}
+
+TEST(FlatRuns, ComplementCoversTheRest) {
+  EXPECT_EQ(complementRuns({{10, 25}, {0, 8}}, 30),
+            (std::vector<FlatRun>{{8, 10}, {25, 30}}));
+  EXPECT_EQ(complementRuns({}, 7), (std::vector<FlatRun>{{0, 7}}));
+  EXPECT_TRUE(complementRuns({{0, 7}}, 7).empty());
+}
+
+// Reduce-scattering runs that tile the padded buffer gives each rank
+// exactly its slice: the counts of every run add up to the slice sizes.
+TEST(FlatRuns, ScatterCountsTileTheSlices) {
+  for (int64_t dp : {1, 2, 3, 4, 8}) {
+    DpPartition p{/*elements=*/103, dp};
+    std::vector<FlatRun> chunks = {{0, 17}, {17, 60}, {60, 103}};
+    std::vector<FlatRun> runs = chunks;
+    for (const FlatRun &r : complementRuns(chunks, p.padded()))
+      runs.push_back(r);
+    std::vector<int64_t> received(size_t(dp), 0);
+    for (const FlatRun &r : runs) {
+      std::vector<int64_t> counts = scatterCounts(r, p);
+      ASSERT_EQ(counts.size(), size_t(dp));
+      int64_t sum = 0;
+      for (int64_t k = 0; k < dp; ++k) {
+        received[size_t(k)] += counts[size_t(k)];
+        sum += counts[size_t(k)];
+      }
+      EXPECT_EQ(sum, r.end - r.begin);
+    }
+    for (int64_t k = 0; k < dp; ++k)
+      EXPECT_EQ(received[size_t(k)], p.shardSize()) << "dp " << dp;
+  }
+}
+
 } // namespace

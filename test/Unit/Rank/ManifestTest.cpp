@@ -262,6 +262,23 @@ TEST(Manifest, BadRanksAndEntries) {
   EXPECT_EQ(train.args[2].kind, ArgKind::GradScale);
   EXPECT_EQ(train.args[3].kind, ArgKind::Grad);
   EXPECT_EQ(train.args[3].name, "attn.q.weight");
+  EXPECT_EQ(train.args[3].chunk, -1);
+  // A pipelined step's gradient names the chunk that completes it.
+  j["entries"]["train_step"]["args"][3]["chunk"] = 1;
+  EXPECT_EQ(parseManifest(j.dump(), "m.json")
+                .ranks[0]
+                .entries.at("train_step")
+                .args[3]
+                .chunk,
+            1);
+  j["entries"]["train_step"]["args"][3]["chunk"] = -2;
+  EXPECT_EQ(errorOf(j), "m.json: entries.train_step.args[3].chunk: chunk -2 "
+                        "must be at least 0");
+  j["entries"]["train_step"]["args"][3].erase("chunk");
+  j["entries"]["train_step"]["args"][1]["chunk"] = 0;
+  EXPECT_EQ(errorOf(j), "m.json: entries.train_step.args[1].chunk: only a "
+                        "gradient names its chunk");
+  j["entries"]["train_step"]["args"][1].erase("chunk");
   j["entries"]["train_step"]["args"][3]["name"] = "nope";
   EXPECT_EQ(errorOf(j), "m.json: entries.train_step.args[3]: unknown "
                         "parameter \"nope\"");
