@@ -634,6 +634,37 @@ LogicalResult RingShiftOp::verify() {
   return success();
 }
 
+LogicalResult LevelAllToAllOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  int64_t rank = in.getRank();
+  int64_t split = int64_t(getSplitDim()), concat = int64_t(getConcatDim());
+  if (out.getRank() != rank || split >= rank || concat >= rank)
+    return emitOpError() << "split and concat dims must be dims of the "
+                            "input, and the result of its rank";
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "result must have the input's element type";
+  // Members: how many pieces the split dim is cut into.
+  int64_t pieces = out.getDimSize(split) == 0
+                       ? 0
+                       : in.getDimSize(split) / out.getDimSize(split);
+  bool ok = pieces > 0 && in.getDimSize(split) % out.getDimSize(split) == 0;
+  for (int64_t d = 0; d < rank && ok; ++d) {
+    int64_t want = in.getDimSize(d);
+    if (d == split && d != concat)
+      want /= pieces;
+    else if (d == concat && d != split)
+      want *= pieces;
+    ok = out.getDimSize(d) == want;
+  }
+  if (!ok)
+    return emitOpError() << "result " << out
+                         << " is not the input cut into equal pieces along "
+                            "dim "
+                         << split << " and joined along dim " << concat;
+  return success();
+}
+
 LogicalResult PipelineP2POp::verify() {
   if (getSends().empty() && getResults().empty())
     return emitOpError() << "sends and receives nothing";

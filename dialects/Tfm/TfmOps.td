@@ -489,7 +489,11 @@ def Tfm_AttentionOp : Tfm_Op<"attention", [Pure,
     pieces of the sequence, split over mesh axis `cp` in Megatron's
     load-balanced chunk order; the op is the attention over the whole
     sequence, which tfm-expand-ring-attention computes by passing k and v
-    around the ring (`tfm.ring_shift`, `tfm.attention_section`).
+    around the ring (`tfm.ring_shift`, `tfm.attention_section`). With
+    `a2a A` as well (cp_comm_type a2a+p2p), the ring is hierarchical: an
+    all-to-all within each group of A consecutive cp ranks (level 0 of the
+    plan's hierarchical cp groups) trades heads for sequence first, and the
+    ring runs over level 1 (`tfm.level_all_to_all`).
 
     ```mlir
     %o, %lse = tfm.attention %q, %k, %v heads 4 kv_heads 2 head_dim 16
@@ -502,12 +506,13 @@ def Tfm_AttentionOp : Tfm_Op<"attention", [Pure,
                        Tfm_FloatTensor:$value, Optional<Tfm_IdTensor>:$tokens,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        I64Attr:$head_dim, F64Attr:$scale, Tfm_MaskKind:$mask,
-                       OptionalAttr<I64Attr>:$eod, OptionalAttr<StrAttr>:$ring);
+                       OptionalAttr<I64Attr>:$eod, OptionalAttr<StrAttr>:$ring,
+                       OptionalAttr<I64Attr>:$ring_a2a);
   let results = (outs Tfm_FloatTensor:$result, Tfm_StatTensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`tokens` $tokens^)? `heads` $num_heads
     `kv_heads` $num_kv_heads `head_dim` $head_dim `scale` $scale `mask` $mask
-    (`eod` $eod^)? (`ring` $ring^)? attr-dict `:` type($query) `,`
+    (`eod` $eod^)? (`ring` $ring^)? (`a2a` $ring_a2a^)? attr-dict `:` type($query) `,`
     type($key) `,` type($value) (`,` type($tokens)^)? `->` type($result) `,`
     type($lse)
   }];
@@ -539,14 +544,15 @@ def Tfm_AttentionGradOp : Tfm_Op<"attention_grad", [Pure,
                        Optional<Tfm_IdTensor>:$tokens,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        I64Attr:$head_dim, F64Attr:$scale, Tfm_MaskKind:$mask,
-                       OptionalAttr<I64Attr>:$eod, OptionalAttr<StrAttr>:$ring);
+                       OptionalAttr<I64Attr>:$eod, OptionalAttr<StrAttr>:$ring,
+                       OptionalAttr<I64Attr>:$ring_a2a);
   let results = (outs Tfm_FloatTensor:$query_grad, Tfm_FloatTensor:$key_grad,
                       Tfm_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $out `,` $lse `,` $out_grad
     (`tokens` $tokens^)? `heads` $num_heads `kv_heads` $num_kv_heads
     `head_dim` $head_dim `scale` $scale `mask` $mask (`eod` $eod^)?
-    (`ring` $ring^)? attr-dict
+    (`ring` $ring^)? (`a2a` $ring_a2a^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,` type($lse)
     (`,` type($tokens)^)?
     `` custom<GradTypes>(ref(type($key)), ref(type($value)), type($key_grad),
@@ -1057,6 +1063,9 @@ def Tfm_RingShiftOp : Tfm_Op<"ring_shift", [Pure]> {
     size) and returns what it receives from `r - offset`, all as one grouped
     point-to-point exchange (even ranks post their sends first, odd ranks
     their receives: Megatron's order). Ring attention moves k and v with it.
+    With `level L` the ring is this rank's group at level L of the axis'
+    hierarchical groups (the plan's hierarchical cp sizes; Megatron-Core's
+    create_hierarchical_groups) instead of its whole group.
     Per-rank IR: the results are the same tensors of another rank.
 
     ```mlir
@@ -1066,11 +1075,39 @@ def Tfm_RingShiftOp : Tfm_Op<"ring_shift", [Pure]> {
   }];
   let arguments = (ins Variadic<Tfm_AnyStaticTensor>:$inputs,
                        FlatSymbolRefAttr:$mesh, StrAttr:$axis,
-                       I64Attr:$offset);
+                       I64Attr:$offset, OptionalAttr<I64Attr>:$level);
   let results = (outs Variadic<Tfm_AnyStaticTensor>:$results);
   let assemblyFormat = [{
-    $inputs `on` $mesh `axis` $axis `offset` $offset attr-dict `:`
+    $inputs `on` $mesh `axis` $axis (`level` $level^)? `offset` $offset
+    attr-dict `:`
     type($inputs) custom<SameTypes>(ref(type($inputs)), type($results))
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_LevelAllToAllOp : Tfm_Op<"level_all_to_all", [Pure]> {
+  let summary = "an all-to-all within one level of hierarchical groups";
+  let description = [{
+    The ranks of this rank's group at level `level` of mesh axis `axis`'
+    hierarchical groups (the plan's hierarchical cp sizes, e.g. level 0 of
+    a2a+p2p: consecutive cp ranks) exchange pieces: the input is cut into
+    as many equal pieces along `split_dim` as the group has members, piece
+    `j` goes to member `j`, and the pieces received are concatenated along
+    `concat_dim` in member order (mesh.all_to_all's semantics, on a group
+    that is not a mesh axis). Per-rank IR.
+
+    ```mlir
+    %y = tfm.level_all_to_all %x on @dense axis "cp" level 0 split 2
+        concat 1 : tensor<1x8x64xf32> -> tensor<1x16x32xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_AnyStaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$level, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let results = (outs Tfm_AnyStaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axis` $axis `level` $level `split` $split_dim
+    `concat` $concat_dim attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -1158,7 +1195,8 @@ class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure,
     AttrSizedOperandSegments]> {
   code sectionDoc = [{
     The key/value block is that of cp rank `(r + kv_from) mod n` of the ring
-    of mesh axis `axis` (`r` this rank, `n` the ring's size); which
+    of mesh axis `axis` (`r` this rank, `n` the ring's size; with `level`,
+    of that level of the axis' hierarchical groups); which
     section of the tile is computed follows from the two ranks
     (TransformerEngine's AttnFuncWithCPAndKVP2P): the diagonal when it is
     this rank's own block (a causal mask on local indices is exact in the
@@ -1195,13 +1233,15 @@ def Tfm_AttentionSectionOp : Tfm_SectionOp<"attention_section"> {
                        I64Attr:$kv_from, FlatSymbolRefAttr:$mesh,
                        StrAttr:$axis, I64Attr:$num_heads,
                        I64Attr:$num_kv_heads, I64Attr:$head_dim,
-                       F64Attr:$scale, OptionalAttr<I64Attr>:$eod);
+                       F64Attr:$scale, OptionalAttr<I64Attr>:$eod,
+                       OptionalAttr<I64Attr>:$level);
   let results = (outs Tfm_FloatTensor:$result, Tfm_StatTensor:$result_lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`merge` `(` $merge^ `:` type($merge) `)`)?
     (`tokens` `(` $tokens^ `:` type($tokens) `)` `eod` $eod)?
-    `kv_from` $kv_from `on` $mesh `axis` $axis `heads` $num_heads
-    `kv_heads` $num_kv_heads `head_dim` $head_dim `scale` $scale attr-dict
+    `kv_from` $kv_from `on` $mesh `axis` $axis (`level` $level^)?
+    `heads` $num_heads `kv_heads` $num_kv_heads `head_dim` $head_dim
+    `scale` $scale attr-dict
     `:` type($query) `,` type($key) `->` type($result_lse)
     custom<SameTypes>(ref(type($key)), type($value))
     custom<SameTypes>(ref(type($query)), type($result))
@@ -1234,14 +1274,16 @@ def Tfm_AttentionSectionGradOp : Tfm_SectionOp<"attention_section_grad"> {
                        FlatSymbolRefAttr:$mesh, StrAttr:$axis,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        I64Attr:$head_dim, F64Attr:$scale,
-                       OptionalAttr<I64Attr>:$eod);
+                       OptionalAttr<I64Attr>:$eod,
+                       OptionalAttr<I64Attr>:$level);
   let results = (outs Tfm_FloatTensor:$query_grad, Tfm_FloatTensor:$key_grad,
                       Tfm_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $out `,` $lse `,` $out_grad
     (`grads` `(` $grads^ `:` type($grads) `)`)?
     (`tokens` `(` $tokens^ `:` type($tokens) `)` `eod` $eod)? `kv_from` $kv_from `on`
-    $mesh `axis` $axis `heads` $num_heads `kv_heads` $num_kv_heads
+    $mesh `axis` $axis (`level` $level^)? `heads` $num_heads
+    `kv_heads` $num_kv_heads
     `head_dim` $head_dim `scale` $scale attr-dict `:` type($query) `,`
     type($key) `,` type($lse)
     custom<SameTypes>(ref(type($key)), type($value))

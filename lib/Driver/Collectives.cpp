@@ -74,13 +74,32 @@ static void count(Operation *op, CollectiveVolume &v) {
     ++v.allToAlls;
     v.allToAllBytes += bytesOf(c.getInput());
   } else if (auto a = dyn_cast<tfm::AttentionOp>(op); a && a.getRing()) {
-    int64_t hops = ringSize(op, *a.getRing()) - 1;
+    // A hierarchical ring (a2a A) runs over cp / A ranks, its blocks of
+    // the same bytes (A times the tokens, 1/A of the heads), after
+    // all-to-alls of q, k, v and before those of the output and lse.
+    int64_t a2a = int64_t(a.getRingA2a().value_or(1));
+    int64_t hops = ringSize(op, *a.getRing()) / a2a - 1;
     v.sends += 2 * hops;
     v.sendBytes += hops * (bytesOf(a.getKey()) + bytesOf(a.getValue()));
+    if (a2a > 1) {
+      v.allToAlls += 5;
+      for (Value x : {a.getQuery(), a.getKey(), a.getValue(), a.getResult(),
+                      a.getLse()})
+        v.allToAllBytes += bytesOf(x);
+    }
   } else if (auto g = dyn_cast<tfm::AttentionGradOp>(op); g && g.getRing()) {
-    int64_t hops = ringSize(op, *g.getRing()) - 1;
+    int64_t a2a = int64_t(g.getRingA2a().value_or(1));
+    int64_t hops = ringSize(op, *g.getRing()) / a2a - 1;
     v.sends += 4 * hops;
     v.sendBytes += 2 * hops * (bytesOf(g.getKey()) + bytesOf(g.getValue()));
+    if (a2a > 1) {
+      // In: q, the output, its gradient and the lse (k and v start from
+      // the forward's last block); out: the three gradients.
+      v.allToAlls += 7;
+      for (Value x : {g.getQuery(), g.getOut(), g.getOutGrad(), g.getLse(),
+                      g.getQueryGrad(), g.getKeyGrad(), g.getValueGrad()})
+        v.allToAllBytes += bytesOf(x);
+    }
   }
 }
 

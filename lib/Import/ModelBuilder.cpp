@@ -204,7 +204,8 @@ Value ModelBuilder::attention(StringRef prefix, Value x, Value positions,
       b.getI64IntegerAttr(c.numHeads), b.getI64IntegerAttr(c.numKvHeads),
       b.getI64IntegerAttr(c.headDim),
       b.getF64FloatAttr(1.0 / std::sqrt(double(c.headDim))),
-      MaskKindAttr::get(&ctx, mask), eod, /*ring=*/StringAttr());
+      MaskKindAttr::get(&ctx, mask), eod, /*ring=*/StringAttr(),
+      /*ring_a2a=*/IntegerAttr());
   return linear(oName, attn.getResult(), c.hiddenSize, outBias, outStd);
 }
 

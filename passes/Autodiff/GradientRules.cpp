@@ -101,7 +101,8 @@ LogicalResult attention(AttentionOp op, GradientContext &c) {
       c.forward(op.getResult()),
       c.forward(op.getLse()), dout, tokens, op.getNumHeadsAttr(),
       op.getNumKvHeadsAttr(), op.getHeadDimAttr(), op.getScaleAttr(),
-      op.getMaskAttr(), op.getEodAttr(), op.getRingAttr());
+      op.getMaskAttr(), op.getEodAttr(), op.getRingAttr(),
+      op.getRingA2aAttr());
   c.accumulate(op.getQuery(), g.getQueryGrad());
   c.accumulate(op.getKey(), g.getKeyGrad());
   c.accumulate(op.getValue(), g.getValueGrad());

@@ -55,16 +55,36 @@ lowering::ringGroupOf(Operation *op) {
   using Result = std::optional<std::pair<std::string, int64_t>>;
   FlatSymbolRefAttr meshName;
   StringRef axis;
+  std::optional<uint64_t> level;
   if (auto s = dyn_cast<tfm::RingShiftOp>(op))
-    std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
+    std::tie(meshName, axis, level) =
+        std::make_tuple(s.getMeshAttr(), s.getAxis(), s.getLevel());
   else if (auto s = dyn_cast<tfm::AttentionSectionOp>(op))
-    std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
+    std::tie(meshName, axis, level) =
+        std::make_tuple(s.getMeshAttr(), s.getAxis(), s.getLevel());
   else if (auto s = dyn_cast<tfm::AttentionSectionGradOp>(op))
-    std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
+    std::tie(meshName, axis, level) =
+        std::make_tuple(s.getMeshAttr(), s.getAxis(), s.getLevel());
+  else if (auto s = dyn_cast<tfm::LevelAllToAllOp>(op))
+    std::tie(meshName, axis, level) =
+        std::make_tuple(s.getMeshAttr(), s.getAxis(), s.getLevel());
   else if (auto s = dyn_cast<tfm::PipelineP2POp>(op))
     std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
   else
     return Result();
+  if (level) {
+    // A level of the plan's hierarchical groups of the axis (RankGen's
+    // "hcp:<level>" kinds, which only context parallelism has).
+    auto plan = op->getParentOfType<ModuleOp>()->getAttrOfType<tfm::PlanAttr>(
+        tfm::kPlanAttrName);
+    DenseI64ArrayAttr sizes = plan ? plan.getHierarchicalCpSizes() : nullptr;
+    if (axis != "cp" || !sizes || *level >= uint64_t(sizes.size()))
+      return op->emitOpError()
+             << "runs over level " << *level << " of the hierarchical groups "
+             << "of " << axis << ", which the plan does not have";
+    return Result(std::make_pair("hcp:" + std::to_string(*level),
+                                 sizes[int64_t(*level)]));
+  }
   FailureOr<tfm::MeshAxesInfo> mesh = tfm::MeshAxesInfo::lookup(op, meshName);
   if (failed(mesh))
     return failure();

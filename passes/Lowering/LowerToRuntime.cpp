@@ -17,6 +17,7 @@
 
 #include "passes/Lowering/SlicePositions.h"
 
+#include "dialects/Tfm/ChunkOrder.h"
 #include "dialects/Tfm/TfmOps.h"
 
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
@@ -127,6 +128,9 @@ public:
   }
   Value remI64(Value v, int64_t c) {
     return b.create<arith::RemSIOp>(loc, v, i64(c));
+  }
+  Value mulI64(Value v, int64_t c) {
+    return b.create<arith::MulIOp>(loc, v, i64(c));
   }
   Value toI64(Value i32Value) {
     return b.create<arith::ExtSIOp>(loc, b.getI64Type(), i32Value);
@@ -714,6 +718,29 @@ FailureOr<SmallVector<Value>> lower(PipelineP2POp op, PipelineP2POp::Adaptor a,
   return results;
 }
 
+/// An all-to-all within a level of the hierarchical cp groups: the
+/// runtime's all-to-all on that level's communicator.
+template <>
+FailureOr<SmallVector<Value>> lower(LevelAllToAllOp op,
+                                    LevelAllToAllOp::Adaptor a, Emitter &e) {
+  FailureOr<Ring> ring = ringOf(op, e);
+  if (failed(ring))
+    return failure();
+  auto inType = cast<RankedTensorType>(op.getInput().getType());
+  if (inType.getDimSize(int64_t(op.getSplitDim())) % ring->size != 0)
+    return op.emitOpError() << "split dim of " << inType
+                            << " does not divide over the group's "
+                            << ring->size << " ranks";
+  Value out = e.alloc(op.getResult().getType());
+  e.call("loomrt_all_to_all",
+         {ring->handle, e.dtype(a.getInput()), e.i32(inType.getRank()),
+          e.int64Array(inType.getShape()),
+          e.i32(static_cast<int32_t>(op.getSplitDim())),
+          e.i32(static_cast<int32_t>(op.getConcatDim())), e.ptr(a.getInput()),
+          e.ptr(out)});
+  return SmallVector<Value>{out};
+}
+
 /// The step marker: a runtime call that prints it when tracing is on.
 template <>
 FailureOr<SmallVector<Value>> lower(PipelineStepOp op, PipelineStepOp::Adaptor,
@@ -781,20 +808,39 @@ FailureOr<std::pair<Value, Value>> sectionDocuments(OpT op, Value tokens,
                                                     Emitter &e) {
   if (!tokens)
     return std::make_pair(e.null(), e.null());
-  auto dims = lowering::positionedDims(op);
   FailureOr<Ring> ring = ringOf(op, e);
-  if (failed(dims) || failed(ring))
+  if (failed(ring))
     return failure();
-  const lowering::PositionedDim &q = dims->front();
   int64_t batch = dim(tokens, 0), seq = dim(tokens, 1);
-  int64_t local = cast<RankedTensorType>(q.value.getType()).getDimSize(q.dim);
+  int64_t local = dim(op.getQuery(), 1);
+  // Where the rank's queries lie: from the split of the query's sequence
+  // over cp or, on a level of the hierarchical groups (whose layout no
+  // #tfm.dist names), the load-balanced layout of the ring: rank p of P
+  // holds chunks p and 2P-1-p of 2P.
+  std::optional<lowering::PositionedDim> q;
+  if (!op.getLevel()) {
+    auto dims = lowering::positionedDims(op);
+    if (failed(dims))
+      return failure();
+    q = dims->front();
+  }
+  auto writePositions = [&](Value pos, Value ofRank) -> LogicalResult {
+    if (q)
+      return e.writeSequencePositions(op, *q, pos, ofRank);
+    Value start = e.mulI64(ofRank ? ofRank : ring->rank, local);
+    e.call("loomrt_sequence_positions",
+           {e.i64(batch), e.i64(local), start, e.i64(local / 2),
+            e.i32(int32_t(2 * ring->size)),
+            e.int64Array(tfm::zigzagOrder(ring->size)), pos});
+    return success();
+  };
   auto ids = RankedTensorType::get({batch, local}, e.i32Type());
   Value doc = e.ptr(e.alloc(RankedTensorType::get({batch, seq}, e.i32Type())));
   e.call("loomrt_document_ids",
          {e.i64(batch), e.i64(seq), e.ptr(tokens), e.i32(*op.getEod()), doc});
   auto at = [&](Value ofRank) -> FailureOr<Value> {
     Value pos = e.ptr(e.alloc(ids));
-    if (failed(e.writeSequencePositions(op, q, pos, ofRank)))
+    if (failed(writePositions(pos, ofRank)))
       return failure();
     Value picked = e.ptr(e.alloc(ids));
     e.call("loomrt_gather_positions",
@@ -1402,6 +1448,7 @@ struct LowerToRuntimePass
         RuntimeCallPattern<CeLossSumOp>, RuntimeCallPattern<LossMeanOp>,
         RuntimeCallPattern<TokenCountOp>, RuntimeCallPattern<RingShiftOp>,
         RuntimeCallPattern<PipelineP2POp>, RuntimeCallPattern<PipelineStepOp>,
+        RuntimeCallPattern<LevelAllToAllOp>,
         RuntimeCallPattern<GradsReadyOp>,
         RuntimeCallPattern<AttentionSectionOp>,
         RuntimeCallPattern<AttentionSectionGradOp>, RuntimeCallPattern<CrossEntropyGradOp>,

@@ -34,8 +34,10 @@ mlir::FailureOr<std::string> groupKindOf(mlir::Operation *collective,
                                          llvm::ArrayRef<int16_t> axes);
 
 /// The group kind and size of the ring a ring-attention op (tfm.ring_shift,
-/// tfm.attention_section, tfm.attention_section_grad) runs on; nullopt for
-/// other ops.
+/// tfm.attention_section, tfm.attention_section_grad, tfm.pipeline_p2p) or
+/// a tfm.level_all_to_all runs on: its mesh axis' group or, with `level`,
+/// that level of the plan's hierarchical cp groups ("hcp:<level>");
+/// nullopt for other ops.
 mlir::FailureOr<std::optional<std::pair<std::string, int64_t>>>
 ringGroupOf(mlir::Operation *op);
 

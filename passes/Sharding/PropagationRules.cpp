@@ -341,10 +341,24 @@ FailureOr<StringRef> cpCommType(OpT op, Propagation &p) {
   auto block = op->template getParentOfType<BlockOp>();
   int64_t layer = block && block.getIndex() ? *block.getIndex() : 0;
   StringRef type = p.plan().getCpCommTypeOfLayer(layer);
-  if (type != "allgather" && type != "p2p" && type != "a2a")
+  if (type != "allgather" && type != "p2p" && type != "a2a" &&
+      type != "a2a+p2p")
     return op.emitError() << "cp_comm_type " << type << " (layer " << layer
-                          << ") is not implemented yet; p2p, allgather and "
-                             "a2a are";
+                          << ") is not one of p2p, allgather, a2a, a2a+p2p";
+  if (type == "a2a+p2p") {
+    // TransformerEngine's degenerate cases: a2a groups of one rank are the
+    // plain ring, a ring of one group is Ulysses.
+    DenseI64ArrayAttr sizes = p.plan().getHierarchicalCpSizes();
+    if (!sizes || sizes.size() != 2)
+      return op.emitError()
+             << "cp_comm_type a2a+p2p (layer " << layer
+             << ") takes two hierarchical cp sizes, the a2a group's and the "
+                "ring's (--hierarchical-context-parallel-sizes A P)";
+    if (sizes[0] == 1)
+      type = "p2p";
+    else if (sizes[1] == 1)
+      type = "a2a";
+  }
   // Document ids need the whole sequence's tokens (few bytes: gathered).
   if (Value tokens = op.getTokens())
     if (failed(p.require(op, op.getTokensMutable()[0].getOperandNumber(),
@@ -355,6 +369,10 @@ FailureOr<StringRef> cpCommType(OpT op, Propagation &p) {
 
 /// Context parallelism: the queries keep their piece of the sequence; how
 /// the keys and values meet them is the layer's cp_comm_type.
+///  - `a2a+p2p` (hierarchical): like p2p, with the op marked `a2a A`:
+///    tfm-expand-ring-attention writes the all-to-all within each group of
+///    A cp ranks and the ring over the groups. The heads of a tp rank must
+///    divide over A (TransformerEngine asserts the same).
 ///  - `allgather` (Megatron/TE's all_gather): k and v gathered whole over
 ///    cp, in order; in backward they are gathered again and their
 ///    gradients, partial sums over cp, reduce-scattered back (by the
@@ -368,9 +386,21 @@ LogicalResult contextParallel(OpT op, Propagation &p) {
   if (failed(type) || type->empty() || *type == "a2a")
     return failure(failed(type));
   DimDist seq = getDist(op.getQuery()).getDim(kSeqDim);
-  bool ring = *type == "p2p";
+  bool ring = *type == "p2p" || *type == "a2a+p2p";
   if (ring)
     op.setRingAttr(p.builder().getStringAttr(p.cp()));
+  if (*type == "a2a+p2p") {
+    int64_t a2a = p.plan().getHierarchicalCpSizes()[0];
+    int64_t tp = p.tpRanks();
+    int64_t heads = op.getNumHeads() / tp,
+            kv = std::max<int64_t>(1, op.getNumKvHeads() / tp);
+    if (heads % a2a != 0 || kv % a2a != 0)
+      return op.emitError()
+             << "a2a+p2p context parallelism splits each tp rank's " << heads
+             << " query and " << kv << " kv heads over a2a groups of " << a2a
+             << ", which does not divide them";
+    op.setRingA2aAttr(p.builder().getI64IntegerAttr(a2a));
+  }
   for (unsigned i : {1u, 2u}) {
     DistAttr d = getDist(op->getOperand(i));
     if (failed(p.require(op, i, d.withDim(kSeqDim, ring ? seq : DimDist()))))

@@ -188,7 +188,9 @@ def full_matrix(models, comms, layers):
 def slice_matrix(comms, layers):
     """gpt-tiny cp 2; llama-tiny cp 4 with tp 2 and SP; llama-tiny cp 2 with
     dp 2; as many more of these shapes as it takes for every comm type to
-    appear; with several comm types, llama-tiny cp 2 with a per-layer mix."""
+    appear; with several comm types, llama-tiny cp 2 with a per-layer mix;
+    with a2a+p2p, gpt-tiny cp 4 with tp 2 and SP and llama-tiny cp 4 with
+    dp 2."""
     shapes = [("gpt-tiny", 2, 1, False, 1), ("llama-tiny", 4, 2, True, 1),
               ("llama-tiny", 2, 1, False, 2)]
     for i in range(max(len(shapes), len(comms))):
@@ -196,6 +198,11 @@ def slice_matrix(comms, layers):
     if len(comms) > 1:
         yield Plan("llama-tiny", 2, 1, False, 1,
                    [comms[(l + 1) % len(comms)] for l in range(layers["llama-tiny"])])
+    if "a2a+p2p" in comms:
+        # The hierarchical ring proper needs cp 4 (a2a groups of 2, a ring
+        # of 2; at cp 2 it is Ulysses) and heads that divide over the groups.
+        yield Plan("gpt-tiny", 4, 2, True, 1, "a2a+p2p")
+        yield Plan("llama-tiny", 4, 1, False, 2, "a2a+p2p")
 
 
 def volumes(v):
@@ -230,9 +237,12 @@ def ring_analytic(config, plan):
     hidden = c.get("n_embd") or c["hidden_size"]
     comms = [plan.comm] * layers_of(config) if isinstance(plan.comm, str) else plan.comm
     rings = sum(1 for t in comms if t == "p2p") if plan.cp > 1 else 0
+    # a2a+p2p: the ring runs over cp / 2 groups of 2 (Plan.flags), its
+    # blocks of the same bytes (twice the tokens, half the heads).
+    hierarchical = sum(1 for t in comms if t == "a2a+p2p") if plan.cp > 1 else 0
     local_kv = max(kv // plan.tp, 1)  # kv heads repeated when tp exceeds them
     tensor = B * (S // plan.cp) * local_kv * (hidden // heads) * 4
-    hops = rings * (plan.cp - 1)
+    hops = rings * (plan.cp - 1) + hierarchical * (plan.cp // 2 - 1)
     return {"forward": (2 * hops, 2 * hops * tensor),
             "backward": (4 * hops, 4 * hops * tensor)}
 
@@ -245,14 +255,22 @@ def distributed(plan):
 
 def a2a_fits(config, plan):
     """Whether a2a layers of `plan` can split each tp rank's query heads over
-    cp."""
+    cp, and a2a+p2p layers its query and kv heads over the a2a groups of 2."""
     comms = [plan.comm] if isinstance(plan.comm, str) else list(plan.comm or [])
-    if plan.cp == 1 or "a2a" not in comms:
+    if plan.cp == 1:
         return True
     with open(config) as f:
         c = json.load(f)
     heads = c.get("n_head") or c["num_attention_heads"]
-    return (heads // plan.tp) % plan.cp == 0
+    kv = max(c.get("num_key_value_heads", heads) // plan.tp, 1)
+    if "a2a" in comms and (heads // plan.tp) % plan.cp != 0:
+        return False
+    # a2a+p2p at cp 2 is [2, 1]: Ulysses over 2 ranks (its kv heads are
+    # repeated when they do not divide).
+    if "a2a+p2p" in comms and ((heads // plan.tp) % 2 != 0 or
+                               (plan.cp > 2 and kv % 2 != 0)):
+        return False
+    return True
 
 
 def layers_of(config):

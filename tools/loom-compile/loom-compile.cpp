@@ -52,14 +52,15 @@ static cl::alias cpLong("context-parallel-size", cl::aliasopt(cp),
 static cl::list<std::string> cpCommType(
     "cp-comm-type",
     cl::desc("Context-parallel attention: p2p (default, ring attention), "
-             "allgather (or all_gather), a2a (Ulysses) or a2a+p2p (not "
-             "implemented yet); one for every layer or one per layer, space- "
-             "or comma-separated"),
+             "allgather (or all_gather), a2a (Ulysses) or a2a+p2p "
+             "(hierarchical: a2a within groups, then a ring across them; "
+             "needs --hierarchical-context-parallel-sizes); one for every "
+             "layer or one per layer, space- or comma-separated"),
     cl::CommaSeparated, cl::value_desc("type"), cl::cat(category));
 static cl::list<int64_t> hierarchicalCp(
     "hierarchical-context-parallel-sizes",
-    cl::desc("Sizes of hierarchical context parallelism (a2a+p2p, not "
-             "implemented yet), inner first; their product is cp"),
+    cl::desc("Sizes of hierarchical context parallelism, inner first: for "
+             "a2a+p2p the a2a group size A and the ring size P, A x P = cp"),
     cl::CommaSeparated, cl::value_desc("a p"), cl::cat(category));
 static cl::opt<int64_t> pp("pp", cl::init(1),
                            cl::desc("Pipeline-parallel size"),

@@ -947,3 +947,21 @@ func.func @f(%k: tensor<2x8x32xf32>) {
   %r = tfm.repeat_kv %k factor 2 head_dim 16 : tensor<2x8x32xf32> -> tensor<2x8x64xbf16>
   return
 }
+
+// -----
+
+// Test: level_all_to_all whose result is not the input's pieces rejoined
+func.func @f(%x: tensor<1x8x64xf32>) {
+  // expected-error @+1 {{result 'tensor<1x16x64xf32>' is not the input cut into equal pieces along dim 2 and joined along dim 1}}
+  %y = tfm.level_all_to_all %x on @dense axis "cp" level 0 split 2 concat 1 : tensor<1x8x64xf32> -> tensor<1x16x64xf32>
+  return
+}
+
+// -----
+
+// Test: level_all_to_all dims beyond the rank
+func.func @f(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{split and concat dims must be dims of the input, and the result of its rank}}
+  %y = tfm.level_all_to_all %x on @dense axis "cp" level 0 split 2 concat 1 : tensor<8x64xf32> -> tensor<8x64xf32>
+  return
+}

@@ -95,3 +95,30 @@ func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = call @block(%x) : (tensor<4xf32>) -> tensor<4xf32>
   return %a : tensor<4xf32>
 }
+
+// -----
+
+// Hierarchical context parallelism: the level-0 all-to-all and the level-1
+// ring take the plan's hierarchical cp groups (RankGen's "hcp:<level>").
+module attributes {tfm.plan = #tfm.plan<cp = 4, cp_comm_type = ["a2a+p2p"], hierarchical_cp_sizes = [2, 2]>} {
+  mesh.mesh @dense(shape = 1x1x4x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  // CHECK-LABEL: func.func @levels
+  // CHECK-SAME: (%{{.*}}: tensor<1x4x32xf32>, %{{.*}}: !llvm.ptr {tfm.comm = "hcp:0"}, %{{.*}}: !llvm.ptr {tfm.comm = "hcp:1"})
+  func.func @levels(%x: tensor<1x4x32xf32>) -> tensor<1x8x16xf32> {
+    %y = tfm.level_all_to_all %x on @dense axis "cp" level 0 split 2 concat 1 : tensor<1x4x32xf32> -> tensor<1x8x16xf32>
+    %z = tfm.ring_shift %y on @dense axis "cp" level 1 offset 1 : tensor<1x8x16xf32>
+    return %z : tensor<1x8x16xf32>
+  }
+}
+
+// -----
+
+// A level the plan has no hierarchical groups for.
+module attributes {tfm.plan = #tfm.plan<cp = 4>} {
+  mesh.mesh @dense(shape = 1x1x4x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  func.func @no_levels(%x: tensor<1x4x32xf32>) -> tensor<1x4x32xf32> {
+    // expected-error @+1 {{runs over level 1 of the hierarchical groups of cp, which the plan does not have}}
+    %z = tfm.ring_shift %x on @dense axis "cp" level 1 offset 1 : tensor<1x4x32xf32>
+    return %z : tensor<1x4x32xf32>
+  }
+}

@@ -70,3 +70,42 @@ module attributes {tfm.plan = #tfm.plan<cp = 2>, tfm.local_shapes} {
     return %o : tensor<1x4x16xf32, #q3>
   }
 }
+
+// -----
+
+// Hierarchical (a2a+p2p, `a2a 2` over cp 4: pairs of cp ranks, a ring of
+// 2). q, k and v trade heads for sequence within the pair (level 0), the
+// four received chunks reordered (each rank's first chunk, then the second
+// ones mirrored: the load-balanced layout of the ring), then the ring runs
+// over level 1 with half the heads and twice the tokens; the output and
+// the log-sum-exp trade back. The backward exchanges q, the output, its
+// gradient and the lse again, starts from the forward's last block and
+// sends the three gradients back.
+#q4 = #tfm.dist<@dense, [[], [cp] zigzag(4)]>
+#s4 = #tfm.dist<@dense, [[], [], [cp] zigzag(4)]>
+// CHECK-LABEL: func.func @hierarchical
+// CHECK:      %[[QX:.*]] = tfm.level_all_to_all %arg0 on @dense axis "cp" level 0 split 2 concat 1 : tensor<1x4x32xf32, #{{.*}}> -> tensor<1x8x16xf32>
+// CHECK-NEXT: %[[Q:.*]] = tfm.permute_chunks %[[QX]] dim 1 order [0, 2, 3, 1]
+// CHECK:      %[[O0:.*]], %[[L0:.*]] = tfm.attention_section %[[Q]], %[[K:.*]], %[[V:.*]] kv_from 0 on @dense axis "cp" level 1 heads 2 kv_heads 2
+// CHECK-NEXT: %[[KV1:.*]]:2 = tfm.ring_shift %[[K]], %[[V]] on @dense axis "cp" level 1 offset 1
+// CHECK-NEXT: %[[O:.*]], %[[L:.*]] = tfm.attention_section %[[Q]], %[[KV1]]#0, %[[KV1]]#1 merge(%[[O0]], %[[L0]] : {{.*}}) kv_from -1 on @dense axis "cp" level 1
+// CHECK-SAME: -> tensor<1x2x8xf32>
+// CHECK-NEXT: %[[OP:.*]] = tfm.permute_chunks %[[O]] dim 1 order [0, 3, 1, 2]
+// CHECK-NEXT: %[[OUT:.*]] = tfm.level_all_to_all %[[OP]] on @dense axis "cp" level 0 split 1 concat 2 : tensor<1x8x16xf32> -> tensor<1x4x32xf32, #{{.*}}>
+// CHECK-NEXT: %[[LP:.*]] = tfm.permute_chunks %[[L]] dim 2 order [0, 3, 1, 2]
+// CHECK-NEXT: %[[LSE:.*]] = tfm.level_all_to_all %[[LP]] on @dense axis "cp" level 0 split 2 concat 1 : tensor<1x2x8xf32> -> tensor<1x4x4xf32, #{{.*}}>
+// CHECK:      tfm.level_all_to_all %[[LSE]] on @dense axis "cp" level 0 split 1 concat 2
+// CHECK:      tfm.attention_section_grad {{.*}}, %[[KV1]]#0, %[[KV1]]#1, {{.*}} kv_from 1 on @dense axis "cp" level 1 heads 2 kv_heads 2
+// CHECK-NEXT: tfm.ring_shift {{.*}} on @dense axis "cp" level 1 offset -1
+// CHECK-NEXT: tfm.attention_section_grad {{.*}} kv_from 2 on @dense axis "cp" level 1
+// CHECK-COUNT-3: tfm.level_all_to_all {{.*}} level 0 split 1 concat 2 : tensor<1x8x16xf32> -> tensor<1x4x32xf32, #{{.*}}>
+// CHECK-NEXT: return
+module attributes {tfm.plan = #tfm.plan<cp = 4, cp_comm_type = ["a2a+p2p"], hierarchical_cp_sizes = [2, 2]>, tfm.local_shapes} {
+  mesh.mesh @dense(shape = 1x1x4x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  func.func @hierarchical(%q: tensor<1x4x32xf32, #q4>, %k: tensor<1x4x32xf32, #q4>, %v: tensor<1x4x32xf32, #q4>, %do: tensor<1x4x32xf32, #q4>)
+      -> (tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>) {
+    %o, %lse = tfm.attention %q, %k, %v heads 4 kv_heads 4 head_dim 8 scale 0.35 mask causal ring "cp" a2a 2 : tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4> -> tensor<1x4x32xf32, #q4>, tensor<1x4x4xf32, #s4>
+    %dq, %dk, %dv = tfm.attention_grad %q, %k, %v, %o, %lse, %do heads 4 kv_heads 4 head_dim 8 scale 0.35 mask causal ring "cp" a2a 2 : tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>, tensor<1x4x4xf32, #s4>
+    return %o, %dq, %dk, %dv : tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>, tensor<1x4x32xf32, #q4>
+  }
+}

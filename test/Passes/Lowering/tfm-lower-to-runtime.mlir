@@ -401,3 +401,24 @@ func.func @pipeline_markers(%g0: tensor<16xf32>, %g1: tensor<4x4xf32>) -> (tenso
   tfm.grads_ready chunk 1 of %g0, %g1 : tensor<16xf32>, tensor<4x4xf32>
   return %g0, %g1 : tensor<16xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// Hierarchical context parallelism: the all-to-all within a level-0 group
+// is the runtime's all-to-all on that level's communicator (split dim 2,
+// concat dim 1).
+module attributes {tfm.plan = #tfm.plan<cp = 4, cp_comm_type = ["a2a+p2p"], hierarchical_cp_sizes = [2, 2]>} {
+  mesh.mesh @dense(shape = 1x1x4x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  // CHECK-LABEL: func.func @level_all_to_all
+  // CHECK-SAME: (%[[X:.*]]: memref<1x4x32xf32>, %[[C:.*]]: !llvm.ptr {tfm.comm = "hcp:0"})
+  // CHECK-DAG: %[[TWO:.*]] = arith.constant 2 : i32
+  // CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : i32
+  // CHECK: %[[H:.*]] = llvm.load %[[C]] : !llvm.ptr -> !llvm.ptr
+  // CHECK: %[[Y:.*]] = memref.alloc() {alignment = 64 : i64} : memref<1x8x16xf32>
+  // CHECK: call @loomrt_all_to_all(%[[H]], %{{.*}}, %{{.*}}, %{{.*}}, %[[TWO]], %[[ONE]], %{{.*}}, %{{.*}})
+  // CHECK: return %[[Y]]
+  func.func @level_all_to_all(%x: tensor<1x4x32xf32>, %c: !llvm.ptr {tfm.comm = "hcp:0"}) -> tensor<1x8x16xf32> {
+    %y = tfm.level_all_to_all %x on @dense axis "cp" level 0 split 2 concat 1 : tensor<1x4x32xf32> -> tensor<1x8x16xf32>
+    return %y : tensor<1x8x16xf32>
+  }
+}

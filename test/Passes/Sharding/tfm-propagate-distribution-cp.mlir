@@ -123,3 +123,30 @@ module attributes {tfm.plan = #tfm.plan<cp = 2, cp_comm_type = ["a2a"]>} {
     return %o0 : tensor<1x8x16xf32>
   }
 }
+
+// -----
+
+// a2a+p2p (hierarchical, sizes [2, 2] over cp 4): k and v stay split like
+// the queries, as for p2p, and the op is marked a ring over cp with a2a
+// groups of 2 (tfm-expand-ring-attention writes the exchanges and the ring).
+// CHECK-LABEL: func.func @hierarchical
+// CHECK: tfm.attention %{{.*}}, %{{.*}}, %{{.*}} heads 4 kv_heads 4 head_dim 4 scale {{.*}} mask causal ring "cp" a2a 2 : tensor<1x16x16xf32, #tfm.dist<@dense, {{\[\[}}], [cp] zigzag(4)]>>
+module attributes {tfm.plan = #tfm.plan<cp = 4, cp_comm_type = ["a2a+p2p"], hierarchical_cp_sizes = [2, 2]>} {
+  mesh.mesh @dense(shape = 1x1x4x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @wte init(ones) : tensor<32x16xf32>
+  func.func @hierarchical(%t: tensor<1x16xi32> {tfm.input = "tokens"}) -> tensor<1x16x16xf32> {
+    %x = tfm.block embedding ins(%t : tensor<1x16xi32>) -> tensor<1x16x16xf32> {
+    ^bb0(%ids: tensor<1x16xi32>):
+      %wte = tfm.get_param @wte : tensor<32x16xf32>
+      %e = tfm.embedding %ids, %wte : tensor<1x16xi32>, tensor<32x16xf32> -> tensor<1x16x16xf32>
+      tfm.yield %e : tensor<1x16x16xf32>
+    }
+    %o0 = tfm.block layer 0 ins(%x : tensor<1x16x16xf32>) -> tensor<1x16x16xf32> {
+    ^bb0(%h: tensor<1x16x16xf32>):
+      %o, %lse = tfm.attention %h, %h, %h heads 4 kv_heads 4 head_dim 4 scale 0.5 mask causal : tensor<1x16x16xf32>, tensor<1x16x16xf32>, tensor<1x16x16xf32> -> tensor<1x16x16xf32>, tensor<1x4x16xf32>
+      %s = tfm.add %o, %h : tensor<1x16x16xf32>
+      tfm.yield %s : tensor<1x16x16xf32>
+    }
+    return %o0 : tensor<1x16x16xf32>
+  }
+}

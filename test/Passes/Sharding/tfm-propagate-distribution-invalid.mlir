@@ -176,3 +176,75 @@ module attributes {tfm.plan = #tfm.plan<tp = 2>} {
   }
 }
 
+
+// -----
+
+// Test: a2a+p2p with heads that do not divide over the a2a group
+module attributes {tfm.plan = #tfm.plan<cp = 4, cp_comm_type = ["a2a+p2p"], hierarchical_cp_sizes = [4, 1]>} {
+  mesh.mesh @dense(shape = 1x1x4x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @wte init(ones) : tensor<32x12xf32>
+  func.func @forward(%t: tensor<1x16xi32> {tfm.input = "tokens"}) -> tensor<1x16x12xf32> {
+    %x = tfm.block embedding ins(%t : tensor<1x16xi32>) -> tensor<1x16x12xf32> {
+    ^bb0(%ids: tensor<1x16xi32>):
+      %wte = tfm.get_param @wte : tensor<32x12xf32>
+      %e = tfm.embedding %ids, %wte : tensor<1x16xi32>, tensor<32x12xf32> -> tensor<1x16x12xf32>
+      tfm.yield %e : tensor<1x16x12xf32>
+    }
+    %y = tfm.block layer 0 ins(%x : tensor<1x16x12xf32>) -> tensor<1x16x12xf32> {
+    ^bb0(%h: tensor<1x16x12xf32>):
+      // expected-error @+1 {{a2a context parallelism splits each tp rank's 3 query heads over cp 4, which does not divide them}}
+      %a, %l = tfm.attention %h, %h, %h heads 3 kv_heads 3 head_dim 4 scale 0.5 mask causal
+          : tensor<1x16x12xf32>, tensor<1x16x12xf32>, tensor<1x16x12xf32> -> tensor<1x16x12xf32>, tensor<1x3x16xf32>
+      tfm.yield %a : tensor<1x16x12xf32>
+    }
+    return %y : tensor<1x16x12xf32>
+  }
+}
+
+// -----
+
+// Test: a2a+p2p with heads that do not divide over the a2a group of 2
+module attributes {tfm.plan = #tfm.plan<cp = 4, cp_comm_type = ["a2a+p2p"], hierarchical_cp_sizes = [2, 2]>} {
+  mesh.mesh @dense(shape = 1x1x4x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @wte init(ones) : tensor<32x12xf32>
+  func.func @forward(%t: tensor<1x16xi32> {tfm.input = "tokens"}) -> tensor<1x16x12xf32> {
+    %x = tfm.block embedding ins(%t : tensor<1x16xi32>) -> tensor<1x16x12xf32> {
+    ^bb0(%ids: tensor<1x16xi32>):
+      %wte = tfm.get_param @wte : tensor<32x12xf32>
+      %e = tfm.embedding %ids, %wte : tensor<1x16xi32>, tensor<32x12xf32> -> tensor<1x16x12xf32>
+      tfm.yield %e : tensor<1x16x12xf32>
+    }
+    %y = tfm.block layer 0 ins(%x : tensor<1x16x12xf32>) -> tensor<1x16x12xf32> {
+    ^bb0(%h: tensor<1x16x12xf32>):
+      // expected-error @+1 {{a2a+p2p context parallelism splits each tp rank's 3 query and 3 kv heads over a2a groups of 2, which does not divide them}}
+      %a, %l = tfm.attention %h, %h, %h heads 3 kv_heads 3 head_dim 4 scale 0.5 mask causal
+          : tensor<1x16x12xf32>, tensor<1x16x12xf32>, tensor<1x16x12xf32> -> tensor<1x16x12xf32>, tensor<1x3x16xf32>
+      tfm.yield %a : tensor<1x16x12xf32>
+    }
+    return %y : tensor<1x16x12xf32>
+  }
+}
+
+// -----
+
+// Test: a2a+p2p with three levels
+module attributes {tfm.plan = #tfm.plan<cp = 4, cp_comm_type = ["a2a+p2p"], hierarchical_cp_sizes = [2, 1, 2]>} {
+  mesh.mesh @dense(shape = 1x1x4x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @wte init(ones) : tensor<32x16xf32>
+  func.func @forward(%t: tensor<1x16xi32> {tfm.input = "tokens"}) -> tensor<1x16x16xf32> {
+    %x = tfm.block embedding ins(%t : tensor<1x16xi32>) -> tensor<1x16x16xf32> {
+    ^bb0(%ids: tensor<1x16xi32>):
+      %wte = tfm.get_param @wte : tensor<32x16xf32>
+      %e = tfm.embedding %ids, %wte : tensor<1x16xi32>, tensor<32x16xf32> -> tensor<1x16x16xf32>
+      tfm.yield %e : tensor<1x16x16xf32>
+    }
+    %y = tfm.block layer 0 ins(%x : tensor<1x16x16xf32>) -> tensor<1x16x16xf32> {
+    ^bb0(%h: tensor<1x16x16xf32>):
+      // expected-error @+1 {{cp_comm_type a2a+p2p (layer 0) takes two hierarchical cp sizes, the a2a group's and the ring's}}
+      %a, %l = tfm.attention %h, %h, %h heads 4 kv_heads 4 head_dim 4 scale 0.5 mask causal
+          : tensor<1x16x16xf32>, tensor<1x16x16xf32>, tensor<1x16x16xf32> -> tensor<1x16x16xf32>, tensor<1x4x16xf32>
+      tfm.yield %a : tensor<1x16x16xf32>
+    }
+    return %y : tensor<1x16x16xf32>
+  }
+}
