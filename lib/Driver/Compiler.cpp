@@ -526,7 +526,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   model = module->getAttrOfType<DictionaryAttr>(tfm::kModelAttrName);
   StringRef family = "gpt2";
   int64_t hidden = 0, vocab = 0, unpaddedVocab = 0;
+  // The sequence the program runs at (tfm-pad-sequence may have padded it
+  // for cp and SP); the data is still sampled at the imported length.
+  int64_t seqLength = tokensType.getDimSize(1), paddedSeqLength = seqLength;
   if (model) {
+    if (auto p = model.getAs<IntegerAttr>("padded_seq_length"))
+      paddedSeqLength = p.getInt();
     if (auto u = model.getAs<IntegerAttr>("unpadded_vocab_size"))
       unpaddedVocab = u.getInt();
     if (auto f = model.getAs<StringAttr>("family"))
@@ -811,7 +816,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     // batch inputs' distribution in the IR says the same).
     if (config.cp > 1) {
       auto pieces = rankgen::contextParallelTokenRanges(
-          tokensType.getDimSize(1), config.cp, c[size_t(rankgen::Dim::CP)]);
+          paddedSeqLength, config.cp, c[size_t(rankgen::Dim::CP)]);
       if (!pieces)
         return fail(pieces.error());
       llvm::json::Array ranges;
@@ -877,7 +882,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"world_size", world},
       {"backend", o.backend},
       {"micro_batch_size", tokensType.getDimSize(0)},
-      {"seq_length", tokensType.getDimSize(1)},
+      {"seq_length", seqLength},
       {"num_microbatches", *numMicrobatches},
       {"dtype", params.empty() ? "f32" : dtypeName(params.front().elementType)},
       // The tokenizer's vocabulary (token ids the data may hold), not the
@@ -889,6 +894,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       {"ranks", std::move(ranks)},
       {"params", std::move(paramsJson)},
       {"entries", std::move(entries)}};
+  if (paddedSeqLength != seqLength)
+    manifest["padded_seq_length"] = paddedSeqLength;
   if (config.pp > 1) {
     llvm::json::Array byStage;
     for (llvm::json::Object &e : stageEntries)
@@ -930,6 +937,19 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                              microBatchSize, *numMicrobatches,
                              *numMicrobatches == 1 ? "" : "es", config.dp,
                              microBatchSize * *numMicrobatches * config.dp);
+    if (paddedSeqLength != seqLength) {
+      bool cpSplit = config.cp > 1, sp = o.sequenceParallel;
+      *report << llvm::formatv(
+          "sequence: {0} tokens padded to {1} (a multiple of {2}: {3}); {4} "
+          "masked tokens a sample\n",
+          seqLength, paddedSeqLength,
+          cpSplit ? (sp ? 2 * config.cp * config.tp : 2 * config.cp)
+                  : config.tp,
+          cpSplit ? (sp ? "the 2 x cp chunks, each over tp with SP"
+                        : "the 2 x cp chunks")
+                  : "the tp pieces of sequence parallelism",
+          paddedSeqLength - seqLength);
+    }
     if (pipelineSchedule) {
       // Per pp rank: the micro-batches whose activations wait for their
       // backward at the worst moment (pp - r in 1F1B), and the idle share

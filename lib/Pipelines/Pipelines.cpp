@@ -39,6 +39,7 @@ void loom::buildTfmPlanPipeline(OpPassManager &pm,
   plan::TfmPadVocabOptions pad;
   pad.divisibleBy = o.makeVocabSizeDivisibleBy;
   pm.addPass(plan::createTfmPadVocab(pad));
+  pm.addPass(plan::createTfmPadSequence());
   pm.addPass(plan::createTfmMaterializeMesh());
 }
 

@@ -108,4 +108,32 @@ def TfmPadVocab : Pass<"tfm-pad-vocab", "mlir::ModuleOp"> {
   ];
 }
 
+def TfmPadSequence : Pass<"tfm-pad-sequence", "mlir::ModuleOp"> {
+  let summary = "pad the sequence to a multiple of what cp and SP split";
+  let description = [{
+    Megatron's sequence padding for context parallelism and sequence
+    parallelism (get_padding in megatron/core/models/multimodal/
+    context_parallel.py): the sequence is cut into 2 x cp chunks (with SP
+    each cp rank's piece again over tp), so a length S that the factor f
+    (2 x cp x tp with SP and cp > 1, 2 x cp with cp > 1, tp with SP, else 1)
+    does not divide becomes S' = ceil(S / f) x f. Every value computed from
+    the batch inputs gets S' along its sequence dim (dim 1, or dim 2 of an
+    attention's log-sum-exp); the rank program fills the S' - S tokens at
+    the end of each sample with masked tokens (loss mask 0), which causal
+    attention keeps out of every real token's result, so the loss and
+    gradients are the unpadded model's. `tfm.model` records
+    `padded_seq_length`; `seq_length` stays the length the data is sampled
+    at.
+
+    ```mlir
+    // cp = 2, S = 10: f = 4, S' = 12
+    func.func @forward(%t: tensor<1x10xi32> {tfm.input = "tokens"}, ...)
+    // becomes
+    func.func @forward(%t: tensor<1x12xi32> {tfm.input = "tokens"}, ...)
+    ```
+    Input: a module with a `tfm.plan`, before `tfm-differentiate`. Learned
+    position tables shorter than S' are an error naming both sizes.
+  }];
+}
+
 #endif // LOOM_PASSES_PLAN_PASSES_TD

@@ -308,6 +308,14 @@ void BatchReader::read(int64_t step, int64_t micro, int64_t dpRank,
     int64_t o = b * localS;
     for (auto [begin, end] : ranges)
       for (int64_t s = begin; s < end; ++s, ++o) {
+        if (s >= S) {
+          // Padding for context or sequence parallelism (a compiled length
+          // past seq_length): masked, after every real token.
+          out.tokens[o] = 0;
+          out.labels[o] = 0;
+          out.lossMask[o] = 0.0f;
+          continue;
+        }
         out.tokens[o] = int32_t(sample[s]);
         out.labels[o] = int32_t(sample[s + 1]);
         out.lossMask[o] = eod && sample[s] == *eod ? 0.0f : 1.0f;

@@ -74,8 +74,10 @@ public:
   int64_t numSamples() const { return samples; }
 
   /// Fills `out` for step `step` (0-based), micro-batch `micro` and
-  /// data-parallel rank `dpRank` of `dpSize`. Throws Error for token ids
-  /// outside the vocabulary.
+  /// data-parallel rank `dpRank` of `dpSize`: the sample positions of the
+  /// sequence ranges, where positions from seq_length on are padding (token
+  /// and label 0, loss mask 0). Throws Error for token ids outside the
+  /// vocabulary.
   void read(int64_t step, int64_t micro, int64_t dpRank, int64_t dpSize,
             MicroBatch &out) const;
 

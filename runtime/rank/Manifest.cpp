@@ -718,7 +718,7 @@ void parseRanks(const Reader &r, const json &root, Manifest &m) {
       info.entries = stageEntries[size_t(m.ppRankOf(info.rank))];
     if (const json *e = r.optMember(v, "entries"))
       info.entries = parseEntries(r, *e, at(path, "entries"), m);
-    info.sequenceRanges = {{0, m.seqLength}};
+    info.sequenceRanges = {{0, m.paddedSeqLength}};
     if (const json *sr = r.optMember(v, "sequence_ranges")) {
       std::string sp = at(path, "sequence_ranges");
       info.sequenceRanges.clear();
@@ -728,11 +728,11 @@ void parseRanks(const Reader &r, const json &root, Manifest &m) {
           r.fail(at(sp, k), "expected [begin, end]");
         int64_t b = r.integer(range[0], at(sp, k)),
                 e = r.integer(range[1], at(sp, k));
-        if (b < 0 || b >= e || e > m.seqLength)
+        if (b < 0 || b >= e || e > m.paddedSeqLength)
           r.fail(at(sp, k), "range [" + std::to_string(b) + ", " +
                                 std::to_string(e) +
                                 ") is not inside [0, " +
-                                std::to_string(m.seqLength) + ")");
+                                std::to_string(m.paddedSeqLength) + ")");
         info.sequenceRanges.push_back({b, e});
       }
     }
@@ -813,6 +813,14 @@ Manifest parseManifest(const std::string &text, const std::string &what) {
   m.microBatchSize = r.positive(r.member(root, "", "micro_batch_size"),
                                 "micro_batch_size");
   m.seqLength = r.positive(r.member(root, "", "seq_length"), "seq_length");
+  m.paddedSeqLength = m.seqLength;
+  if (const json *p = r.optMember(root, "padded_seq_length")) {
+    m.paddedSeqLength = r.positive(*p, "padded_seq_length");
+    if (m.paddedSeqLength < m.seqLength)
+      r.fail("padded_seq_length",
+             std::to_string(m.paddedSeqLength) + " is shorter than "
+             "seq_length " + std::to_string(m.seqLength));
+  }
   m.numMicrobatches = 1;
   if (const json *n = r.optMember(root, "num_microbatches"))
     m.numMicrobatches = r.positive(*n, "num_microbatches");

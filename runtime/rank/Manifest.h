@@ -179,7 +179,10 @@ struct Manifest {
   int32_t worldSize = 1;
   std::string backend = "cpu"; // the runtime the executables link
   int64_t microBatchSize = 1;
-  int64_t seqLength = 1;
+  int64_t seqLength = 1; // what the data is sampled at
+  /// The length the program runs at (seq_length padded for context or
+  /// sequence parallelism); tokens past seqLength are masked padding.
+  int64_t paddedSeqLength = 1;
   int64_t numMicrobatches = 1;
   int64_t vocabSize = 1;
   loomrt_dtype dtype = LOOMRT_F32;

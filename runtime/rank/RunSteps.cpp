@@ -268,12 +268,15 @@ void Run::runSteps() {
     if (validReader)
       data += "; validation: " + validStream->describe() + ", " +
               std::to_string(validReader->numSamples()) + " samples";
+    std::string padding;
+    if (m.paddedSeqLength != m.seqLength)
+      padding = " (padded to " + std::to_string(m.paddedSeqLength) + ")";
     std::printf("loom: %s, %d rank%s (%s), micro-batch %" PRId64
-                " x seq %" PRId64 ", %" PRId64 " micro-batch%s x dp %" PRId64
+                " x seq %" PRId64 "%s, %" PRId64 " micro-batch%s x dp %" PRId64
                 ", data: %s\n",
                 m.family.empty() ? "model" : m.family.c_str(), worldSize,
                 worldSize == 1 ? "" : "s", plan.c_str(), m.microBatchSize,
-                m.seqLength, m.numMicrobatches,
+                m.seqLength, padding.c_str(), m.numMicrobatches,
                 m.numMicrobatches == 1 ? "" : "es", dpSize, data.c_str());
     if (opts.train)
       reportOptimizerMemory();

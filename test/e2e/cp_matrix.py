@@ -241,10 +241,17 @@ def ring_analytic(config, plan):
     # blocks of the same bytes (twice the tokens, half the heads).
     hierarchical = sum(1 for t in comms if t == "a2a+p2p") if plan.cp > 1 else 0
     local_kv = max(kv // plan.tp, 1)  # kv heads repeated when tp exceeds them
-    tensor = B * (S // plan.cp) * local_kv * (hidden // heads) * 4
+    tensor = B * (padded_length(plan) // plan.cp) * local_kv * (hidden // heads) * 4
     hops = rings * (plan.cp - 1) + hierarchical * (plan.cp // 2 - 1)
     return {"forward": (2 * hops, 2 * hops * tensor),
             "backward": (4 * hops, 4 * hops * tensor)}
+
+
+def padded_length(plan):
+    """S padded as Megatron's get_padding pads it (tfm-pad-sequence)."""
+    f = 2 * plan.cp * plan.tp if plan.sp and plan.cp > 1 else (
+        2 * plan.cp if plan.cp > 1 else (plan.tp if plan.sp else 1))
+    return -(-S // f) * f
 
 
 def distributed(plan):
@@ -280,6 +287,7 @@ def layers_of(config):
 
 
 def main():
+    global S
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
@@ -290,9 +298,13 @@ def main():
     ap.add_argument("--documents", action="store_true",
                     help="import with Megatron's --reset-attention-mask and "
                          "--reset-position-ids")
+    ap.add_argument("--seq-length", type=int, default=S,
+                    help="sequence length (one that 2 x cp does not divide is "
+                         "padded by loom-compile)")
     ap.add_argument("--perturb", metavar="PLAN",
                     help="negative control: PLAN reads its tokens shifted by one")
     args = ap.parse_args()
+    S = args.seq_length
     sys.stdout.reconfigure(line_buffering=True)  # in order with the FAIL lines
     comms = [c for c in args.comm_types.split(",") if c]
     # Megatron's document masks: each token attends within its document and
@@ -370,6 +382,10 @@ def main():
             report = compile_plan([tool("loom-compile"), mlir, "--train", "-o", out,
                                    "--quiet", "--report"] + p.flags(), out)
             vol = reported(report)
+            padded = re.search(r"sequence: (\d+) tokens padded to (\d+)", report)
+            if (int(padded.group(2)) if padded else S) != padded_length(p):
+                sys.exit("FAIL: %s: the report's padding %s, Megatron's %d"
+                         % (p.name, padded and padded.group(0), padded_length(p)))
             sends, want = ring_sends(report), ring_analytic(config, p)
             if sends != want:
                 sys.exit("FAIL: %s: the report's ring sends %s, TransformerEngine's %s"
@@ -423,8 +439,10 @@ def main():
             if not (gworst <= 1e-5 and pworst <= 1e-5):
                 sys.exit("FAIL: %s: gradients differ from cp 1 by %.2e, parameters "
                          "by %.2e" % (p.name, gworst, pworst))
-            print("%s: matches cp 1 (gradients within %.1e, parameters within %.1e)"
-                  % (p.name, gworst, pworst))
+            print("%s: matches cp 1 (gradients within %.1e, parameters within %.1e)%s"
+                  % (p.name, gworst, pworst,
+                     "" if padded_length(p) == S else
+                     "; sequence padded from %d to %d" % (S, padded_length(p))))
             print("  volume per micro-batch: %s; ring sends %s" % (volumes(vol), sends))
     print("context-parallel matrix passes: %d plans in %.0f s"
           % (len(plans), time.time() - started))

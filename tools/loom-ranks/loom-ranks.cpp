@@ -965,8 +965,16 @@ int main(int argc, char **argv) {
   if (optSeqLength.getNumOccurrences()) {
     Result<int64_t> split =
         validateContextParallelSplit(optSeqLength.value, layout->config().cp);
-    if (!split)
-      return error("--seq-length: " + split.error());
+    if (!split) {
+      int64_t chunks = 2 * layout->config().cp;
+      int64_t padded = (optSeqLength.value + chunks - 1) / chunks * chunks;
+      return error("--seq-length: " + split.error() +
+                   (optSeqLength.value > 0
+                        ? " (loom-compile pads it to " + std::to_string(padded) +
+                              " with masked tokens at the end; --seq-length " +
+                              std::to_string(padded) + " shows that layout)"
+                        : std::string()));
+    }
   }
 
   Result<Pipeline> pipeline = buildPipeline(layout->config().pp);

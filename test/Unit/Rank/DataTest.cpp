@@ -134,6 +134,28 @@ TEST(Data, SequenceRangesCutTheLocalChunks) {
   EXPECT_EQ(mb.labels, (std::vector<int32_t>{9, 10, 15, 16}));
 }
 
+TEST(Data, PositionsPastTheSequenceArePadding) {
+  std::vector<uint16_t> ids(64);
+  for (int i = 0; i < 64; ++i)
+    ids[i] = uint16_t(i);
+  TempDir dir;
+  auto s = openTokenStream(dir.write("raw.u16", ids.data(), 128),
+                           RawFormat::UInt16);
+  // S = 7 padded to 8 for cp 2: rank 1 holds chunks 1 and 2 of 4, [2, 6);
+  // rank 0 chunks 0 and 3, [0, 2) and [6, 8), where 7 is padding.
+  BatchReader r1(*s, 1, 7, 1, 64, std::nullopt, {{2, 6}});
+  BatchReader r0(*s, 1, 7, 1, 64, std::nullopt, {{0, 2}, {6, 8}});
+  EXPECT_EQ(r0.numSamples(), 9); // (64 - 1) / 7: sampled at 7
+  MicroBatch mb;
+  r1.read(1, 0, 0, 1, mb); // sample 1 = tokens 7..14
+  EXPECT_EQ(mb.tokens, (std::vector<int32_t>{9, 10, 11, 12}));
+  EXPECT_EQ(mb.lossMask, std::vector<float>(4, 1.0f));
+  r0.read(1, 0, 0, 1, mb);
+  EXPECT_EQ(mb.tokens, (std::vector<int32_t>{7, 8, 13, 0}));
+  EXPECT_EQ(mb.labels, (std::vector<int32_t>{8, 9, 14, 0}));
+  EXPECT_EQ(mb.lossMask, (std::vector<float>{1, 1, 1, 0}));
+}
+
 TEST(Data, SyntheticStreamIsDeterministicAndLearnable) {
   auto a = syntheticTokenStream(1, 512), b = syntheticTokenStream(1, 512),
        c = syntheticTokenStream(2, 512);

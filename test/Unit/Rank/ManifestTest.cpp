@@ -153,6 +153,12 @@ TEST(Manifest, MissingAndMistypedFields) {
   EXPECT_EQ(errorOf(j),
             "m.json: micro_batch_size: expected a positive integer, got 0");
   j = fusedQkvManifest(1);
+  j["padded_seq_length"] = 2;
+  EXPECT_EQ(errorOf(j), "m.json: padded_seq_length: 2 is shorter than "
+                        "seq_length 4");
+  j["padded_seq_length"] = 20;
+  EXPECT_EQ(parseManifest(j.dump(), "m.json").paddedSeqLength, 20);
+  j = fusedQkvManifest(1);
   j["dtype"] = "f64";
   EXPECT_EQ(errorOf(j),
             "m.json: dtype: unknown dtype \"f64\" (expected f32, bf16 or f16)");
