@@ -21,6 +21,11 @@
 //   a2a        Ulysses as Loom runs it: Nq/cp query heads (kv heads repeated
 //              when cp does not divide them) over the whole sequence kept in
 //              the load-balanced order, causal by positions.
+//   a2a+p2p    hierarchical (--a2a-size A, default 2): rank r = p A + a
+//              runs the p2p ring of P = cp / A ranks on the load-balanced
+//              layout of a 2P split (A times the tokens) with heads
+//              [a Nq/A, (a+1) Nq/A) (and the same share of kv heads), as
+//              Loom does after the level-0 all-to-all.
 //
 // Defaults: S = 4096 (B = 1), 8 query heads, 8 and then 2 kv heads, head
 // dim 64, f32, cp 1, 2, 4, 3 repetitions: about 2 minutes on 2 cores (S =
@@ -35,7 +40,8 @@
 //
 //   bench-cp-attention [--seq S] [--heads Nq] [--kv-heads 8,2] [--head-dim D]
 //                      [--cp 1,2,4] [--reps N] [--warmup N] [--threads T]
-//                      [--schemes p2p,naive,allgather,a2a] [--forward-only]
+//                      [--schemes p2p,naive,allgather,a2a,a2a+p2p]
+//                      [--a2a-size A] [--forward-only]
 //                      [--clock cpu|wall]
 //
 // Times are process CPU time by default (--clock cpu): with one kernel
@@ -69,7 +75,9 @@ struct Options {
   int64_t S = 4096, Nq = 8, D = 64;
   std::vector<int64_t> kvHeads = {8, 2};
   std::vector<int64_t> cps = {1, 2, 4};
-  std::vector<std::string> schemes = {"p2p", "naive", "allgather", "a2a"};
+  std::vector<std::string> schemes = {"p2p", "naive", "allgather", "a2a",
+                                      "a2a+p2p"};
+  int64_t a2aSize = 2; // a2a+p2p's level-0 group
   int reps = 3;
   int warmup = 1;
   int threads = 1;
@@ -106,7 +114,7 @@ std::vector<int64_t> intList(const char *s) {
                "bench-cp-attention: %s\nusage: bench-cp-attention [--seq S] "
                "[--heads Nq] [--kv-heads 8,2] [--head-dim D] [--cp 1,2,4] "
                "[--reps N] [--warmup N] [--threads T] "
-               "[--schemes p2p,naive,allgather,a2a] "
+               "[--schemes p2p,naive,allgather,a2a,a2a+p2p] [--a2a-size A] "
                "[--forward-only] [--clock cpu|wall]\n",
                msg);
   std::exit(2);
@@ -139,6 +147,8 @@ Options parse(int argc, char **argv) {
       o.threads = std::atoi(value());
     else if (a == "--schemes")
       o.schemes = splitList(value());
+    else if (a == "--a2a-size")
+      o.a2aSize = std::atoll(value());
     else if (a == "--forward-only")
       o.backward = false;
     else if (a == "--clock") {
@@ -160,8 +170,11 @@ Options parse(int argc, char **argv) {
     if (cp <= 0 || o.S % (2 * cp) != 0)
       usage("--seq must divide into 2*cp chunks for every cp");
   for (const std::string &s : o.schemes)
-    if (s != "p2p" && s != "naive" && s != "allgather" && s != "a2a")
+    if (s != "p2p" && s != "naive" && s != "allgather" && s != "a2a" &&
+        s != "a2a+p2p")
       usage(("unknown scheme " + s).c_str());
+  if (o.a2aSize < 1)
+    usage("--a2a-size must be at least 1");
   return o;
 }
 
@@ -316,6 +329,7 @@ std::vector<float> repeatHeads(const std::vector<float> &x, int64_t S,
 
 struct Global {
   int64_t S, Nq, Nkv, D;
+  int64_t a2aSize = 2;
   std::vector<float> q, k, v, dout;
   float scale;
 };
@@ -341,24 +355,28 @@ const float kNegInf = -std::numeric_limits<float>::infinity();
 /// Ring attention (p2p) of rank r: the diagonal as a plain causal forward
 /// (Loom's lowering of the first ring step), then one section per other
 /// block in ring order; backward one section per block, the diagonal last.
-RankJob p2pRank(const Global &g, int64_t cp, int64_t r) {
+/// Rank r of a ring of `cp` ranks on the load-balanced layout, with query
+/// heads [q0, q0 + nq) and kv heads [kv0, kv0 + nkv) (all of them for p2p;
+/// a share for a2a+p2p, whose ring runs after the heads were traded).
+RankJob p2pRank(const Global &g, int64_t cp, int64_t r, int64_t q0,
+                int64_t nq, int64_t kv0, int64_t nkv) {
   struct State {
     std::vector<float> q, dout, out, dq, lse;
     std::vector<std::vector<float>> k, v, dk, dv;
   };
   auto st = std::make_shared<State>();
   const int64_t L = g.S / cp, c = L / 2;
-  const int64_t qW = g.Nq * g.D, kvW = g.Nkv * g.D;
+  const int64_t qW = nq * g.D, kvW = nkv * g.D;
   std::vector<int32_t> pos = zigzagPositions(g.S, cp, r);
-  st->q = gather(g.q, qW, pos, 0, qW);
-  st->dout = gather(g.dout, qW, pos, 0, qW);
+  st->q = gather(g.q, g.Nq * g.D, pos, q0 * g.D, qW);
+  st->dout = gather(g.dout, g.Nq * g.D, pos, q0 * g.D, qW);
   st->out.assign(size_t(L * qW), 0.0f);
   st->dq.assign(size_t(L * qW), 0.0f);
-  st->lse.assign(size_t(g.Nq * L), kNegInf);
+  st->lse.assign(size_t(nq * L), kNegInf);
   for (int64_t j = 0; j < cp; ++j) {
     std::vector<int32_t> pj = zigzagPositions(g.S, cp, j);
-    st->k.push_back(gather(g.k, kvW, pj, 0, kvW));
-    st->v.push_back(gather(g.v, kvW, pj, 0, kvW));
+    st->k.push_back(gather(g.k, g.Nkv * g.D, pj, kv0 * g.D, kvW));
+    st->v.push_back(gather(g.v, g.Nkv * g.D, pj, kv0 * g.D, kvW));
     st->dk.emplace_back(size_t(L * kvW), 0.0f);
     st->dv.emplace_back(size_t(L * kvW), 0.0f);
   }
@@ -371,13 +389,12 @@ RankJob p2pRank(const Global &g, int64_t cp, int64_t r) {
 
   RankJob job;
   // Work: the diagonal on local indices, then half a tile per other block.
-  job.work += workOf(iota(0, L), iota(0, L), true).scaled(double(g.Nq));
-  job.work +=
-      Work{double(L * c), double(L * c)}.scaled(double(g.Nq * (cp - 1)));
-  job.forward = [st, gp, cp, r, L, section] {
+  job.work += workOf(iota(0, L), iota(0, L), true).scaled(double(nq));
+  job.work += Work{double(L * c), double(L * c)}.scaled(double(nq * (cp - 1)));
+  job.forward = [st, gp, cp, r, L, nq, nkv, section] {
     const Global &g = *gp;
     State &s = *st;
-    loomrt_attention_forward(LOOMRT_F32, 1, L, L, g.Nq, g.Nkv, g.D, g.scale, 1,
+    loomrt_attention_forward(LOOMRT_F32, 1, L, L, nq, nkv, g.D, g.scale, 1,
                              nullptr, nullptr, nullptr, nullptr, s.q.data(),
                              s.k[size_t(r)].data(), s.v[size_t(r)].data(),
                              s.out.data(), s.lse.data());
@@ -385,20 +402,20 @@ RankJob p2pRank(const Global &g, int64_t cp, int64_t r) {
     for (int64_t i = 1; i < cp; ++i) {
       const int64_t j = (r - i + cp) % cp;
       loomrt_attention_section_forward(
-          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), nullptr, nullptr,
+          LOOMRT_F32, 1, L, nq, nkv, g.D, g.scale, section(j), nullptr, nullptr,
           s.q.data(),
           s.k[size_t(j)].data(), s.v[size_t(j)].data(), s.out.data(),
           s.lse.data());
     }
   };
-  job.backward = [st, gp, cp, r, L, section] {
+  job.backward = [st, gp, cp, r, L, nq, nkv, section] {
     const Global &g = *gp;
     State &s = *st;
     // Backward ring: block j = r+1, r+2, ..., the diagonal last.
     for (int64_t i = 0; i < cp; ++i) {
       const int64_t j = (r + 1 + i) % cp;
       loomrt_attention_section_backward(
-          LOOMRT_F32, 1, L, g.Nq, g.Nkv, g.D, g.scale, section(j), nullptr, nullptr,
+          LOOMRT_F32, 1, L, nq, nkv, g.D, g.scale, section(j), nullptr, nullptr,
           s.q.data(),
           s.k[size_t(j)].data(), s.v[size_t(j)].data(), s.out.data(),
           s.lse.data(), s.dout.data(), s.dq.data(), s.dk[size_t(j)].data(),
@@ -484,6 +501,13 @@ int64_t a2aFactor(int64_t Nq, int64_t Nkv, int64_t cp) {
   return cp % Nkv == 0 ? cp / Nkv : 0;
 }
 
+/// Whether a2a+p2p with level-0 groups of A runs at `cp`: A divides cp
+/// with a ring of at least 2 (else it is plain a2a or p2p), and the query
+/// and kv heads split over A (Loom and TE require it).
+bool hierarchicalFits(int64_t Nq, int64_t Nkv, int64_t cp, int64_t A) {
+  return A > 1 && cp % A == 0 && cp / A > 1 && Nq % A == 0 && Nkv % A == 0;
+}
+
 /// Every rank's job of `scheme` at `cp` (cp 1: the whole sequence).
 std::vector<RankJob> makeJobs(const Global &g, const std::string &scheme,
                               int64_t cp) {
@@ -503,7 +527,12 @@ std::vector<RankJob> makeJobs(const Global &g, const std::string &scheme,
   }
   for (int64_t r = 0; r < cp; ++r) {
     if (scheme == "p2p") {
-      jobs.push_back(p2pRank(g, cp, r));
+      jobs.push_back(p2pRank(g, cp, r, 0, g.Nq, 0, g.Nkv));
+    } else if (scheme == "a2a+p2p") {
+      // Rank p A + a: ring rank p of P, head share a of A.
+      const int64_t A = g.a2aSize, P = cp / A, p = r / A, a = r % A;
+      jobs.push_back(p2pRank(g, P, p, a * g.Nq / A, g.Nq / A, a * g.Nkv / A,
+                             g.Nkv / A));
     } else if (scheme == "naive") {
       const int64_t n = g.S / cp;
       jobs.push_back(plainRank(g, iota(r * n, n), iota(0, (r + 1) * n), 0, g.Nq,
@@ -608,7 +637,17 @@ void printByteFormulas() {
       "                                             "
       "(cp-1)/cp*B*L*D*es*(4*Nq + 4*Nkv')\n"
       "             bwd TE   4 (dout in; dq,dk,dv out): "
-      "(cp-1)/cp*B*L*D*es*(2*Nq + 2*Nkv')\n");
+      "(cp-1)/cp*B*L*D*es*(2*Nq + 2*Nkv')\n"
+      "  a2a+p2p    A = --a2a-size, P = cp/A; all-to-alls within the A "
+      "ranks of a group\n"
+      "             send (A-1)/A of a local tensor, the ring moves blocks of "
+      "KV bytes\n"
+      "             (A times the tokens, 1/A of the kv heads):\n"
+      "             fwd 5 (q,k,v in; o,lse out) + (P-1)*KV:\n"
+      "                 (A-1)/A*B*L*es*(D*(2*Nq + 2*Nkv) + Nq) + (P-1)*KV\n"
+      "             bwd 7 (q,o,dout,lse in; dq,dk,dv out) + 2*(P-1)*KV:\n"
+      "                 (A-1)/A*B*L*es*(D*(4*Nq + 2*Nkv) + Nq) + "
+      "2*(P-1)*KV\n");
 }
 
 /// The bytes each rank sends, in MiB, for every cp of `o` and Nkv.
@@ -616,9 +655,9 @@ void printBytes(const Options &o, int64_t Nkv) {
   const double es = 4; // f32
   std::printf("\nMiB each rank sends per layer and micro-batch (formulas at "
               "the top; B=1, f32):\n");
-  std::printf("  %-3s %12s %12s %12s %12s %12s %12s %14s\n", "cp", "p2p fwd",
-              "p2p bwd", "ag fwd", "ag bwd", "a2a fwd", "a2a bwd",
-              "a2a bwd TE");
+  std::printf("  %-3s %12s %12s %12s %12s %12s %12s %14s %12s %12s\n", "cp",
+              "p2p fwd", "p2p bwd", "ag fwd", "ag bwd", "a2a fwd", "a2a bwd",
+              "a2a bwd TE", "hier fwd", "hier bwd");
   for (int64_t cp : o.cps) {
     const double L = double(o.S / cp);
     const double KV = 2 * L * double(Nkv * o.D) * es;
@@ -643,9 +682,25 @@ void printBytes(const Options &o, int64_t Nkv) {
       else
         std::snprintf(a2aTE, sizeof a2aTE, "refused");
     }
-    std::printf("  %-3lld %12.2f %12.2f %12.2f %12.2f %12s %12s %14s\n",
+    char hierF[32] = "n/a", hierB[32] = "n/a";
+    if (hierarchicalFits(o.Nq, Nkv, cp, o.a2aSize)) {
+      const double A = double(o.a2aSize), P = double(cp) / A;
+      const double share = (A - 1) / A * L * es;
+      std::snprintf(hierF, sizeof hierF, "%.2f",
+                    mib(share * (double(o.D) * (2 * double(o.Nq) +
+                                                2 * double(Nkv)) +
+                                 double(o.Nq)) +
+                        (P - 1) * KV));
+      std::snprintf(hierB, sizeof hierB, "%.2f",
+                    mib(share * (double(o.D) * (4 * double(o.Nq) +
+                                                2 * double(Nkv)) +
+                                 double(o.Nq)) +
+                        2 * (P - 1) * KV));
+    }
+    std::printf("  %-3lld %12.2f %12.2f %12.2f %12.2f %12s %12s %14s %12s "
+                "%12s\n",
                 (long long)cp, mib(p2pF), mib(p2pB), mib(p2pF), mib(p2pB), a2aF,
-                a2aB, a2aTE);
+                a2aB, a2aTE, hierF, hierB);
   }
 }
 
@@ -655,6 +710,7 @@ void runVariant(const Options &o, int64_t Nkv) {
   g.Nq = o.Nq;
   g.Nkv = Nkv;
   g.D = o.D;
+  g.a2aSize = o.a2aSize;
   g.scale = 1.0f / std::sqrt(float(o.D));
   g.q = randomVec(size_t(o.S * o.Nq * o.D), 1);
   g.k = randomVec(size_t(o.S * Nkv * o.D), 2);
@@ -715,6 +771,14 @@ void runVariant(const Options &o, int64_t Nkv) {
     for (int64_t cp : o.cps) {
       if (cp == 1)
         continue;
+      if (scheme == "a2a+p2p" &&
+          !hierarchicalFits(o.Nq, Nkv, cp, o.a2aSize)) {
+        std::printf("%-9s %2lld | n/a: a2a groups of %lld do not divide cp "
+                    "or split %lld query / %lld kv heads\n",
+                    scheme.c_str(), (long long)cp, (long long)o.a2aSize,
+                    (long long)o.Nq, (long long)Nkv);
+        continue;
+      }
       if (scheme == "a2a" && a2aFactor(o.Nq, Nkv, cp) == 0) {
         std::printf("%-9s %2lld | n/a: %lld query / %lld kv heads do not "
                     "split over cp\n",

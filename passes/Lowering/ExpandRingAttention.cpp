@@ -196,12 +196,15 @@ LogicalResult RingWriter::forward(AttentionOp op) {
   int64_t n = ring->size;
   Location loc = ring->loc;
   Value q = toRing(*ring, op.getQuery());
-  // The log-sum-exp in the ring's layout: [b, heads / A, A * s].
+  // The log-sum-exp in the ring's layout: [b, heads / A, A * s] (per-rank
+  // only, as levelAllToAll's results) for a hierarchical ring.
   auto lseType = cast<RankedTensorType>(op.getLse().getType());
-  SmallVector<int64_t> lseShape(lseType.getShape());
-  lseShape[1] /= ring->a2a;
-  lseShape[2] *= ring->a2a;
-  lseType = RankedTensorType::get(lseShape, lseType.getElementType());
+  if (ring->a2a > 1) {
+    SmallVector<int64_t> lseShape(lseType.getShape());
+    lseShape[1] /= ring->a2a;
+    lseShape[2] *= ring->a2a;
+    lseType = RankedTensorType::get(lseShape, lseType.getElementType());
+  }
   auto section = [&](Value k, Value v, ValueRange merge, int64_t from) {
     return b.create<AttentionSectionOp>(
         loc, q.getType(), lseType, q, k, v, merge, op.getTokens(),
