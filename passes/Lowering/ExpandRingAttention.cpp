@@ -141,28 +141,26 @@ private:
                                      b.getDenseI64ArrayAttr(
                                          ringOrder(ring.a2a, inverse)));
   }
-  /// [b, s, heads*d] in cp's layout -> the hierarchical ring's (heads / A,
-  /// the sequence of A ranks); identity for a plain ring.
-  Value toRing(const Ring &ring, Value x) {
+  /// Where a tensor holds the heads and the sequence: [b, s, heads*d]
+  /// activations, [b, heads, s] log-sum-exps.
+  struct Dims {
+    int64_t heads, seq;
+  };
+  static constexpr Dims kActivation{2, 1}, kLse{1, 2};
+  /// `x` in cp's layout -> the hierarchical ring's (heads / A, the
+  /// sequence of the A ranks of the level-0 group); identity for a plain
+  /// ring.
+  Value toRing(const Ring &ring, Value x, Dims d = kActivation) {
     if (ring.a2a == 1)
       return x;
-    return permute(ring, levelAllToAll(ring, x, 2, 1), 1, false);
+    return permute(ring, levelAllToAll(ring, x, d.heads, d.seq), d.seq, false);
   }
-  Value fromRing(const Ring &ring, Value x, Type like) {
+  /// And back, typed `like`.
+  Value fromRing(const Ring &ring, Value x, Type like, Dims d = kActivation) {
     if (ring.a2a == 1)
       return x;
-    return levelAllToAll(ring, permute(ring, x, 1, true), 1, 2, like);
-  }
-  /// The same for a log-sum-exp, [b, heads, s].
-  Value lseToRing(const Ring &ring, Value x) {
-    if (ring.a2a == 1)
-      return x;
-    return permute(ring, levelAllToAll(ring, x, 1, 2), 2, false);
-  }
-  Value lseFromRing(const Ring &ring, Value x, Type like) {
-    if (ring.a2a == 1)
-      return x;
-    return levelAllToAll(ring, permute(ring, x, 2, true), 2, 1, like);
+    return levelAllToAll(ring, permute(ring, x, d.seq, true), d.seq, d.heads,
+                         like);
   }
   IntegerAttr heads(const Ring &ring, uint64_t n) {
     return b.getI64IntegerAttr(int64_t(n) / ring.a2a);
@@ -225,7 +223,7 @@ LogicalResult RingWriter::forward(AttentionOp op) {
   lastBlock[keyOf(op.getKey(), op.getValue())] = {k, v};
   Value out = fromRing(*ring, result.getResult(), op.getResult().getType());
   Value lse =
-      lseFromRing(*ring, result.getResultLse(), op.getLse().getType());
+      fromRing(*ring, result.getResultLse(), op.getLse().getType(), kLse);
   op.replaceAllUsesWith(ValueRange{out, lse});
   op.erase();
   return success();
@@ -239,7 +237,7 @@ LogicalResult RingWriter::backward(AttentionGradOp op) {
   Location loc = ring->loc;
   Value q = toRing(*ring, op.getQuery()), out = toRing(*ring, op.getOut()),
         dout = toRing(*ring, op.getOutGrad()),
-        lse = lseToRing(*ring, op.getLse());
+        lse = toRing(*ring, op.getLse(), kLse);
   // Step 0 sees the block of rank r + 1.
   Value k, v;
   if (auto it = lastBlock.find(keyOf(op.getKey(), op.getValue()));
