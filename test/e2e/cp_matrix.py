@@ -40,8 +40,10 @@
 #      gradient is zero, within what Adam can move it), and the replicas of
 #      every parameter (cp ranks hold whole copies) hold the same bytes
 #      after every step (--check-weight-hash-interval 1);
-#   4. the report's communication volumes of @train_step are printed (not
-#      yet checked against an analytic formula).
+#   4. the report's ring sends and all-to-alls of @train_step (count and
+#      bytes, forward and backward) equal TransformerEngine's analytic
+#      volumes of each comm type (ring_analytic, a2a_analytic); the other
+#      volumes are printed.
 # Without --full, a slice that covers each comm type at least once and both
 # models, cp 2 and 4, tp 2 with SP and dp 2 (slice_matrix() below) keeps CI
 # short.
@@ -254,6 +256,54 @@ def padded_length(plan):
     return -(-S // f) * f
 
 
+A2AS = r"\n    %s: [^\n]*?(\d+) all-to-all\(s\) of (\d+) bytes"
+
+
+def all_to_alls(report):
+    """The report's all-to-alls (count, bytes), forward and backward."""
+    out = {}
+    for part in ("forward", "backward"):
+        m = re.search(A2AS % part, report)
+        out[part] = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    return out
+
+
+def a2a_analytic(config, plan):
+    """The all-to-alls per micro-batch, each counted by its input: a2a
+    (Ulysses) layers exchange q, k, v and the output forward, and q, k, v,
+    the output and its gradient, then dq, dk, dv backward, on each tp
+    rank's heads (kv heads repeated up to cp when cp does not divide them);
+    a2a+p2p layers (groups of 2, Plan.flags) q, k, v, the output and the
+    log-sum-exp forward, and q, the output, its gradient and the lse, then
+    dq, dk, dv backward (at cp 2 they are Ulysses)."""
+    with open(config) as f:
+        c = json.load(f)
+    heads = c.get("n_head") or c["num_attention_heads"]
+    kv = c.get("num_key_value_heads", heads)
+    d = (c.get("n_embd") or c["hidden_size"]) // heads
+    comms = [plan.comm] * layers_of(config) if isinstance(plan.comm, str) else plan.comm
+    if plan.cp == 1:
+        return {"forward": (0, 0), "backward": (0, 0)}
+    L = padded_length(plan) // plan.cp
+    nq, nkv = heads // plan.tp, max(kv // plan.tp, 1)
+    row = B * L * d * 4  # one head's [B, L, D] in f32
+    fwd, bwd = [0, 0], [0, 0]
+    for t in comms:
+        if t == "a2a" or (t == "a2a+p2p" and plan.cp == 2):
+            nkv_r = nkv if nkv % plan.cp == 0 else plan.cp
+            fwd[0] += 4
+            fwd[1] += row * (2 * nq + 2 * nkv_r)
+            bwd[0] += 8
+            bwd[1] += row * (4 * nq + 4 * nkv_r)
+        elif t == "a2a+p2p":
+            lse = B * nq * L * 4
+            fwd[0] += 5
+            fwd[1] += row * (2 * nq + 2 * nkv) + lse
+            bwd[0] += 7
+            bwd[1] += row * (4 * nq + 2 * nkv) + lse
+    return {"forward": tuple(fwd), "backward": tuple(bwd)}
+
+
 def distributed(plan):
     """cp plans with dp > 1 run Megatron's distributed optimizer, sharded over
     dp x cp (cp 1 runs the plain one: the same numbers)."""
@@ -390,6 +440,10 @@ def main():
             if sends != want:
                 sys.exit("FAIL: %s: the report's ring sends %s, TransformerEngine's %s"
                          % (p.name, sends, want))
+            a2as, want = all_to_alls(report), a2a_analytic(config, p)
+            if a2as != want:
+                sys.exit("FAIL: %s: the report's all-to-alls %s, the analytic %s"
+                         % (p.name, a2as, want))
             jsonl, ckpt, grads = out + ".jsonl", out + ".safetensors", out + ".grads"
             log = run([tool("loom-run"), out, "--train", "--steps", str(STEPS),
                        "--seed", "5", "--load", start]
@@ -443,7 +497,8 @@ def main():
                   % (p.name, gworst, pworst,
                      "" if padded_length(p) == S else
                      "; sequence padded from %d to %d" % (S, padded_length(p))))
-            print("  volume per micro-batch: %s; ring sends %s" % (volumes(vol), sends))
+            print("  volume per micro-batch: %s; ring sends %s; all-to-alls %s"
+                  % (volumes(vol), sends, a2as))
     print("context-parallel matrix passes: %d plans in %.0f s"
           % (len(plans), time.time() - started))
 
