@@ -139,7 +139,9 @@ void defineFlags(CLI::App &app, Options &o) {
        "that did not arrive (default 10)");
   app.add_flag("--trace-pipeline", o.tracePipeline,
                "print each forward and backward step of a pipelined program "
-               "as it starts (loom-trace: rank R F<micro>.<chunk>)");
+               "as it starts (loom-trace: rank R F<micro>.<chunk>) and where "
+               "each chunk's gradients are final and their data-parallel "
+               "reduction starts (loom-trace: rank R G<chunk>)");
   integer("--check-weight-hash-interval", o.checkWeightHashInterval, 0,
           "every N steps, check that all ranks holding the same part of a "
           "parameter hold the same bytes (default 0: never)");
