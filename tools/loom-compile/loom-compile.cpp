@@ -45,8 +45,12 @@ static cl::opt<int64_t> tp("tp", cl::init(1), cl::desc("Tensor-parallel size"),
                            cl::cat(category));
 static cl::alias tpLong("tensor-model-parallel-size", cl::aliasopt(tp),
                         cl::desc("Alias for --tp"));
-static cl::opt<int64_t> cp("cp", cl::init(1), cl::desc("Context-parallel size"),
-                           cl::cat(category));
+static cl::opt<int64_t>
+    cp("cp", cl::init(1),
+       cl::desc("Context-parallel size: each sequence in 2 x cp load-balanced "
+                "chunks (a length they do not divide is padded at the end "
+                "with masked tokens; --report shows it)"),
+       cl::cat(category));
 static cl::alias cpLong("context-parallel-size", cl::aliasopt(cp),
                         cl::desc("Alias for --cp"));
 static cl::list<std::string> cpCommType(
