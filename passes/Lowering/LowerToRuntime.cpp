@@ -341,7 +341,10 @@ private:
     if (SymbolTable::lookupSymbolIn(module, name))
       return name;
     auto it = entrySignatures().find(name);
-    assert(it != entrySignatures().end() && "not in Entrypoints.def");
+    // A lowering bug, not bad input: stop with the name rather than crash.
+    if (it == entrySignatures().end())
+      llvm::report_fatal_error("runtime function " + Twine(name) +
+                               " is not declared in Entrypoints.def");
     MLIRContext *ctx = b.getContext();
     SmallVector<Type> args;
     for (Kind k : it->second.args)
