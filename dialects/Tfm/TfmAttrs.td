@@ -63,6 +63,14 @@ def Tfm_PlanAttr : Tfm_Attr<"Plan", "plan"> {
     bool isSequenceParallel() const {
       return getSequenceParallel() && getSequenceParallel().getValue();
     }
+    /// What the sequence must be a multiple of to split (Megatron's
+    /// get_padding): 2 x cp chunks, each over tp with SP; tp with SP alone.
+    int64_t getSequenceMultiple() const {
+      int64_t tp = getTp(), cp = getCp();
+      if (cp > 1)
+        return isSequenceParallel() ? 2 * cp * tp : 2 * cp;
+      return isSequenceParallel() ? tp : 1;
+    }
     /// The context-parallel communication type of layer `layer` ("p2p" when
     /// none is given).
     ::llvm::StringRef getCpCommTypeOfLayer(int64_t layer) const;

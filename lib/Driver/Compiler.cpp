@@ -639,9 +639,13 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // pipelining).
   llvm::StringMap<std::set<int64_t>> paramStages;
   if (config.pp > 1) {
-    // A pp rank's function reads parameters in the functions of its blocks.
+    // A pp rank's function reads parameters in the functions of its blocks
+    // (each walked once per rank, not once per micro-batch's call).
+    std::set<std::pair<Operation *, int64_t>> walked;
     std::function<void(func::FuncOp, int64_t)> reads = [&](func::FuncOp f,
                                                            int64_t r) {
+      if (!walked.insert({f.getOperation(), r}).second)
+        return;
       f.walk([&](Operation *op) {
         if (auto get = dyn_cast<tfm::GetParamOp>(op))
           paramStages[get.getName()].insert(r);
@@ -938,13 +942,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                              *numMicrobatches == 1 ? "" : "es", config.dp,
                              microBatchSize * *numMicrobatches * config.dp);
     if (paddedSeqLength != seqLength) {
+      auto plan = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
       bool cpSplit = config.cp > 1, sp = o.sequenceParallel;
       *report << llvm::formatv(
           "sequence: {0} tokens padded to {1} (a multiple of {2}: {3}); {4} "
           "masked tokens a sample\n",
-          seqLength, paddedSeqLength,
-          cpSplit ? (sp ? 2 * config.cp * config.tp : 2 * config.cp)
-                  : config.tp,
+          seqLength, paddedSeqLength, plan.getSequenceMultiple(),
           cpSplit ? (sp ? "the 2 x cp chunks, each over tp with SP"
                         : "the 2 x cp chunks")
                   : "the tp pieces of sequence parallelism",

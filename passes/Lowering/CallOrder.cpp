@@ -36,6 +36,31 @@ SmallVector<func::FuncOp> lowering::calleesFirst(ModuleOp module) {
   return order;
 }
 
+LogicalResult lowering::passAddedArguments(
+    func::FuncOp caller,
+    function_ref<Value(OpBuilder &, func::CallOp, func::FuncOp, unsigned)>
+        added) {
+  SmallVector<func::CallOp> calls;
+  caller.walk([&](func::CallOp call) { calls.push_back(call); });
+  for (func::CallOp call : calls) {
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        call, call.getCalleeAttr());
+    if (!callee || callee.getNumArguments() == call.getNumOperands())
+      continue;
+    OpBuilder b(call);
+    SmallVector<Value> operands(call.getOperands());
+    for (unsigned i = call.getNumOperands(); i < callee.getNumArguments();
+         ++i) {
+      Value v = added(b, call, callee, i);
+      if (!v)
+        return failure();
+      operands.push_back(v);
+    }
+    callWith(call, callee, operands);
+  }
+  return success();
+}
+
 func::CallOp lowering::callWith(func::CallOp call, func::FuncOp callee,
                                 ValueRange operands) {
   OpBuilder b(call);

@@ -11,6 +11,7 @@
 #include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace loom::lowering {
 #define GEN_PASS_DEF_TFMCOMMSTOARGS
@@ -56,21 +57,22 @@ lowering::ringGroupOf(Operation *op) {
   FlatSymbolRefAttr meshName;
   StringRef axis;
   std::optional<uint64_t> level;
-  if (auto s = dyn_cast<tfm::RingShiftOp>(op))
-    std::tie(meshName, axis, level) =
-        std::make_tuple(s.getMeshAttr(), s.getAxis(), s.getLevel());
-  else if (auto s = dyn_cast<tfm::AttentionSectionOp>(op))
-    std::tie(meshName, axis, level) =
-        std::make_tuple(s.getMeshAttr(), s.getAxis(), s.getLevel());
-  else if (auto s = dyn_cast<tfm::AttentionSectionGradOp>(op))
-    std::tie(meshName, axis, level) =
-        std::make_tuple(s.getMeshAttr(), s.getAxis(), s.getLevel());
-  else if (auto s = dyn_cast<tfm::LevelAllToAllOp>(op))
-    std::tie(meshName, axis, level) =
-        std::make_tuple(s.getMeshAttr(), s.getAxis(), s.getLevel());
-  else if (auto s = dyn_cast<tfm::PipelineP2POp>(op))
-    std::tie(meshName, axis) = std::make_pair(s.getMeshAttr(), s.getAxis());
-  else
+  bool ring = llvm::TypeSwitch<Operation *, bool>(op)
+                  .Case<tfm::RingShiftOp, tfm::AttentionSectionOp,
+                        tfm::AttentionSectionGradOp, tfm::LevelAllToAllOp>(
+                      [&](auto s) {
+                        meshName = s.getMeshAttr();
+                        axis = s.getAxis();
+                        level = s.getLevel();
+                        return true;
+                      })
+                  .Case([&](tfm::PipelineP2POp s) {
+                    meshName = s.getMeshAttr();
+                    axis = s.getAxis();
+                    return true;
+                  })
+                  .Default([](Operation *) { return false; });
+  if (!ring)
     return Result();
   if (level) {
     // A level of the plan's hierarchical groups of the axis (RankGen's
@@ -119,10 +121,8 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
         kinds.push_back(kind.str());
         locs.push_back(loc);
       };
-      SmallVector<func::CallOp> calls;
       WalkResult walk = func.walk([&](Operation *op) {
         if (auto call = dyn_cast<func::CallOp>(op)) {
-          calls.push_back(call);
           if (auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
                   call, call.getCalleeAttr()))
             for (unsigned i = 0; i < callee.getNumArguments(); ++i)
@@ -178,26 +178,21 @@ struct CommsToArgsPass : lowering::impl::TfmCommsToArgsBase<CommsToArgsPass> {
                             attrs.getDictionary(&getContext()), loc);
       }
       // Each call passes the communicators its callee takes, in its order.
-      for (func::CallOp call : calls) {
-        auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-            call, call.getCalleeAttr());
-        if (!callee || callee.getNumArguments() == call.getNumOperands())
-          continue;
-        SmallVector<Value> operands(call.getOperands());
-        for (unsigned i = call.getNumOperands(); i < callee.getNumArguments();
-             ++i) {
-          auto g = callee.getArgAttrOfType<StringAttr>(i, tfm::kCommArgAttrName);
-          if (!g) {
-            call.emitError() << "@" << callee.getName() << " takes argument "
-                             << i << ", which is not a communicator";
-            return signalPassFailure();
-          }
-          auto at = llvm::find(kinds, g.getValue().str());
-          operands.push_back(
-              func.getArgument(first + unsigned(at - kinds.begin())));
-        }
-        lowering::callWith(call, callee, operands);
-      }
+      LogicalResult passed = lowering::passAddedArguments(
+          func, [&](OpBuilder &, func::CallOp call, func::FuncOp callee,
+                    unsigned i) -> Value {
+            auto g =
+                callee.getArgAttrOfType<StringAttr>(i, tfm::kCommArgAttrName);
+            if (!g) {
+              call.emitError() << "@" << callee.getName() << " takes argument "
+                               << i << ", which is not a communicator";
+              return Value();
+            }
+            auto at = llvm::find(kinds, g.getValue().str());
+            return func.getArgument(first + unsigned(at - kinds.begin()));
+          });
+      if (failed(passed))
+        return signalPassFailure();
     }
   }
 };

@@ -103,11 +103,10 @@ private:
   }
 
   /// The all-to-all within the level-0 group: `x` cut into A pieces along
-  /// `split`, joined along `concat`.
-  /// The result is typed `like` (back in cp's layout, the value it
-  /// replaces), else without #tfm.dist: a value in the hierarchical ring's
-  /// layout (heads split over a level-0 group, the sequence of its ranks)
-  /// is per-rank only.
+  /// `split`, joined along `concat`. The result is typed `like` (back in
+  /// cp's layout, the value it replaces), else without #tfm.dist: a value
+  /// in the hierarchical ring's layout (heads split over a level-0 group,
+  /// the sequence of its ranks) is per-rank only.
   Value levelAllToAll(const Ring &ring, Value x, int64_t split,
                       int64_t concat, Type like = {}) {
     auto type = cast<RankedTensorType>(x.getType());

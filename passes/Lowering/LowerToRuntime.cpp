@@ -132,6 +132,15 @@ public:
   Value mulI64(Value v, int64_t c) {
     return b.create<arith::MulIOp>(loc, v, i64(c));
   }
+  /// loomrt_all_to_all on communicator handle `h`: `in` (of `inType`) cut
+  /// along `split`, the pieces received joined along `concat` into `out`.
+  void allToAll(Value h, Value dtype, RankedTensorType inType, int64_t split,
+                int64_t concat, Value in, Value out) {
+    call("loomrt_all_to_all",
+         {h, dtype, i32(int32_t(inType.getRank())),
+          int64Array(inType.getShape()), i32(int32_t(split)),
+          i32(int32_t(concat)), ptr(in), ptr(out)});
+  }
   Value toI64(Value i32Value) {
     return b.create<arith::ExtSIOp>(loc, b.getI64Type(), i32Value);
   }
@@ -735,12 +744,9 @@ FailureOr<SmallVector<Value>> lower(LevelAllToAllOp op,
                             << " does not divide over the group's "
                             << ring->size << " ranks";
   Value out = e.alloc(op.getResult().getType());
-  e.call("loomrt_all_to_all",
-         {ring->handle, e.dtype(a.getInput()), e.i32(inType.getRank()),
-          e.int64Array(inType.getShape()),
-          e.i32(static_cast<int32_t>(op.getSplitDim())),
-          e.i32(static_cast<int32_t>(op.getConcatDim())), e.ptr(a.getInput()),
-          e.ptr(out)});
+  e.allToAll(ring->handle, e.dtype(a.getInput()), inType,
+             int64_t(op.getSplitDim()), int64_t(op.getConcatDim()),
+             a.getInput(), out);
   return SmallVector<Value>{out};
 }
 
@@ -1402,11 +1408,8 @@ struct CollectivePattern : OpConversionPattern<OpT> {
               e.i32(op.getScatterAxis().getSExtValue()), e.ptr(in),
               e.ptr(out)});
     } else {
-      e.call("loomrt_all_to_all",
-             {h, dtype, e.i32(rank), e.int64Array(inType.getShape()),
-              e.i32(op.getSplitAxis().getSExtValue()),
-              e.i32(op.getConcatAxis().getSExtValue()), e.ptr(in),
-              e.ptr(out)});
+      e.allToAll(h, dtype, inType, op.getSplitAxis().getSExtValue(),
+                 op.getConcatAxis().getSExtValue(), in, out);
     }
     rewriter.replaceOp(op, out);
     return success();

@@ -22,25 +22,21 @@ namespace {
 
 /// Before each call of a function that takes parameters, reads them in the
 /// caller and passes them along.
-void passParamsToCallees(func::FuncOp caller) {
-  SmallVector<func::CallOp> calls;
-  caller.walk([&](func::CallOp call) { calls.push_back(call); });
-  for (func::CallOp call : calls) {
-    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-        call, call.getCalleeAttr());
-    if (!callee || callee.getNumArguments() == call.getNumOperands())
-      continue;
-    OpBuilder b(call);
-    SmallVector<Value> operands(call.getOperands());
-    for (unsigned i = call.getNumOperands(); i < callee.getNumArguments();
-         ++i) {
-      auto name = callee.getArgAttrOfType<StringAttr>(i, tfm::kParamArgAttrName);
-      operands.push_back(b.create<tfm::GetParamOp>(
-          call.getLoc(), callee.getArgumentTypes()[i],
-          FlatSymbolRefAttr::get(name)));
-    }
-    lowering::callWith(call, callee, operands);
-  }
+LogicalResult passParamsToCallees(func::FuncOp caller) {
+  return lowering::passAddedArguments(
+      caller, [](OpBuilder &b, func::CallOp call, func::FuncOp callee,
+                 unsigned i) -> Value {
+        auto name =
+            callee.getArgAttrOfType<StringAttr>(i, tfm::kParamArgAttrName);
+        if (!name) {
+          call.emitError() << "@" << callee.getName() << " takes argument "
+                           << i << ", which is not a parameter";
+          return Value();
+        }
+        return b.create<tfm::GetParamOp>(call.getLoc(),
+                                         callee.getArgumentTypes()[i],
+                                         FlatSymbolRefAttr::get(name));
+      });
 }
 
 struct ParamsToArgsPass
@@ -57,7 +53,8 @@ struct ParamsToArgsPass
     for (auto func : lowering::calleesFirst(module)) {
       if (func.isExternal())
         continue;
-      passParamsToCallees(func);
+      if (failed(passParamsToCallees(func)))
+        return signalPassFailure();
       // Parameter name -> its reads, in declaration order.
       std::map<unsigned, SmallVector<tfm::GetParamOp>> reads;
       WalkResult walk = func.walk([&](Operation *op) {

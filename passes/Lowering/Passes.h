@@ -26,6 +26,15 @@ llvm::SmallVector<mlir::func::FuncOp> calleesFirst(mlir::ModuleOp module);
 /// gained arguments).
 mlir::func::CallOp callWith(mlir::func::CallOp call, mlir::func::FuncOp callee,
                             mlir::ValueRange operands);
+/// Makes each call in `caller` whose callee gained arguments (takes more
+/// than the call passes) pass them too: argument i of the callee is
+/// `added(builder before the call, call, callee, i)`, a null value when it
+/// cannot be made (the callback reports why).
+mlir::LogicalResult passAddedArguments(
+    mlir::func::FuncOp caller,
+    llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::func::CallOp,
+                                   mlir::func::FuncOp, unsigned)>
+        added);
 
 /// The process-group kind a mesh collective runs over ("tp", "cp-dp"), from
 /// the axis names tfm-materialize-mesh recorded on the mesh.

@@ -15,6 +15,7 @@
 #include "passes/Lowering/Passes.h"
 
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace loom::lowering {
 #define GEN_PASS_DEF_TFMUNIQUERESULTS
@@ -36,8 +37,10 @@ struct UniqueResultsPass
     : lowering::impl::TfmUniqueResultsBase<UniqueResultsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::CallOp> calls;
-    module.walk([&](func::CallOp call) { calls.push_back(call); });
+    // The calls of each function (a pipelined step has thousands).
+    llvm::StringMap<SmallVector<func::CallOp>> callsOf;
+    module.walk(
+        [&](func::CallOp call) { callsOf[call.getCallee()].push_back(call); });
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal() || !f.isPrivate())
         continue;
@@ -60,9 +63,7 @@ struct UniqueResultsPass
       llvm::BitVector drop(f.getNumResults());
       for (auto &[i, r] : replaced)
         drop.set(i);
-      for (func::CallOp call : calls) {
-        if (call.getCallee() != f.getName())
-          continue;
+      for (func::CallOp call : callsOf[f.getName()]) {
         for (auto &[i, r] : replaced)
           call.getResult(i).replaceAllUsesWith(
               r.argument ? call.getOperand(r.index) : call.getResult(r.index));
@@ -78,8 +79,6 @@ struct UniqueResultsPass
           if (!drop.test(i))
             call.getResult(i).replaceAllUsesWith(kept.getResult(next++));
         call.erase();
-        // Later functions may call this one again: keep the list current.
-        *llvm::find(calls, call) = kept;
       }
       SmallVector<Value> returned;
       for (unsigned i = 0; i < ret.getNumOperands(); ++i)

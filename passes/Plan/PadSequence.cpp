@@ -33,15 +33,6 @@ using namespace loom::tfm;
 
 namespace {
 
-/// Megatron's get_padding factor: what the sequence must be a multiple of.
-int64_t paddingFactor(PlanAttr plan) {
-  int64_t tp = plan.getTp(), cp = plan.getCp();
-  bool sp = plan.isSequenceParallel();
-  if (cp > 1)
-    return sp ? 2 * cp * tp : 2 * cp;
-  return sp ? tp : 1;
-}
-
 class SequencePadder {
 public:
   SequencePadder(int64_t batch, int64_t from, int64_t to)
@@ -145,7 +136,7 @@ struct PadSequencePass : plan::impl::TfmPadSequenceBase<PadSequencePass> {
                             "tfm-set-plan first)";
       return signalPassFailure();
     }
-    int64_t factor = paddingFactor(plan);
+    int64_t factor = plan.getSequenceMultiple();
     int64_t padded = 0, length = 0;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || !func->hasAttr(kEntryAttrName))

@@ -125,14 +125,14 @@ void Run::setUpTraining() {
       sizes.push_back(t.n);
     }
     owned = ownedPieces(offsets, sizes, ownBegin, ownEnd);
-    std::vector<FlatRun> signalled;
     for (const TrainParam &t : trained)
-      if (t.chunk >= 0) {
+      if (t.chunk >= 0)
         chunkRuns[t.chunk].push_back({t.offset, t.offset + t.n});
-        signalled.push_back({t.offset, t.offset + t.n});
-      }
-    for (auto &[chunk, runs] : chunkRuns)
+    std::vector<FlatRun> signalled;
+    for (auto &[chunk, runs] : chunkRuns) {
       runs = mergeRuns(runs);
+      signalled.insert(signalled.end(), runs.begin(), runs.end());
+    }
     if (!chunkRuns.empty())
       lateRuns = complementRuns(
           signalled, distributed ? partition.padded() : trainedElements);

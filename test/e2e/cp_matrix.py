@@ -216,14 +216,13 @@ def volumes(v):
     return "forward %s; backward %s" % (one("forward"), one("backward"))
 
 
-SENDS = r"\n    %s: [^\n]*?(\d+) p2p send\(s\) of (\d+) bytes"
-
-
-def ring_sends(report):
-    """The report's p2p sends (count, bytes), forward and backward."""
+def per_pass(report, what):
+    """The report's (count, bytes) of `what` ("p2p send", "all-to-all") per
+    micro-batch, forward and backward."""
+    pattern = r"\n    %%s: [^\n]*?(\d+) %s\(s\) of (\d+) bytes" % re.escape(what)
     out = {}
     for part in ("forward", "backward"):
-        m = re.search(SENDS % part, report)
+        m = re.search(pattern % part, report)
         out[part] = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
     return out
 
@@ -254,18 +253,6 @@ def padded_length(plan):
     f = 2 * plan.cp * plan.tp if plan.sp and plan.cp > 1 else (
         2 * plan.cp if plan.cp > 1 else (plan.tp if plan.sp else 1))
     return -(-S // f) * f
-
-
-A2AS = r"\n    %s: [^\n]*?(\d+) all-to-all\(s\) of (\d+) bytes"
-
-
-def all_to_alls(report):
-    """The report's all-to-alls (count, bytes), forward and backward."""
-    out = {}
-    for part in ("forward", "backward"):
-        m = re.search(A2AS % part, report)
-        out[part] = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-    return out
 
 
 def a2a_analytic(config, plan):
@@ -436,11 +423,11 @@ def main():
             if (int(padded.group(2)) if padded else S) != padded_length(p):
                 sys.exit("FAIL: %s: the report's padding %s, Megatron's %d"
                          % (p.name, padded and padded.group(0), padded_length(p)))
-            sends, want = ring_sends(report), ring_analytic(config, p)
+            sends, want = per_pass(report, "p2p send"), ring_analytic(config, p)
             if sends != want:
                 sys.exit("FAIL: %s: the report's ring sends %s, TransformerEngine's %s"
                          % (p.name, sends, want))
-            a2as, want = all_to_alls(report), a2a_analytic(config, p)
+            a2as, want = per_pass(report, "all-to-all"), a2a_analytic(config, p)
             if a2as != want:
                 sys.exit("FAIL: %s: the report's all-to-alls %s, the analytic %s"
                          % (p.name, a2as, want))

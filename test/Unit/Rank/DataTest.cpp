@@ -119,13 +119,18 @@ TEST(Data, DataParallelAndMicroBatchOrder) {
   EXPECT_EQ(mb.lossMask, std::vector<float>(8, 1.0f));
 }
 
-TEST(Data, SequenceRangesCutTheLocalChunks) {
+/// A raw uint16 stream of the tokens 0, 1, ..., 63 in `dir`.
+std::unique_ptr<TokenStream> countingStream(const TempDir &dir) {
   std::vector<uint16_t> ids(64);
   for (int i = 0; i < 64; ++i)
     ids[i] = uint16_t(i);
+  return openTokenStream(dir.write("raw.u16", ids.data(), 128),
+                         RawFormat::UInt16);
+}
+
+TEST(Data, SequenceRangesCutTheLocalChunks) {
   TempDir dir;
-  auto s = openTokenStream(dir.write("raw.u16", ids.data(), 128),
-                           RawFormat::UInt16);
+  auto s = countingStream(dir);
   // Context-parallel rank 0 of 2 with load balancing: chunks 0 and 3 of 4.
   BatchReader r(*s, 1, 8, 1, 64, std::nullopt, {{0, 2}, {6, 8}});
   MicroBatch mb;
@@ -135,12 +140,8 @@ TEST(Data, SequenceRangesCutTheLocalChunks) {
 }
 
 TEST(Data, PositionsPastTheSequenceArePadding) {
-  std::vector<uint16_t> ids(64);
-  for (int i = 0; i < 64; ++i)
-    ids[i] = uint16_t(i);
   TempDir dir;
-  auto s = openTokenStream(dir.write("raw.u16", ids.data(), 128),
-                           RawFormat::UInt16);
+  auto s = countingStream(dir);
   // S = 7 padded to 8 for cp 2: rank 1 holds chunks 1 and 2 of 4, [2, 6);
   // rank 0 chunks 0 and 3, [0, 2) and [6, 8), where 7 is padding.
   BatchReader r1(*s, 1, 7, 1, 64, std::nullopt, {{2, 6}});
