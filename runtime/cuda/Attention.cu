@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Attention.h"
 #include "Common.h"
 #include "runtime/common/Checks.h"
 
@@ -393,9 +394,11 @@ __global__ void attentionBackwardKV(loomrt_dtype dt, Dims d, float scale,
 // Host side
 //===----------------------------------------------------------------------===//
 
-// The ABI's rules (runtime/common/Checks.h), then this backend's limits.
-void checkCudaAttention(const char *fn, loomrt_dtype dtype, const Dims &d,
-                        const int32_t *qDoc, const int32_t *kDoc) {
+} // namespace
+
+void loomrt::checkCudaAttention(const char *fn, loomrt_dtype dtype,
+                                const AttentionDims &d, const int32_t *qDoc,
+                                const int32_t *kDoc) {
   checkAttention(fn, dtype, d, qDoc, kDoc);
   if (d.D > kMaxD)
     fatal(fn, "head dim %lld exceeds the cuda backend's limit of %d",
@@ -405,6 +408,7 @@ void checkCudaAttention(const char *fn, loomrt_dtype dtype, const Dims &d,
           (long long)d.Nq);
 }
 
+namespace {
 /// Dynamic shared memory of all three tiled kernels: two padded tiles and
 /// two sets of kRows rows (the forward uses one of them).
 size_t sharedBytes(int64_t D) {
@@ -424,16 +428,16 @@ dim3 rowGrid(int64_t rows, int64_t heads, int64_t B) {
 }
 } // namespace
 
-extern "C" void loomrt_attention_forward(
-    loomrt_dtype dtype, int64_t B, int64_t S, int64_t Sk, int64_t Nq,
-    int64_t Nkv, int64_t D, float scale, int32_t causal, const int32_t *q_pos,
-    const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
-    const void *q, const void *k, const void *v, void *o, float *lse) {
+void loomrt::kernelAttentionForward(loomrt_dtype dtype, int64_t B, int64_t S,
+                                    int64_t Sk, int64_t Nq, int64_t Nkv,
+                                    int64_t D, float scale, int32_t causal,
+                                    const int32_t *q_pos, const int32_t *k_pos,
+                                    const int32_t *q_doc, const int32_t *k_doc,
+                                    const void *q, const void *k, const void *v,
+                                    void *o, float *lse) {
   const Dims d{B, S, Sk, Nq, Nkv, D};
-  checkCudaAttention(__func__, dtype, d, q_doc, k_doc);
   if (B == 0 || S == 0)
     return;
-  LOOMRT_CHECK(q && o && lse && (Sk == 0 || (k && v)), "NULL tensor");
   const MaskArgs mask{causal != 0, q_pos, k_pos, q_doc, k_doc};
   const size_t shared = sharedBytes(D);
   allowShared(attentionForward, shared);
@@ -458,7 +462,7 @@ extern "C" void loomrt_attention_merge(loomrt_dtype dtype, int64_t B, int64_t S,
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_attention_backward(
+void loomrt::kernelAttentionBackward(
     loomrt_dtype dtype, int64_t B, int64_t S, int64_t Sk, int64_t Nq,
     int64_t Nkv, int64_t D, float scale, int32_t causal, const int32_t *q_pos,
     const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
@@ -466,12 +470,8 @@ extern "C" void loomrt_attention_backward(
     const float *lse, const void *dout, void *dq, void *dk, void *dv,
     int32_t accumulate) {
   const Dims d{B, S, Sk, Nq, Nkv, D};
-  checkCudaAttention(__func__, dtype, d, q_doc, k_doc);
   if (B == 0 || (S == 0 && Sk == 0))
     return;
-  LOOMRT_CHECK((S == 0 || (q && o && lse && dout && dq)) &&
-                   (Sk == 0 || (k && v && dk && dv)),
-               "NULL tensor");
   const int64_t esz = loomrt_dtype_size(dtype);
   // With one side empty the other side's gradients are zero (or unchanged).
   if (S == 0 || Sk == 0) {
