@@ -137,12 +137,30 @@ void refuse(const char *fn, const cudnn::AttentionShape &s, Verdict &verdict,
   verdict = Verdict::Refused;
 }
 
+/// Whether cuDNN can run on this rank at all: said once on stderr when
+/// not, fatal when it was asked for.
+bool cudnnAvailable() {
+  static const bool ok = [] {
+    std::string why;
+    if (cudnn::available(&why))
+      return true;
+    if (choice() == Choice::Cudnn)
+      fatal("loomrt_attention", "LOOMRT_CUDA_ATTENTION=cudnn, but %s",
+            why.c_str());
+    std::fprintf(stderr, "loomrt: rank %d: attention on Loom's kernels: %s\n",
+                 loomrt_world_rank(), why.c_str());
+    return false;
+  }();
+  return ok;
+}
+
 /// The fused problem of a call, when cuDNN may take it.
 bool fusedShape(loomrt_dtype dtype, const AttentionDims &d, float scale,
                 int32_t causal, const int32_t *qPos, const int32_t *kPos,
                 const int32_t *qDoc, cudnn::AttentionShape &s) {
   if (choice() == Choice::Loom || qPos || kPos || qDoc || d.B == 0 ||
-      d.S == 0 || d.Sk == 0)
+      d.S == 0 || d.Sk == 0 || (dtype != LOOMRT_BF16 && dtype != LOOMRT_F16) ||
+      !cudnnAvailable())
     return false;
   s = cudnn::AttentionShape{dtype, d.B, d.S,         d.Sk, d.Nq,
                             d.Nkv, d.D, causal != 0, scale};

@@ -71,9 +71,10 @@ bool notSupported(cudnnStatus_t status) {
 
 /// The device and library, looked up once.
 struct Device {
-  cudnnHandle_t handle = nullptr; // null when cudnnCreate failed
+  cudnnHandle_t handle = nullptr; // null when cuDNN cannot be used
   int major = 0;                  // compute capability
   size_t version = 0;             // cudnnGetVersion(), e.g. 91900
+  std::string unavailable;        // why handle is null
 };
 
 const Device &device() {
@@ -83,8 +84,22 @@ const Device &device() {
     CUDA_CHECK(cudaDeviceGetAttribute(
         &d.major, cudaDevAttrComputeCapabilityMajor, ctx().device));
     d.version = cudnnGetVersion();
-    if (cudnnCreate(&d.handle) != CUDNN_STATUS_SUCCESS) {
+    // The fused engines need Ampere or later and cuDNN 9 (the library
+    // found at run time may be older than the headers built against).
+    if (d.major < 8) {
+      d.unavailable = "compute capability " + std::to_string(d.major) +
+                      ".x (fused attention needs 8.0 or later)";
+      return d;
+    }
+    if (d.version < 90000) {
+      d.unavailable = "cuDNN " + std::to_string(d.version) +
+                      " at run time (9.0 or later needed)";
+      return d;
+    }
+    cudnnStatus_t status = cudnnCreate(&d.handle);
+    if (status != CUDNN_STATUS_SUCCESS) {
       d.handle = nullptr;
+      d.unavailable = "cudnnCreate: " + describe(status);
       return d;
     }
     CUDNN_CHECK(cudnnSetStream(d.handle, compute));
@@ -528,7 +543,17 @@ Plan buildBackward(const cudnn::AttentionShape &s) {
   const Tensor dV = g.tensor(kDV, v.io, v.kv, v.kvStrides);
   const Tensor scale = g.scalar(kScale);
   const Tensor one = g.scalar(kOne);
-  const bool gqa = s.Nq != s.Nkv;
+  // grad = a b per query head; with GQA computed for every query head, then
+  // summed over the heads that share a kv head.
+  auto kvGradient = [&](const Tensor &a, const Tensor &b, const Tensor &grad) {
+    if (s.Nq == s.Nkv) {
+      g.matmul(a, b, grad);
+      return;
+    }
+    const Tensor perHead = g.virt(v.io, v.kvHeads, v.kvHeadStrides);
+    g.matmul(a, b, perHead);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, perHead, grad);
+  };
 
   // rowSum = sum_d dO * O (f32, in the workspace as the frontend has it;
   // the product's odd strides are the frontend's too)
@@ -553,13 +578,7 @@ Plan buildBackward(const cudnn::AttentionShape &s) {
   // dV = P^T dO; with GQA over all query heads, then summed per kv head
   const Tensor pT = g.virt(v.io, v.scoresT, v.scoreTStrides);
   g.reshape(p, pT);
-  if (gqa) {
-    const Tensor dVHeads = g.virt(v.io, v.kvHeads, v.kvHeadStrides);
-    g.matmul(pT, dO, dVHeads);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dVHeads, dV);
-  } else {
-    g.matmul(pT, dO, dV);
-  }
+  kvGradient(pT, dO, dV);
 
   // dP = dO V^T (f32)
   const Tensor dP = g.virt(CUDNN_DATA_FLOAT, v.scores, v.scoreStrides);
@@ -572,13 +591,7 @@ Plan buildBackward(const cudnn::AttentionShape &s) {
   // dK = dS^T Q; with GQA over all query heads, then summed per kv head
   const Tensor dST = g.virt(v.io, v.scoresT, v.scoreTStrides);
   g.reshape(dS, dST);
-  if (gqa) {
-    const Tensor dKHeads = g.virt(v.io, v.kvHeads, v.kvHeadStrides);
-    g.matmul(dST, q, dKHeads);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dKHeads, dK);
-  } else {
-    g.matmul(dST, q, dK);
-  }
+  kvGradient(dST, q, dK);
 
   // dQ = dS K, accumulated in f32 in the workspace, then converted. K is
   // K^T reshaped back; the frontend leaves that virtual output's type to
@@ -636,6 +649,13 @@ bool loomrt::cudnn::aligned(std::initializer_list<const void *> pointers) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
+bool loomrt::cudnn::available(std::string *why) {
+  const Device &dev = device();
+  if (!dev.handle && why)
+    *why = dev.unavailable;
+  return dev.handle != nullptr;
+}
+
 bool loomrt::cudnn::covers(const AttentionShape &s) {
   if (s.dtype != LOOMRT_BF16 && s.dtype != LOOMRT_F16)
     return false;
@@ -644,7 +664,7 @@ bool loomrt::cudnn::covers(const AttentionShape &s) {
   if (s.Sq == 1 && s.Skv == 1) // no backward engine
     return false;
   const Device &dev = device();
-  if (!dev.handle || dev.major < 8 || dev.version < 90000)
+  if (!dev.handle)
     return false;
   // Known-bad releases for f16/bf16 SDPA, forward and backward.
   if (dev.version == 91000 || dev.version == 91001)

@@ -33,9 +33,14 @@ struct AttentionShape {
   float scale;
 };
 
+/// Whether cuDNN can be used on this rank's device at all (compute
+/// capability 8.0 or later, cuDNN 9 at run time, a handle); when not,
+/// `why` says what is missing.
+bool available(std::string *why);
+
 /// Whether cuDNN's fused attention is documented to cover this problem on
-/// the current device (dtype, head dim, GQA ratio, compute capability). No
-/// graph is built; a covered shape may still find no engine (forward and
+/// the current device (available(), dtype, head dim, GQA ratio). No graph
+/// is built; a covered shape may still find no engine (forward and
 /// backward then return false).
 bool covers(const AttentionShape &s);
 
