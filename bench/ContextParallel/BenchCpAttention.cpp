@@ -16,11 +16,15 @@
 //   naive      contiguous split without the zigzag: rank r holds tokens
 //              [r S/cp, (r+1) S/cp) against keys [0, (r+1) S/cp).
 //   allgather  the load-balanced queries against the whole gathered sequence,
-//              keys in natural order (Loom reorders the gathered chunks),
-//              causal by positions.
+//              keys in natural order (Loom reorders the gathered chunks), as
+//              Loom runs it: loomrt_attention_chunked_forward/backward, per
+//              query chunk g the keys before it unmasked and its diagonal
+//              causal, merged.
+//   allgather-positions  the same in one causal call by positions (Loom's
+//              lowering before the chunked calls; not in the default list).
 //   a2a        Ulysses as Loom runs it: Nq/cp query heads (kv heads repeated
-//              when cp does not divide them) over the whole sequence kept in
-//              the load-balanced order, causal by positions.
+//              when cp does not divide them) over the whole sequence in
+//              order (Loom reorders the exchanged chunks, as TE does).
 //   a2a+p2p    hierarchical (--a2a-size A, default 2): rank r = p A + a
 //              runs the p2p ring of P = cp / A ranks on the load-balanced
 //              layout of a 2P split (A times the tokens) with heads
@@ -40,7 +44,8 @@
 //
 //   bench-cp-attention [--seq S] [--heads Nq] [--kv-heads 8,2] [--head-dim D]
 //                      [--cp 1,2,4] [--reps N] [--warmup N] [--threads T]
-//                      [--schemes p2p,naive,allgather,a2a,a2a+p2p]
+//                      [--schemes p2p,naive,allgather,a2a,a2a+p2p,
+//                                 allgather-positions]
 //                      [--a2a-size A] [--forward-only]
 //                      [--clock cpu|wall]
 //
@@ -114,7 +119,8 @@ std::vector<int64_t> intList(const char *s) {
                "bench-cp-attention: %s\nusage: bench-cp-attention [--seq S] "
                "[--heads Nq] [--kv-heads 8,2] [--head-dim D] [--cp 1,2,4] "
                "[--reps N] [--warmup N] [--threads T] "
-               "[--schemes p2p,naive,allgather,a2a,a2a+p2p] [--a2a-size A] "
+               "[--schemes p2p,naive,allgather,a2a,a2a+p2p,allgather-positions] "
+               "[--a2a-size A] "
                "[--forward-only] [--clock cpu|wall]\n",
                msg);
   std::exit(2);
@@ -171,7 +177,7 @@ Options parse(int argc, char **argv) {
       usage("--seq must divide into 2*cp chunks for every cp");
   for (const std::string &s : o.schemes)
     if (s != "p2p" && s != "naive" && s != "allgather" && s != "a2a" &&
-        s != "a2a+p2p")
+        s != "a2a+p2p" && s != "allgather-positions")
       usage(("unknown scheme " + s).c_str());
   if (o.a2aSize < 1)
     usage("--a2a-size must be at least 1");
@@ -271,17 +277,6 @@ std::vector<int32_t> zigzagPositions(int64_t S, int64_t cp, int64_t r) {
   const int64_t c = S / (2 * cp);
   std::vector<int32_t> p = iota(r * c, c), hi = iota((2 * cp - 1 - r) * c, c);
   p.insert(p.end(), hi.begin(), hi.end());
-  return p;
-}
-
-/// The whole sequence as the ranks' blocks one after another (what an
-/// all-gather or Ulysses' all-to-all delivers before any reorder).
-std::vector<int32_t> rankOrderPositions(int64_t S, int64_t cp) {
-  std::vector<int32_t> p;
-  for (int64_t r = 0; r < cp; ++r) {
-    std::vector<int32_t> z = zigzagPositions(S, cp, r);
-    p.insert(p.end(), z.begin(), z.end());
-  }
   return p;
 }
 
@@ -490,6 +485,56 @@ RankJob plainRank(const Global &g, const std::vector<int32_t> &qPos,
   return job;
 }
 
+/// The all-gather scheme of rank r as Loom runs it: its two load-balanced
+/// chunks (stored chunks 2r, 2r+1 of the order 0, 2cp-1, 1, 2cp-2, ...)
+/// against the whole sequence in order, through the chunked entry points.
+RankJob chunkedRank(const Global &g, int64_t cp, int64_t r) {
+  struct State {
+    std::vector<float> q, dout, out, dq, dk, dv, lse;
+    std::vector<int64_t> order;
+  };
+  auto st = std::make_shared<State>();
+  const int64_t L = g.S / cp, c = L / 2, qW = g.Nq * g.D;
+  std::vector<int32_t> pos = zigzagPositions(g.S, cp, r);
+  st->q = gather(g.q, qW, pos, 0, qW);
+  st->dout = gather(g.dout, qW, pos, 0, qW);
+  st->out.assign(st->q.size(), 0.0f);
+  st->dq.assign(st->q.size(), 0.0f);
+  st->dk.assign(g.k.size(), 0.0f);
+  st->dv.assign(g.v.size(), 0.0f);
+  st->lse.assign(size_t(g.Nq * L), kNegInf);
+  for (int64_t j = 0; j < cp; ++j) {
+    st->order.push_back(j);
+    st->order.push_back(2 * cp - 1 - j);
+  }
+  const Global *gp = &g;
+  RankJob job;
+  // Per chunk g: g*c keys whole, then the c x c diagonal.
+  for (int64_t h = 0; h < 2; ++h) {
+    const int64_t gc = st->order[size_t(2 * r + h)];
+    job.work += Work{double(c * gc * c), double(c * gc * c)}.scaled(double(g.Nq));
+    job.work += workOf(iota(0, c), iota(0, c), true).scaled(double(g.Nq));
+  }
+  job.forward = [st, gp, cp, r, L, c] {
+    const Global &g = *gp;
+    State &s = *st;
+    loomrt_attention_chunked_forward(
+        LOOMRT_F32, 1, L, r * L, c, int32_t(2 * cp), s.order.data(), g.Nq,
+        g.Nkv, g.D, g.scale, nullptr, nullptr, s.q.data(), g.k.data(),
+        g.v.data(), s.out.data(), s.lse.data());
+  };
+  job.backward = [st, gp, cp, r, L, c] {
+    const Global &g = *gp;
+    State &s = *st;
+    loomrt_attention_chunked_backward(
+        LOOMRT_F32, 1, L, r * L, c, int32_t(2 * cp), s.order.data(), g.Nq,
+        g.Nkv, g.D, g.scale, nullptr, nullptr, s.q.data(), g.k.data(),
+        g.v.data(), s.out.data(), s.lse.data(), s.dout.data(), s.dq.data(),
+        s.dk.data(), s.dv.data());
+  };
+  return job;
+}
+
 /// The a2a kv repeat factor (Loom repeats kv heads that cp does not divide;
 /// TE refuses). 0: a2a impossible (query heads do not divide over cp, or
 /// neither of kv heads and cp divides the other).
@@ -538,13 +583,14 @@ std::vector<RankJob> makeJobs(const Global &g, const std::string &scheme,
       jobs.push_back(plainRank(g, iota(r * n, n), iota(0, (r + 1) * n), 0, g.Nq,
                                g.k, g.v, kvW, 0, g.Nkv));
     } else if (scheme == "allgather") {
+      jobs.push_back(chunkedRank(g, cp, r));
+    } else if (scheme == "allgather-positions") {
       jobs.push_back(plainRank(g, zigzagPositions(g.S, cp, r), iota(0, g.S), 0,
                                g.Nq, g.k, g.v, kvW, 0, g.Nkv));
     } else { // a2a
       const int64_t nkv = g.Nkv * factor / cp, nq = g.Nq / cp;
-      std::vector<int32_t> order = rankOrderPositions(g.S, cp);
-      jobs.push_back(plainRank(g, order, order, r * nq, nq, kRep, vRep,
-                               g.Nkv * factor * g.D, r * nkv, nkv));
+      jobs.push_back(plainRank(g, iota(0, g.S), iota(0, g.S), r * nq, nq, kRep,
+                               vRep, g.Nkv * factor * g.D, r * nkv, nkv));
     }
   }
   return jobs;

@@ -265,14 +265,22 @@ public:
       return failure();
     return buffer;
   }
-  /// Writes them into the int32 [B, L] buffer `buffer` (a pointer).
-  /// `ofRank`, when given, is the group rank whose slice to take instead of
-  /// this rank's (ring attention's blocks).
-  LogicalResult writeSequencePositions(Operation *op,
-                                       const lowering::PositionedDim &d,
-                                       Value buffer, Value ofRank = {}) {
+  /// Where a rank's slice of the positioned dim `d` lies, as
+  /// loomrt_sequence_positions and loomrt_attention_chunked_* take it: the
+  /// slice's first stored token, the chunk size, the number of chunks and
+  /// their order (a null pointer when natural). `ofRank`, when given, is the
+  /// group rank whose slice to take instead of this rank's (ring
+  /// attention's blocks).
+  struct ChunkLayout {
+    Value start, chunk;
+    int32_t numChunks;
+    Value order;
+  };
+  FailureOr<ChunkLayout> chunkLayout(Operation *op,
+                                     const lowering::PositionedDim &d,
+                                     Value ofRank = {}) {
     auto type = cast<RankedTensorType>(d.value.getType());
-    int64_t batch = type.getDimSize(tfm::kBatchDim), local = type.getDimSize(d.dim);
+    int64_t local = type.getDimSize(d.dim);
     auto slice = sliceOf(op, d, local);
     if (failed(slice))
       return failure();
@@ -282,9 +290,22 @@ public:
     Value global = slice->second ? groupTimes(slice->second, local) : i64(local);
     int64_t numChunks = d.chunks.empty() ? 1 : int64_t(d.chunks.size());
     Value chunk = b.create<arith::DivSIOp>(loc, global, i64(numChunks));
+    return ChunkLayout{slice->first, chunk, int32_t(numChunks),
+                       d.chunks.empty() ? null() : int64Array(d.chunks)};
+  }
+  /// Writes the positions into the int32 [B, L] buffer `buffer` (a
+  /// pointer); `ofRank` as for chunkLayout.
+  LogicalResult writeSequencePositions(Operation *op,
+                                       const lowering::PositionedDim &d,
+                                       Value buffer, Value ofRank = {}) {
+    auto type = cast<RankedTensorType>(d.value.getType());
+    int64_t batch = type.getDimSize(tfm::kBatchDim), local = type.getDimSize(d.dim);
+    auto layout = chunkLayout(op, d, ofRank);
+    if (failed(layout))
+      return failure();
     call("loomrt_sequence_positions",
-         {i64(batch), i64(local), slice->first, chunk, i32(int32_t(numChunks)),
-          d.chunks.empty() ? null() : int64Array(d.chunks), buffer});
+         {i64(batch), i64(local), layout->start, layout->chunk,
+          i32(layout->numChunks), layout->order, buffer});
     return success();
   }
   /// Where this rank's slice of a split starts (the first vocabulary id of
@@ -591,15 +612,53 @@ std::pair<Value, Value> documentIds(OpT op, Value tokens,
 /// pointers where they are 0, 1, ...): the causal mask compares them, so a
 /// context-parallel rank's queries attend exactly as in the whole sequence.
 template <typename OpT>
-FailureOr<std::pair<Value, Value>> queryKeyPositions(OpT op, Emitter &e) {
-  auto dims = lowering::positionedDims(op);
-  if (failed(dims))
-    return failure();
-  auto q = e.sequencePositions(op, (*dims)[0]);
-  auto k = e.sequencePositions(op, (*dims)[1]);
+FailureOr<std::pair<Value, Value>>
+queryKeyPositions(OpT op, ArrayRef<lowering::PositionedDim> dims, Emitter &e) {
+  auto q = e.sequencePositions(op, dims[0]);
+  auto k = e.sequencePositions(op, dims[1]);
   if (failed(q) || failed(k))
     return failure();
   return std::make_pair(*q, *k);
+}
+
+/// Whether the queries hold whole chunks of a sequence split over a group
+/// and the keys the whole sequence in order: context parallelism's
+/// all-gather scheme, which loomrt_attention_chunked_* computes with
+/// position-free attention calls (fused attention on the cuda backend).
+static bool allGathered(ArrayRef<lowering::PositionedDim> dims) {
+  const lowering::PositionedDim &q = dims[0], &k = dims[1];
+  return !q.group.empty() && !q.chunks.empty() &&
+         int64_t(q.chunks.size()) % q.parts == 0 && k.isIdentity();
+}
+
+/// Calls `callee` (loomrt_attention_chunked_forward or _backward) with the
+/// layout of the queries' chunks, the heads, the scale, the document ids
+/// (gathered at the queries' positions only when there are documents) and
+/// `tensors`.
+template <typename OpT>
+LogicalResult callChunked(OpT op, StringRef callee, Value tokens, Value query,
+                          const lowering::PositionedDim &q,
+                          ArrayRef<Value> tensors, Emitter &e) {
+  auto layout = e.chunkLayout(op, q);
+  if (failed(layout))
+    return failure();
+  Value qPos = e.null();
+  if (op.getMask() == MaskKind::causal_document) {
+    auto positions = e.sequencePositions(op, q);
+    if (failed(positions))
+      return failure();
+    qPos = *positions;
+  }
+  auto [qDoc, kDoc] = documentIds(op, tokens, {qPos, e.null()}, e);
+  SmallVector<Value> args{
+      e.dtype(query),          e.i64(dim(query, 0)),    e.i64(dim(query, 1)),
+      layout->start,           layout->chunk,           e.i32(layout->numChunks),
+      layout->order,           e.i64(op.getNumHeads()), e.i64(op.getNumKvHeads()),
+      e.i64(op.getHeadDim()),  e.f32(op.getScale().convertToDouble()),
+      qDoc,                    kDoc};
+  args.append(tensors.begin(), tensors.end());
+  e.call(callee, args);
+  return success();
 }
 
 template <>
@@ -607,7 +666,19 @@ FailureOr<SmallVector<Value>> lower(AttentionOp op, AttentionOp::Adaptor a,
                                     Emitter &e) {
   Value out = e.alloc(op.getResult().getType());
   Value lse = e.alloc(op.getLse().getType());
-  auto pos = queryKeyPositions(op, e);
+  auto dims = lowering::positionedDims(op);
+  if (failed(dims))
+    return failure();
+  if (allGathered(*dims)) {
+    if (failed(callChunked(op, "loomrt_attention_chunked_forward",
+                           a.getTokens(), a.getQuery(), (*dims)[0],
+                           {e.ptr(a.getQuery()), e.ptr(a.getKey()),
+                            e.ptr(a.getValue()), e.ptr(out), e.ptr(lse)},
+                           e)))
+      return failure();
+    return SmallVector<Value>{out, lse};
+  }
+  auto pos = queryKeyPositions(op, *dims, e);
   if (failed(pos))
     return failure();
   auto [qDoc, kDoc] = documentIds(op, a.getTokens(), *pos, e);
@@ -627,7 +698,21 @@ FailureOr<SmallVector<Value>> lower(AttentionGradOp op,
   Value dq = e.alloc(op.getQueryGrad().getType());
   Value dk = e.alloc(op.getKeyGrad().getType());
   Value dv = e.alloc(op.getValueGrad().getType());
-  auto pos = queryKeyPositions(op, e);
+  auto dims = lowering::positionedDims(op);
+  if (failed(dims))
+    return failure();
+  if (allGathered(*dims)) {
+    if (failed(callChunked(
+            op, "loomrt_attention_chunked_backward", a.getTokens(),
+            a.getQuery(), (*dims)[0],
+            {e.ptr(a.getQuery()), e.ptr(a.getKey()), e.ptr(a.getValue()),
+             e.ptr(a.getOut()), e.ptr(a.getLse()), e.ptr(a.getOutGrad()),
+             e.ptr(dq), e.ptr(dk), e.ptr(dv)},
+            e)))
+      return failure();
+    return SmallVector<Value>{dq, dk, dv};
+  }
+  auto pos = queryKeyPositions(op, *dims, e);
   if (failed(pos))
     return failure();
   auto [qDoc, kDoc] = documentIds(op, a.getTokens(), *pos, e);

@@ -40,7 +40,8 @@ splitOf(Operation *op, Value v, int64_t dim, bool reordered = false) {
       op, dist.getMesh().getValue(), mesh->indices(d.axes));
   if (failed(group))
     return failure();
-  return lowering::PositionedDim{v, dim, *group, d.chunks};
+  return lowering::PositionedDim{v, dim, *group, d.chunks,
+                                 mesh->product(d.axes)};
 }
 
 /// The dims `dims` gives, or its failure.

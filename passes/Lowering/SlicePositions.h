@@ -38,6 +38,9 @@ struct PositionedDim {
   std::string group;
   /// The dim's chunk order (ChunkOrder.h); empty when natural.
   llvm::SmallVector<int64_t> chunks;
+  /// How many slices the dim is split into (the product of its mesh axes'
+  /// sizes); 1 when whole.
+  int64_t parts = 1;
 
   /// Whether the kernel can read positions 0, 1, ... (whole, in order).
   bool isIdentity() const { return group.empty() && chunks.empty(); }

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/common/Checks.h"
+#include "runtime/common/Composed.h"
 
 #include <cstdint>
 
@@ -46,38 +47,6 @@ SectionDims sectionDims(loomrt_dtype dtype, int64_t B, int64_t L, int64_t Nq,
                         int64_t Nkv, int64_t D) {
   const int64_t es = loomrt_dtype_size(dtype);
   return SectionDims{B, L, L / 2, Nq, Nkv, D, es, Nq * D * es, Nkv * D * es};
-}
-
-const char *at(const void *p, int64_t bytes) {
-  return static_cast<const char *>(p) + bytes;
-}
-char *at(void *p, int64_t bytes) { return static_cast<char *>(p) + bytes; }
-
-/// One loomrt_alloc for all temporaries of a call (loomrt_free waits for the
-/// queued work on the cuda backend, so one free per call, not one per
-/// buffer), carved into 256-byte aligned pieces.
-class Scratch {
-public:
-  explicit Scratch(int64_t bytes)
-      : base(static_cast<char *>(loomrt_alloc(bytes))) {}
-  ~Scratch() { loomrt_free(base); }
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  static int64_t round(int64_t bytes) { return (bytes + 255) / 256 * 256; }
-  void *take(int64_t bytes) {
-    void *p = base + used;
-    used += round(bytes);
-    return p;
-  }
-
-private:
-  char *base;
-  int64_t used = 0;
-};
-
-/// Document ids from element `offset` on (none stays none).
-const int32_t *docAt(const int32_t *doc, int64_t offset) {
-  return doc ? doc + offset : nullptr;
 }
 
 /// Copies the half-1 entries lse[b, h, c..2c) of a [B,Nq,L] lse to a

@@ -2,12 +2,12 @@
 //
 // loomrt_attention_forward and loomrt_attention_backward of the cuda
 // backend. The calls cuDNN's fused flash attention covers (f16/bf16, no
-// position or document masks: unsharded attention, and the diagonal, lower
-// and upper sections of ring attention) go to cuDNN (CudnnAttention.h),
+// position or document masks: unsharded and Ulysses attention, and the
+// pieces that loomrt_attention_section_* and loomrt_attention_chunked_*
+// cut context-parallel attention into) go to cuDNN (CudnnAttention.h),
 // which is what Megatron's context parallelism runs on through
-// TransformerEngine. The rest (f32, the all-gather scheme's position
-// offsets, document masks, shapes without an engine) runs on Loom's kernels
-// (Attention.h).
+// TransformerEngine. The rest (f32, document masks, calls with positions,
+// shapes without an engine) runs on Loom's kernels (Attention.h).
 //
 // LOOMRT_CUDA_ATTENTION chooses:
 //   auto (default)  cuDNN, checked once per shape and direction: the first

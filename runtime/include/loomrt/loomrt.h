@@ -422,6 +422,43 @@ void loomrt_attention_section_backward(loomrt_dtype dtype, int64_t B, int64_t L,
                                        const float *lse, const void *dout,
                                        void *dq, void *dk, void *dv);
 
+/* Causal attention of a context-parallel rank's queries on the whole
+ * sequence's keys: the all-gather scheme (TransformerEngine's
+ * AttnFuncWithCPAndKVAllGather). The sequence of S = num_chunks * chunk
+ * tokens is stored in num_chunks chunks, stored chunk j being global chunk
+ * order[j] (order NULL: the natural order; host memory), as in
+ * loomrt_sequence_positions. q [B,L,Nq*D] holds the rank's stored tokens
+ * [start, start + L), whole chunks (start and L multiples of chunk); k and
+ * v [B,S,Nkv*D] hold the whole sequence in natural order (GQA as in
+ * loomrt_attention_forward). The result is loomrt_attention_forward's with
+ * causal = 1 and the tokens' global positions: a query chunk that is global
+ * chunk g sees keys [0, g chunk) whole and keys [g chunk, (g+1) chunk)
+ * causally. Each piece is one loomrt_attention_forward call without
+ * positions (on the cuda backend, cuDNN's fused attention) and the two are
+ * merged. q_doc [B,L] and k_doc [B,S] int32 (both NULL, or both given) are
+ * the document ids of the rank's queries and of the whole sequence. o
+ * [B,L,Nq*D] (dtype) and lse [B,Nq,L] f32 are overwritten. The per-chunk
+ * temporaries live in backend memory (loomrt_alloc), so on the cuda backend
+ * the call waits for the rank's queued work as loomrt_free does. */
+void loomrt_attention_chunked_forward(loomrt_dtype dtype, int64_t B, int64_t L,
+                                      int64_t start, int64_t chunk,
+                                      int32_t num_chunks, const int64_t *order,
+                                      int64_t Nq, int64_t Nkv, int64_t D,
+                                      float scale, const int32_t *q_doc,
+                                      const int32_t *k_doc, const void *q,
+                                      const void *k, const void *v, void *o,
+                                      float *lse);
+
+/* Its gradients from the forward's o and lse (same layout arguments): dq
+ * [B,L,Nq*D] and dk, dv [B,S,Nkv*D] are overwritten; keys no query of the
+ * rank sees get zero gradients. */
+void loomrt_attention_chunked_backward(
+    loomrt_dtype dtype, int64_t B, int64_t L, int64_t start, int64_t chunk,
+    int32_t num_chunks, const int64_t *order, int64_t Nq, int64_t Nkv,
+    int64_t D, float scale, const int32_t *q_doc, const int32_t *k_doc,
+    const void *q, const void *k, const void *v, const void *o,
+    const float *lse, const void *dout, void *dq, void *dk, void *dv);
+
 /*===----------------------------------------------------------------------===*
  * Activations (elementwise, n elements)
  *===----------------------------------------------------------------------===*/

@@ -386,6 +386,48 @@ func.func @ring(%q: tensor<1x4x16xf32, #r>, %k: tensor<1x4x16xf32, #r>, %o: tens
 
 // -----
 
+// All-gather context parallelism: the queries hold two of the sequence's
+// 2cp = 4 load-balanced chunks, the keys and values the whole sequence.
+// Attention takes the chunk layout (this rank's first token, the chunk size
+// 16 / 4, 4 chunks in order [0, 3, 1, 2]) instead of position arrays, so
+// each piece runs without positions; without documents no position is
+// computed at all.
+// CHECK-LABEL: func.func @all_gathered
+// CHECK-DAG: %[[FOUR:.*]] = arith.constant 4 : i32
+// CHECK: %[[RANK:.*]] = call @loomrt_comm_rank(
+// CHECK: %[[SIZE:.*]] = call @loomrt_comm_size(
+// CHECK: memref.store {{.*}} : memref<4xi64>
+// CHECK-NOT: loomrt_sequence_positions
+// CHECK: call @loomrt_attention_chunked_forward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[FOUR]],
+// CHECK-NOT: loomrt_sequence_positions
+// CHECK: call @loomrt_attention_chunked_backward(
+// With documents the queries' ids are read at their global positions.
+// CHECK-LABEL: func.func @all_gathered_documents
+// CHECK: call @loomrt_sequence_positions(
+// CHECK: call @loomrt_document_ids(
+// CHECK: call @loomrt_gather_positions(
+// CHECK: call @loomrt_attention_chunked_forward(
+#q = #tfm.dist<@dense, [[], [cp] zigzag(2)]>
+#lq = #tfm.dist<@dense, [[], [], [cp] zigzag(2)]>
+#t = #tfm.dist<@dense>
+mesh.mesh @dense(shape = 1x1x2x1) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+func.func @all_gathered(%q: tensor<1x8x16xf32, #q>, %k: tensor<1x16x16xf32, #t>, %dy: tensor<1x8x16xf32, #q>,
+                        %cp: !llvm.ptr {tfm.comm = "cp"}) -> (tensor<1x8x16xf32, #q>, tensor<1x16x16xf32, #t>) {
+  %o, %l = tfm.attention %q, %k, %k heads 2 kv_heads 2 head_dim 8 scale 0.35 mask causal
+      : tensor<1x8x16xf32, #q>, tensor<1x16x16xf32, #t>, tensor<1x16x16xf32, #t> -> tensor<1x8x16xf32, #q>, tensor<1x2x8xf32, #lq>
+  %dq, %dk, %dv = tfm.attention_grad %q, %k, %k, %o, %l, %dy heads 2 kv_heads 2 head_dim 8 scale 0.35 mask causal
+      : tensor<1x8x16xf32, #q>, tensor<1x16x16xf32, #t>, tensor<1x16x16xf32, #t>, tensor<1x2x8xf32, #lq>
+  return %dq, %dk : tensor<1x8x16xf32, #q>, tensor<1x16x16xf32, #t>
+}
+func.func @all_gathered_documents(%q: tensor<1x8x16xf32, #q>, %k: tensor<1x16x16xf32, #t>, %tok: tensor<1x16xi32, #t>,
+                                  %cp: !llvm.ptr {tfm.comm = "cp"}) -> tensor<1x8x16xf32, #q> {
+  %o, %l = tfm.attention %q, %k, %k tokens %tok heads 2 kv_heads 2 head_dim 8 scale 0.35 mask causal_document eod 3
+      : tensor<1x8x16xf32, #q>, tensor<1x16x16xf32, #t>, tensor<1x16x16xf32, #t>, tensor<1x16xi32, #t> -> tensor<1x8x16xf32, #q>, tensor<1x2x8xf32, #lq>
+  return %o : tensor<1x8x16xf32, #q>
+}
+
+// -----
+
 // Pipeline markers: the step marker (traced with loom-run --trace-pipeline)
 // and the end of a chunk's gradients, a call the rank program hooks (it
 // starts their data-parallel reduction); the gradients stay the results.

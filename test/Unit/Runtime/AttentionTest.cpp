@@ -731,3 +731,318 @@ TEST(AttentionSectionDeathTest, MisuseAbortsWithTheFunctionName) {
                                                 x, x, x),
                "not a multiple of 2 kv heads");
 }
+
+//===----------------------------------------------------------------------===//
+// All-gather attention (loomrt_attention_chunked_*): every cp rank's queries
+// against the whole sequence's keys, checked against attention with the
+// tokens' global positions and, over all ranks, against the whole sequence.
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A sequence stored in numChunks chunks of c tokens, stored chunk j being
+/// global chunk order[j] (empty: the natural order); `whole` holds it in
+/// natural order, `doc` [B,S] its document ids (empty: none).
+struct ChunkedSeq {
+  Problem whole;
+  int64_t c;
+  int32_t numChunks;
+  std::vector<int64_t> order;
+  std::vector<int32_t> doc;
+
+  const int64_t *orderPtr() const {
+    return order.empty() ? nullptr : order.data();
+  }
+  const int32_t *docPtr() const { return doc.empty() ? nullptr : doc.data(); }
+  /// The global positions [B,L] of stored tokens [start, start + L).
+  std::vector<int32_t> positions(int64_t start, int64_t L) const {
+    std::vector<int32_t> pos(size_t(whole.B * L));
+    loomrt_sequence_positions(whole.B, L, start, c, numChunks, orderPtr(),
+                              pos.data());
+    return pos;
+  }
+  /// The rows of a [B,S,width] tensor at positions pos [B,L].
+  std::vector<float> rows(const std::vector<float> &full, int64_t width,
+                          const std::vector<int32_t> &pos) const {
+    const int64_t L = int64_t(pos.size()) / whole.B;
+    std::vector<float> out;
+    for (int64_t b = 0; b < whole.B; ++b)
+      for (int64_t i = 0; i < L; ++i) {
+        auto row =
+            full.begin() + (b * whole.S + pos[size_t(b * L + i)]) * width;
+        out.insert(out.end(), row, row + width);
+      }
+    return out;
+  }
+  /// The entries of a [B,N,S] lse at positions pos, as [B,N,L].
+  std::vector<float> lse(const std::vector<float> &full,
+                         const std::vector<int32_t> &pos) const {
+    const int64_t L = int64_t(pos.size()) / whole.B, N = whole.Nq;
+    std::vector<float> out;
+    for (int64_t b = 0; b < whole.B; ++b)
+      for (int64_t h = 0; h < N; ++h)
+        for (int64_t i = 0; i < L; ++i)
+          out.push_back(
+              full[size_t((b * N + h) * whole.S + pos[size_t(b * L + i)])]);
+    return out;
+  }
+  /// The document ids of the tokens at pos (empty without documents).
+  std::vector<int32_t> docs(const std::vector<int32_t> &pos) const {
+    if (doc.empty())
+      return {};
+    std::vector<int32_t> out(pos.size());
+    loomrt_gather_positions(whole.B, whole.S, int64_t(pos.size()) / whole.B,
+                            doc.data(), pos.data(), out.data());
+    return out;
+  }
+};
+
+/// Megatron's load-balanced chunk order for cp ranks: 0, 2cp-1, 1, 2cp-2, ...
+/// (rank r holds stored chunks 2r and 2r+1).
+std::vector<int64_t> loadBalancedOrder(int64_t cp) {
+  std::vector<int64_t> order;
+  for (int64_t r = 0; r < cp; ++r) {
+    order.push_back(r);
+    order.push_back(2 * cp - 1 - r);
+  }
+  return order;
+}
+
+ChunkedSeq chunkedSeq(int64_t c, int32_t numChunks, std::vector<int64_t> order,
+                      uint32_t seed) {
+  const int64_t S = c * numChunks;
+  return ChunkedSeq{
+      Problem(2, S, S, 4, 2, 16, seed), c, numChunks, std::move(order), {}};
+}
+
+/// Runs the ranks holding stored tokens [start, start + L) (the pairs of
+/// `ranks`, covering the sequence once) through the chunked forward and
+/// backward in f32; each must match attention with its global positions,
+/// and together the whole sequence's attention (dk, dv summed over ranks).
+void expectChunkedRanks(const ChunkedSeq &s,
+                        const std::vector<std::pair<int64_t, int64_t>> &ranks) {
+  const Problem &w = s.whole;
+  const int64_t qW = w.Nq * w.D;
+  const Whole want = wholeSequence(w, s.docPtr());
+  std::vector<float> dkSum(w.k.size(), 0.0f), dvSum(w.v.size(), 0.0f);
+  for (auto [start, L] : ranks) {
+    SCOPED_TRACE("tokens from " + std::to_string(start) +
+                 ", L=" + std::to_string(L));
+    const std::vector<int32_t> pos = s.positions(start, L);
+    // The same rank through loomrt_attention_forward/backward with positions.
+    Problem p = w;
+    p.S = L;
+    p.q = s.rows(w.q, qW, pos);
+    p.dout = s.rows(w.dout, qW, pos);
+    p.qPos = pos;
+    p.qDoc = s.docs(pos);
+    p.kDoc = s.doc;
+    const KernelOut ref = runForward(p);
+    std::vector<float> refDq(p.q.size()), refDk(p.k.size()), refDv(p.v.size());
+    runBackward(p, ref.o, ref.lse, refDq, refDk, refDv, 0);
+
+    std::vector<float> o(p.q.size(), 9.0f), lse(ref.lse.size(), 9.0f);
+    loomrt_attention_chunked_forward(
+        LOOMRT_F32, w.B, L, start, s.c, s.numChunks, s.orderPtr(), w.Nq, w.Nkv,
+        w.D, w.scale, p.ptr(p.qDoc), p.ptr(p.kDoc), p.q.data(), w.k.data(),
+        w.v.data(), o.data(), lse.data());
+    expectClose(o, ref.o, 1e-5, 1e-5, "chunked o");
+    expectClose(lse, ref.lse, 1e-5, 1e-5, "chunked lse");
+    expectClose(o, s.rows(want.o, qW, pos), 1e-5, 1e-5, "chunked o (whole)");
+    expectClose(lse, s.lse(want.lse, pos), 1e-5, 1e-5, "chunked lse (whole)");
+
+    // Filled, not zeroed: the backward overwrites.
+    std::vector<float> dq(p.q.size(), 9.0f), dk(w.k.size(), 9.0f),
+        dv(w.v.size(), 9.0f);
+    loomrt_attention_chunked_backward(
+        LOOMRT_F32, w.B, L, start, s.c, s.numChunks, s.orderPtr(), w.Nq, w.Nkv,
+        w.D, w.scale, p.ptr(p.qDoc), p.ptr(p.kDoc), p.q.data(), w.k.data(),
+        w.v.data(), o.data(), lse.data(), p.dout.data(), dq.data(), dk.data(),
+        dv.data());
+    expectClose(dq, refDq, 1e-5, 1e-4, "chunked dq");
+    expectClose(dk, refDk, 1e-5, 1e-4, "chunked dk");
+    expectClose(dv, refDv, 1e-5, 1e-4, "chunked dv");
+    expectClose(dq, s.rows(want.dq, qW, pos), 1e-5, 1e-4, "chunked dq (whole)");
+    for (size_t x = 0; x < dk.size(); ++x) {
+      dkSum[x] += dk[x];
+      dvSum[x] += dv[x];
+    }
+  }
+  expectClose(dkSum, want.dk, 1e-5, 1e-4, "dk summed over ranks");
+  expectClose(dvSum, want.dv, 1e-5, 1e-4, "dv summed over ranks");
+}
+
+/// Rank r of cp in the load-balanced layout: stored chunks 2r and 2r+1.
+std::vector<std::pair<int64_t, int64_t>> loadBalancedRanks(int64_t cp,
+                                                           int64_t c) {
+  std::vector<std::pair<int64_t, int64_t>> ranks;
+  for (int64_t r = 0; r < cp; ++r)
+    ranks.emplace_back(r * 2 * c, 2 * c);
+  return ranks;
+}
+} // namespace
+
+TEST(AttentionChunkedTest, LoadBalancedRanksEqualWholeSequence) {
+  for (int64_t cp : {1, 2, 4}) {
+    SCOPED_TRACE("cp=" + std::to_string(cp));
+    const int64_t c = 5;
+    const ChunkedSeq s = chunkedSeq(c, int32_t(2 * cp), loadBalancedOrder(cp),
+                                    uint32_t(80 + cp));
+    expectChunkedRanks(s, loadBalancedRanks(cp, c));
+  }
+}
+
+TEST(AttentionChunkedTest, DocumentsMaskAcrossChunks) {
+  // Document boundaries inside chunks, different per batch entry: the
+  // whole-key piece of a later chunk then has fully masked rows (lse -inf),
+  // which the merge must ignore.
+  for (int64_t cp : {2, 4}) {
+    SCOPED_TRACE("cp=" + std::to_string(cp));
+    const int64_t c = 5;
+    ChunkedSeq s = chunkedSeq(c, int32_t(2 * cp), loadBalancedOrder(cp),
+                              uint32_t(90 + cp));
+    const int64_t S = s.whole.S;
+    s.doc.resize(size_t(2 * S));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = 0; t < S; ++t)
+        s.doc[size_t(b * S + t)] =
+            int32_t(t >= S / 3 + b) + int32_t(t >= S - 3);
+    expectChunkedRanks(s, loadBalancedRanks(cp, c));
+  }
+}
+
+TEST(AttentionChunkedTest, NaturalOrderUnevenRanks) {
+  // order NULL: ranks hold contiguous runs of chunks, of different lengths;
+  // 70-token chunks make the whole-key pieces span several kernel blocks.
+  const int64_t c = 70;
+  const ChunkedSeq s = chunkedSeq(c, 6, {}, 100);
+  expectChunkedRanks(s, {{0, 2 * c}, {2 * c, 3 * c}, {5 * c, c}});
+}
+
+TEST(AttentionChunkedTest, Bf16LoadBalancedRanks) {
+  // bf16 storage: the merge and the gradients accumulated over pieces round
+  // once more than the whole-sequence kernel; lse stays f32.
+  const int64_t cp = 2, c = 6;
+  ChunkedSeq s = chunkedSeq(c, int32_t(2 * cp), loadBalancedOrder(cp), 110);
+  Problem &w = s.whole;
+  for (auto *t : {&w.q, &w.k, &w.v, &w.dout})
+    *t = rounded(*t, LOOMRT_BF16);
+  const int64_t qW = w.Nq * w.D;
+  const Whole want = wholeSequence(w);
+  const loomrt_dtype bf = LOOMRT_BF16;
+  const Buf k(bf, w.k), v(bf, w.v);
+  std::vector<float> dkSum(w.k.size(), 0.0f), dvSum(w.v.size(), 0.0f);
+  for (auto [start, L] : loadBalancedRanks(cp, c)) {
+    SCOPED_TRACE("tokens from " + std::to_string(start));
+    const std::vector<int32_t> pos = s.positions(start, L);
+    const Buf q(bf, s.rows(w.q, qW, pos)), dout(bf, s.rows(w.dout, qW, pos));
+    Buf o(bf, q.size());
+    std::vector<float> lse(size_t(w.B * w.Nq * L));
+    loomrt_attention_chunked_forward(bf, w.B, L, start, c, s.numChunks,
+                                     s.orderPtr(), w.Nq, w.Nkv, w.D, w.scale,
+                                     nullptr, nullptr, q.data(), k.data(),
+                                     v.data(), o.data(), lse.data());
+    expectClose(o.values(), s.rows(want.o, qW, pos), 1e-2, 1.0 / 128,
+                "bf16 chunked o");
+    expectClose(lse, s.lse(want.lse, pos), 1e-5, 1e-5, "bf16 chunked lse");
+
+    Buf dq(bf, q.size()), dk(bf, w.k.size()), dv(bf, w.v.size());
+    loomrt_attention_chunked_backward(
+        bf, w.B, L, start, c, s.numChunks, s.orderPtr(), w.Nq, w.Nkv, w.D,
+        w.scale, nullptr, nullptr, q.data(), k.data(), v.data(), o.data(),
+        lse.data(), dout.data(), dq.data(), dk.data(), dv.data());
+    expectClose(dq.values(), s.rows(want.dq, qW, pos), 1e-2, 1.0 / 64,
+                "bf16 chunked dq");
+    const std::vector<float> dkr = dk.values(), dvr = dv.values();
+    for (size_t x = 0; x < dkr.size(); ++x) {
+      dkSum[x] += dkr[x];
+      dvSum[x] += dvr[x];
+    }
+  }
+  expectClose(dkSum, want.dk, 1e-2, 1.0 / 64, "bf16 dk summed over ranks");
+  expectClose(dvSum, want.dv, 1e-2, 1.0 / 64, "bf16 dv summed over ranks");
+}
+
+TEST(AttentionChunkedTest, EmptyRankGivesZeroKeyGradients) {
+  // No local tokens: no query sees any key, so dk and dv are all zero; the
+  // forward and B == 0 touch nothing.
+  std::vector<float> t(64, 7.0f), dk(40, 7.0f), dv(40, 7.0f);
+  float *x = t.data();
+  loomrt_attention_chunked_forward(LOOMRT_F32, 1, 0, 2, 2, 5, nullptr, 1, 1, 4,
+                                   1.0f, nullptr, nullptr, x, x, x, x, x);
+  loomrt_attention_chunked_backward(LOOMRT_F32, 0, 2, 0, 2, 5, nullptr, 1, 1, 4,
+                                    1.0f, nullptr, nullptr, x, x, x, x, x, x, x,
+                                    x, x);
+  for (float e : t)
+    EXPECT_EQ(e, 7.0f);
+  loomrt_attention_chunked_backward(LOOMRT_F32, 1, 0, 2, 2, 5, nullptr, 1, 1, 4,
+                                    1.0f, nullptr, nullptr, x, x, x, x, x, x, x,
+                                    dk.data(), dv.data());
+  for (size_t i = 0; i < dk.size(); ++i) {
+    EXPECT_EQ(dk[i], 0.0f) << i;
+    EXPECT_EQ(dv[i], 0.0f) << i;
+  }
+}
+
+TEST(AttentionChunkedDeathTest, MisuseAbortsWithTheFunctionName) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> t(256, 0.0f);
+  float *x = t.data();
+  const int32_t doc[64] = {};
+  const int64_t badOrder[3] = {0, 2, 3}, order[3] = {2, 0, 1};
+  // chunk 2, 3 chunks: S = 6.
+  EXPECT_DEATH(loomrt_attention_chunked_forward(LOOMRT_F32, 1, 2, 0, 0, 3,
+                                                nullptr, 1, 1, 4, 1.0f, nullptr,
+                                                nullptr, x, x, x, x, x),
+               "loomrt_attention_chunked_forward: bad chunking: chunk = 0");
+  EXPECT_DEATH(loomrt_attention_chunked_backward(
+                   LOOMRT_F32, 1, 2, 0, 2, 0, nullptr, 1, 1, 4, 1.0f, nullptr,
+                   nullptr, x, x, x, x, x, x, x, x, x),
+               "loomrt_attention_chunked_backward: bad chunking: chunk = 2, "
+               "num_chunks = 0");
+  EXPECT_DEATH(loomrt_attention_chunked_forward(LOOMRT_F32, 1, 3, 0, 2, 3,
+                                                nullptr, 1, 1, 4, 1.0f, nullptr,
+                                                nullptr, x, x, x, x, x),
+               "loomrt_attention_chunked_forward: L = 3 local tokens is not a "
+               "multiple of chunk = 2");
+  EXPECT_DEATH(loomrt_attention_chunked_backward(
+                   LOOMRT_F32, 1, 2, 1, 2, 3, nullptr, 1, 1, 4, 1.0f, nullptr,
+                   nullptr, x, x, x, x, x, x, x, x, x),
+               "loomrt_attention_chunked_backward: start = 1 is not a chunk "
+               "boundary");
+  EXPECT_DEATH(loomrt_attention_chunked_forward(LOOMRT_F32, 1, 4, 4, 2, 3,
+                                                nullptr, 1, 1, 4, 1.0f, nullptr,
+                                                nullptr, x, x, x, x, x),
+               "loomrt_attention_chunked_forward: tokens \\[4, 8\\) beyond a "
+               "sequence of 6");
+  // Every entry is checked, not only those of the rank's chunks.
+  EXPECT_DEATH(loomrt_attention_chunked_forward(
+                   LOOMRT_F32, 1, 2, 0, 2, 3, badOrder, 1, 1, 4, 1.0f, nullptr,
+                   nullptr, x, x, x, x, x),
+               "loomrt_attention_chunked_forward: order\\[2\\] = 3 is not a "
+               "chunk of 3");
+  EXPECT_DEATH(loomrt_attention_chunked_backward(
+                   LOOMRT_F32, 1, 2, 0, 2, 3, order, 1, 1, 4, 1.0f, doc,
+                   nullptr, x, x, x, x, x, x, x, x, x),
+               "loomrt_attention_chunked_backward: q_doc and k_doc must both");
+  EXPECT_DEATH(loomrt_attention_chunked_forward(LOOMRT_F32, 1, 2, 0, 2, 3,
+                                                order, 1, 1, 4, 1.0f, nullptr,
+                                                nullptr, x, x, nullptr, x, x),
+               "loomrt_attention_chunked_forward: NULL tensor");
+  EXPECT_DEATH(loomrt_attention_chunked_backward(
+                   LOOMRT_F32, 1, 2, 0, 2, 3, order, 1, 1, 4, 1.0f, nullptr,
+                   nullptr, x, x, x, x, x, x, nullptr, x, x),
+               "loomrt_attention_chunked_backward: NULL tensor");
+  EXPECT_DEATH(loomrt_attention_chunked_backward(
+                   LOOMRT_F32, 1, 2, 0, 2, 3, order, 1, 1, 4, 1.0f, nullptr,
+                   nullptr, x, x, x, x, x, x, x, nullptr, x),
+               "loomrt_attention_chunked_backward: NULL tensor");
+  EXPECT_DEATH(loomrt_attention_chunked_forward(LOOMRT_F32, -1, 2, 0, 2, 3,
+                                                nullptr, 1, 1, 4, 1.0f, nullptr,
+                                                nullptr, x, x, x, x, x),
+               "loomrt_attention_chunked_forward: bad sizes");
+  EXPECT_DEATH(loomrt_attention_chunked_backward(
+                   LOOMRT_F32, 1, 2, 0, 2, 3, nullptr, 3, 2, 4, 1.0f, nullptr,
+                   nullptr, x, x, x, x, x, x, x, x, x),
+               "loomrt_attention_chunked_backward: 3 query heads are not a "
+               "multiple of 2 kv heads");
+}

@@ -64,6 +64,8 @@ constexpr int kSkip = 77;
   X(loomrt_all_to_all)                                                         \
   X(loomrt_alloc)                                                              \
   X(loomrt_attention_backward)                                                 \
+  X(loomrt_attention_chunked_backward)                                         \
+  X(loomrt_attention_chunked_forward)                                          \
   X(loomrt_attention_forward)                                                  \
   X(loomrt_attention_merge)                                                    \
   X(loomrt_attention_section_backward)                                         \
@@ -817,6 +819,36 @@ void testAttention() {
                       dk.read(dt), dv.read(dt)};
             });
     }
+  // The all-gather scheme: cp rank 1 of 2 in the load-balanced layout holds
+  // global chunks 1 and 2 and attends over the whole sequence. Its pieces
+  // (128 or 256 keys whole, a 128-token causal diagonal) are calls cuDNN
+  // takes; the backward overwrites gradients that start nonzero.
+  for (loomrt_dtype dt : kDtypes) {
+    const int64_t B = 2, chunk = 128, L = 2 * chunk, start = L;
+    const int64_t Nq = 4, Nkv = 2, D = 64;
+    const int32_t numChunks = 4;
+    const int64_t S = numChunks * chunk, order[numChunks] = {0, 3, 1, 2};
+    const auto q = randomVec(size_t(B * L * Nq * D), 71, -2, 2),
+               k = randomVec(size_t(B * S * Nkv * D), 72, -2, 2),
+               v = randomVec(size_t(B * S * Nkv * D), 73),
+               dout = randomVec(size_t(B * L * Nq * D), 74);
+    check(std::string("attention chunked (cp rank 1 of 2) ") + dtName(dt),
+          attentionTol(dt), [&](Backend &be) -> Outs {
+            Dev qd(be, dt, q), kd(be, dt, k), vd(be, dt, v), dod(be, dt, dout),
+                od(be, dt, dout), lse(be, nullptr, size_t(B * Nq * L * 4));
+            be.loomrt_attention_chunked_forward(
+                dt, B, L, start, chunk, numChunks, order, Nq, Nkv, D, 0.125f,
+                nullptr, nullptr, qd.get(), kd.get(), vd.get(), od.get(),
+                lse.as<float>());
+            Dev dq(be, dt, q), dk(be, dt, k), dv(be, dt, v);
+            be.loomrt_attention_chunked_backward(
+                dt, B, L, start, chunk, numChunks, order, Nq, Nkv, D, 0.125f,
+                nullptr, nullptr, qd.get(), kd.get(), vd.get(), od.get(),
+                lse.as<float>(), dod.get(), dq.get(), dk.get(), dv.get());
+            return {od.read(dt), lse.read(LOOMRT_F32), dq.read(dt), dk.read(dt),
+                    dv.read(dt)};
+          });
+  }
   // Ring step: merge two key chunks' partial results.
   for (loomrt_dtype dt : kDtypes) {
     const int64_t B = 2, S = 10, Nq = 3, D = 24;
