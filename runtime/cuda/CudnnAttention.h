@@ -1,7 +1,8 @@
 //===- CudnnAttention.h - cuDNN's fused attention (SDPA) --------*- C++ -*-===//
 //
 // Internal to runtime/cuda: scaled dot-product attention through cuDNN's
-// fused flash-attention engines, built with the cuDNN 9 backend (graph) API.
+// fused flash-attention engines, on graphs built with the cuDNN 9 backend
+// API (CudnnGraph.h).
 // Only the cases cuDNN covers come here (f16/bf16, no position or document
 // masks, top-left causal or no mask); everything else, and any shape cuDNN
 // has no engine for, runs on Loom's own kernels (Attention.cu). The choice
