@@ -250,17 +250,29 @@ public:
       return failure();
     return std::make_pair(sliceStart(*h, localSize), *h);
   }
+  /// loomrt_sequence_positions' description of a slice (chunkLayout).
+  struct ChunkLayout {
+    Value start, chunk;
+    int32_t numChunks;
+    Value order;
+  };
   /// The global sequence positions [B, L] of this rank's L tokens along the
   /// positioned dim `d` (an int32 buffer), or a null pointer when they are
-  /// 0, 1, ... (the kernels' default).
+  /// 0, 1, ... (the kernels' default). `layout`, when given, is d's
+  /// chunkLayout, already computed.
   FailureOr<Value> sequencePositions(Operation *op,
-                                     const lowering::PositionedDim &d) {
+                                     const lowering::PositionedDim &d,
+                                     const ChunkLayout *layout = nullptr) {
     if (d.isIdentity())
       return null();
     auto type = cast<RankedTensorType>(d.value.getType());
     Value buffer = ptr(alloc(RankedTensorType::get(
         {type.getDimSize(tfm::kBatchDim), type.getDimSize(d.dim)},
         b.getI32Type())));
+    if (layout) {
+      writePositions(d, *layout, buffer);
+      return buffer;
+    }
     if (failed(writeSequencePositions(op, d, buffer)))
       return failure();
     return buffer;
@@ -271,11 +283,6 @@ public:
   /// their order (a null pointer when natural). `ofRank`, when given, is the
   /// group rank whose slice to take instead of this rank's (ring
   /// attention's blocks).
-  struct ChunkLayout {
-    Value start, chunk;
-    int32_t numChunks;
-    Value order;
-  };
   FailureOr<ChunkLayout> chunkLayout(Operation *op,
                                      const lowering::PositionedDim &d,
                                      Value ofRank = {}) {
@@ -298,15 +305,20 @@ public:
   LogicalResult writeSequencePositions(Operation *op,
                                        const lowering::PositionedDim &d,
                                        Value buffer, Value ofRank = {}) {
-    auto type = cast<RankedTensorType>(d.value.getType());
-    int64_t batch = type.getDimSize(tfm::kBatchDim), local = type.getDimSize(d.dim);
     auto layout = chunkLayout(op, d, ofRank);
     if (failed(layout))
       return failure();
-    call("loomrt_sequence_positions",
-         {i64(batch), i64(local), layout->start, layout->chunk,
-          i32(layout->numChunks), layout->order, buffer});
+    writePositions(d, *layout, buffer);
     return success();
+  }
+  /// Writes the positions of the slice `layout` of `d` into `buffer`.
+  void writePositions(const lowering::PositionedDim &d,
+                      const ChunkLayout &layout, Value buffer) {
+    auto type = cast<RankedTensorType>(d.value.getType());
+    call("loomrt_sequence_positions",
+         {i64(type.getDimSize(tfm::kBatchDim)), i64(type.getDimSize(d.dim)),
+          layout.start, layout.chunk, i32(layout.numChunks), layout.order,
+          buffer});
   }
   /// Where this rank's slice of a split starts (the first vocabulary id of
   /// a vocab-parallel table, say): its index in the group of `commHandle`
@@ -644,7 +656,7 @@ LogicalResult callChunked(OpT op, StringRef callee, Value tokens, Value query,
     return failure();
   Value qPos = e.null();
   if (op.getMask() == MaskKind::causal_document) {
-    auto positions = e.sequencePositions(op, q);
+    auto positions = e.sequencePositions(op, q, &*layout);
     if (failed(positions))
       return failure();
     qPos = *positions;

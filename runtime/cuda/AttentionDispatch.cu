@@ -34,7 +34,6 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <tuple>
 
 using namespace loomrt;
 
@@ -110,13 +109,9 @@ float tolerance(loomrt_dtype dt) { return dt == LOOMRT_BF16 ? 3e-2f : 4e-3f; }
 /// What the first call of a shape and direction found.
 enum class Verdict { Unchecked, Agrees, Refused };
 
-using ShapeKey = std::tuple<bool, int, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, int64_t, bool>;
-
 Verdict &verdictOf(bool backward, const cudnn::AttentionShape &s) {
-  static std::map<ShapeKey, Verdict> verdicts;
-  return verdicts[ShapeKey{backward, int(s.dtype), s.B, s.Sq, s.Skv, s.Nq,
-                           s.Nkv, s.D, s.causal}];
+  static std::map<cudnn::ShapeKey, Verdict> verdicts;
+  return verdicts[cudnn::keyOf(backward, s)];
 }
 
 /// Leaves a shape on Loom's kernels: fatal when cuDNN was asked for,
@@ -158,6 +153,8 @@ bool cudnnAvailable() {
 bool fusedShape(loomrt_dtype dtype, const AttentionDims &d, float scale,
                 int32_t causal, const int32_t *qPos, const int32_t *kPos,
                 const int32_t *qDoc, cudnn::AttentionShape &s) {
+  // The dtype test comes before cudnnAvailable(), so that f32 runs never
+  // report on cuDNN.
   if (choice() == Choice::Loom || qPos || kPos || qDoc || d.B == 0 ||
       d.S == 0 || d.Sk == 0 || (dtype != LOOMRT_BF16 && dtype != LOOMRT_F16) ||
       !cudnnAvailable())
@@ -187,10 +184,10 @@ bool fusedForward(const cudnn::AttentionShape &s, const void *q, const void *k,
   // First call: cuDNN into scratch, Loom's kernels into the outputs.
   const int64_t oN = s.B * s.Sq * s.Nq * s.D, lseN = s.B * s.Nq * s.Sq;
   const int64_t oBytes = oN * loomrt_dtype_size(s.dtype);
-  Scratch scratch((oBytes + 255) / 256 * 256 + lseN * int64_t(sizeof(float)));
+  Scratch scratch(Scratch::round(oBytes) + lseN * int64_t(sizeof(float)));
   void *oFused = scratch.as<char>();
-  float *lseFused = reinterpret_cast<float *>(scratch.as<char>() +
-                                              (oBytes + 255) / 256 * 256);
+  float *lseFused =
+      reinterpret_cast<float *>(scratch.as<char>() + Scratch::round(oBytes));
   if (!cudnn::forward(s, q, k, v, oFused, lseFused, &why)) {
     refuse("loomrt_attention_forward", s, verdict, why);
     return false;
@@ -226,8 +223,8 @@ bool fusedBackward(const cudnn::AttentionShape &s, const void *q, const void *k,
       verdict == Verdict::Unchecked && choice() != Choice::Cudnn;
   const int64_t es = loomrt_dtype_size(s.dtype);
   const int64_t qN = s.B * s.Sq * s.Nq * s.D, kvN = s.B * s.Skv * s.Nkv * s.D;
-  auto round = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-  const int64_t qBytes = round(qN * es), kvBytes = round(kvN * es);
+  const int64_t qBytes = Scratch::round(qN * es),
+                kvBytes = Scratch::round(kvN * es);
   // Fused gradients land in the outputs unless they must be added to them
   // or compared first.
   const bool direct = !accumulate && !compare;

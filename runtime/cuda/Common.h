@@ -112,6 +112,9 @@ public:
   Scratch(const Scratch &) = delete;
   Scratch &operator=(const Scratch &) = delete;
   template <typename T> T *as() const { return static_cast<T *>(ptr); }
+  /// `bytes` rounded up to 256: where the next piece of one Scratch that
+  /// holds several buffers starts (cuBLAS and cuDNN want aligned tensors).
+  static int64_t round(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 private:
   void *ptr = nullptr;

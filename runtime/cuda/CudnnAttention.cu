@@ -20,7 +20,6 @@
 #include <limits>
 #include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 using namespace loomrt;
@@ -83,14 +82,11 @@ float *maskValue() {
 
 /// The cached plan of a shape and direction, built on first use.
 const Plan &planFor(bool backward, const AttentionShape &s) {
-  using Key = std::tuple<bool, int, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, bool>;
   // Never destroyed, like ctx(): freeing plans at exit could run after
   // CUDA's teardown.
-  static auto &plans = *new std::map<Key, Plan>;
+  static auto &plans = *new std::map<ShapeKey, Plan>;
   LOOMRT_CHECK(device().handle, "cuDNN is unavailable (check covers())");
-  const Key key{backward, int(s.dtype), s.B, s.Sq,    s.Skv,
-                s.Nq,     s.Nkv,        s.D, s.causal};
+  const ShapeKey key = keyOf(backward, s);
   auto it = plans.find(key);
   if (it == plans.end())
     it = plans
@@ -112,8 +108,6 @@ void execute(const Plan &p, const std::vector<int64_t> &uids,
   finalize(pack.get(), "variant pack");
   CUDNN_CHECK(cudnnBackendExecute(device().handle, p.plan, pack.get()));
 }
-
-int64_t roundUp(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 } // namespace
 
@@ -199,8 +193,8 @@ bool loomrt::cudnn::backward(const AttentionShape &s, const void *q,
   }
   // Workspace: the f32 dQ accumulator and row sums (the frontend's part),
   // then cuDNN's.
-  const int64_t accumBytes = roundUp(s.B * s.Nq * s.Sq * s.D * 4);
-  const int64_t rowSumBytes = roundUp(s.B * s.Nq * s.Sq * 4);
+  const int64_t accumBytes = Scratch::round(s.B * s.Nq * s.Sq * s.D * 4);
+  const int64_t rowSumBytes = Scratch::round(s.B * s.Nq * s.Sq * 4);
   Scratch workspace(accumBytes + rowSumBytes + p.workspace);
   char *base = workspace.as<char>();
   // Before 9.6 the engines expect the accumulator zeroed by the caller.

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 
 namespace loomrt::cudnn {
 
@@ -33,6 +34,15 @@ struct AttentionShape {
   bool causal;
   float scale;
 };
+
+/// What identifies a shape and direction in the caches of plans and of
+/// first-call verdicts (the scale is a by-value scalar: not part of it).
+using ShapeKey = std::tuple<bool, int, int64_t, int64_t, int64_t, int64_t,
+                            int64_t, int64_t, bool>;
+inline ShapeKey keyOf(bool backward, const AttentionShape &s) {
+  return ShapeKey{backward, int(s.dtype), s.B, s.Sq,    s.Skv,
+                  s.Nq,     s.Nkv,        s.D, s.causal};
+}
 
 /// Whether cuDNN can be used on this rank's device at all (compute
 /// capability 8.0 or later, cuDNN 9 at run time, a handle); when not,

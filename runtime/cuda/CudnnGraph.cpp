@@ -372,6 +372,14 @@ struct Views {
   Dims kvHeads, kvHeadStrides; // dK, dV per query head before the GQA sum
 };
 
+/// S = Q K^T * scale (f32), how both directions begin.
+Tensor scaledScores(Graph &g, const Views &v, const Tensor &q, const Tensor &kT,
+                    const Tensor &scale) {
+  const Tensor scores = g.virt(CUDNN_DATA_FLOAT, v.scores, v.scoreStrides);
+  g.matmul(q, kT, scores);
+  return g.binary(CUDNN_POINTWISE_MUL, scores, scale);
+}
+
 Plan buildForward(const AttentionShape &s, size_t version,
                   cudnnHandle_t handle) {
   const Views v(s);
@@ -383,11 +391,7 @@ Plan buildForward(const AttentionShape &s, size_t version,
   const Tensor stats = g.tensor(kStats, CUDNN_DATA_FLOAT, v.rows, v.rowStrides);
   const Tensor scale = g.scalar(kScale);
 
-  // S = Q K^T (f32)
-  Tensor scores = g.virt(CUDNN_DATA_FLOAT, v.scores, v.scoreStrides);
-  g.matmul(q, kT, scores);
-  // S *= scale
-  scores = g.binary(CUDNN_POINTWISE_MUL, scores, scale);
+  Tensor scores = scaledScores(g, v, q, kT, scale);
   if (s.causal)
     scores = g.causalMask(scores, g.scalar(kMaskValue));
 
@@ -452,9 +456,7 @@ Plan buildBackward(const AttentionShape &s, size_t version,
   g.pointwise(CUDNN_POINTWISE_MUL, rowSum, dOORows, &one); // * 1 (no dropout)
 
   // P = exp(Q K^T * scale - Stats), masked (f32)
-  Tensor scores = g.virt(CUDNN_DATA_FLOAT, v.scores, v.scoreStrides);
-  g.matmul(q, kT, scores);
-  scores = g.binary(CUDNN_POINTWISE_MUL, scores, scale);
+  Tensor scores = scaledScores(g, v, q, kT, scale);
   scores = g.binary(CUDNN_POINTWISE_SUB, scores, stats);
   if (s.causal)
     scores = g.causalMask(scores, g.scalar(kMaskValue));

@@ -401,9 +401,13 @@ func.func @ring(%q: tensor<1x4x16xf32, #r>, %k: tensor<1x4x16xf32, #r>, %o: tens
 // CHECK: call @loomrt_attention_chunked_forward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[FOUR]],
 // CHECK-NOT: loomrt_sequence_positions
 // CHECK: call @loomrt_attention_chunked_backward(
-// With documents the queries' ids are read at their global positions.
+// With documents the queries' ids are read at their global positions,
+// written from the same layout (the rank asked once).
 // CHECK-LABEL: func.func @all_gathered_documents
+// CHECK: call @loomrt_comm_rank(
+// CHECK-NOT: call @loomrt_comm_rank(
 // CHECK: call @loomrt_sequence_positions(
+// CHECK-NOT: call @loomrt_comm_rank(
 // CHECK: call @loomrt_document_ids(
 // CHECK: call @loomrt_gather_positions(
 // CHECK: call @loomrt_attention_chunked_forward(
