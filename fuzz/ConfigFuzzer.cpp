@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Import/ModelImporter.h"
+#include "compiler/Import/ModelImporter.h"
 
 #include "dialects/Tfm/TfmDialect.h"
 

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/InitAll.h"
+#include "compiler/InitAll/InitAll.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/RankGen/ParallelLayout.h"
+#include "rankgen/ParallelLayout.h"
 
 #include <algorithm>
 #include <chrono>

@@ -7,7 +7,7 @@
 #include "dialects/Tfm/TfmAttrs.h"
 #include "dialects/Tfm/ChunkOrder.h"
 #include "dialects/Tfm/TfmDialect.h"
-#include "loom/RankGen/ParallelLayout.h"
+#include "rankgen/ParallelLayout.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"

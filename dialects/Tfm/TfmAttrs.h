@@ -7,7 +7,7 @@
 #ifndef LOOM_DIALECTS_TFM_TFMATTRS_H
 #define LOOM_DIALECTS_TFM_TFMATTRS_H
 
-#include "loom/RankGen/ParallelLayout.h"
+#include "rankgen/ParallelLayout.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Attributes.h"

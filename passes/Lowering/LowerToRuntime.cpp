@@ -8,7 +8,7 @@
 // kernel with raw pointers and static sizes. Tensor types of functions,
 // calls and returns become memrefs through the same type converter.
 //
-// The kernels' C signatures come from include/loom/Runtime/Entrypoints.def;
+// The kernels' C signatures come from runtime/include/loomrt/Entrypoints.def;
 // declarations are created on first use.
 //
 //===----------------------------------------------------------------------===//
@@ -57,7 +57,7 @@ const llvm::StringMap<EntrySignature> &entrySignatures() {
                    U64 = Kind::U64, F32 = Kind::F32, PTR = Kind::PTR;
 #define LOOMRT_ENTRY(name, result, ...)                                        \
   t[#name] = EntrySignature{result, {__VA_ARGS__}};
-#include "loom/Runtime/Entrypoints.def"
+#include "runtime/include/loomrt/Entrypoints.def"
     return t;
   }();
   return table;

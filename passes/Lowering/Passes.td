@@ -125,7 +125,7 @@ def TfmLowerToRuntime : Pass<"tfm-lower-to-runtime", "mlir::ModuleOp"> {
   let description = [{
     Converts tensors to memrefs and every tfm op to `memref.alloc` of its
     results plus a `func.call` of the runtime kernel (declared from
-    include/loom/Runtime/Entrypoints.def, the list of loomrt.h symbols), with
+    runtime/include/loomrt/Entrypoints.def, the list of loomrt.h symbols), with
     pointers taken by `memref.extract_aligned_pointer_as_index`. Input: no
     `tfm.block` and no `tfm.get_param` (run tfm-inline-blocks and
     tfm-params-to-args first); an op that cannot be lowered is reported as

@@ -23,9 +23,9 @@
 #include "passes/Pipeline/Passes.h"
 
 #include "dialects/Tfm/TfmOps.h"
-#include "loom/RankGen/PipelineLayout.h"
-#include "loom/RankGen/PipelineP2P.h"
-#include "loom/RankGen/PipelineSchedule.h"
+#include "rankgen/PipelineLayout.h"
+#include "rankgen/PipelineP2P.h"
+#include "rankgen/PipelineSchedule.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"

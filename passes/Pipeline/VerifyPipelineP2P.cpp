@@ -16,7 +16,7 @@
 #include "passes/Pipeline/Passes.h"
 
 #include "dialects/Tfm/TfmOps.h"
-#include "loom/RankGen/P2PCheck.h"
+#include "rankgen/P2PCheck.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/raw_ostream.h"

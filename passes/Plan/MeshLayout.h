@@ -18,7 +18,7 @@
 #ifndef LOOM_PASSES_PLAN_MESHLAYOUT_H
 #define LOOM_PASSES_PLAN_MESHLAYOUT_H
 
-#include "loom/RankGen/ParallelLayout.h"
+#include "rankgen/ParallelLayout.h"
 
 #include <cstdint>
 #include <optional>

@@ -24,7 +24,7 @@
 #include "passes/Plan/PlanMeshes.h"
 #include "passes/Sharding/Propagation.h"
 
-#include "loom/RankGen/RankGenerator.h"
+#include "rankgen/RankGenerator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 

@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
-#include "DeviceContract.h"
+#include "runtime/cpu/Common.h"
+#include "runtime/cpu/DeviceContract.h"
 #include "runtime/common/Groups.h"
 #include "runtime/common/Watchdog.h"
 

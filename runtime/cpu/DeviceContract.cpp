@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "DeviceContract.h"
+#include "runtime/cpu/DeviceContract.h"
 
 #include "runtime/common/Errors.h"
 

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
-#include "DeviceContract.h"
+#include "runtime/cpu/Common.h"
+#include "runtime/cpu/DeviceContract.h"
 #include "runtime/common/SequencePositions.h"
 
 #include <cmath>

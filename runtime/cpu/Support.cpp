@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
-#include "DeviceContract.h"
+#include "runtime/cpu/Common.h"
+#include "runtime/cpu/DeviceContract.h"
 
 #include <cblas.h>
 #include <mpi.h>

@@ -20,8 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Attention.h"
-#include "Common.h"
+#include "runtime/cuda/Attention.h"
+#include "runtime/cuda/Common.h"
 #include "runtime/common/Checks.h"
 
 using namespace loomrt;

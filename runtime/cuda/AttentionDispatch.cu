@@ -23,10 +23,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Attention.h"
-#include "Common.h"
+#include "runtime/cuda/Attention.h"
+#include "runtime/cuda/Common.h"
 #if LOOMRT_HAVE_CUDNN
-#include "CudnnAttention.h"
+#include "runtime/cuda/CudnnAttention.h"
 #endif
 
 #include <cstdio>

@@ -9,9 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
-#include "CudnnAttention.h"
-#include "CudnnGraph.h"
+#include "runtime/cuda/Common.h"
+#include "runtime/cuda/CudnnAttention.h"
+#include "runtime/cuda/CudnnGraph.h"
 
 #include <cudnn.h>
 

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudnnGraph.h"
+#include "runtime/cuda/CudnnGraph.h"
 
 #include <cstdint>
 #include <string>

@@ -10,7 +10,7 @@
 #ifndef LOOM_RUNTIME_CUDA_CUDNNGRAPH_H
 #define LOOM_RUNTIME_CUDA_CUDNNGRAPH_H
 
-#include "CudnnAttention.h"
+#include "runtime/cuda/CudnnAttention.h"
 #include "runtime/common/Errors.h"
 
 #include <cudnn.h>

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
+#include "runtime/cuda/Common.h"
 #include "runtime/common/Checks.h"
 
 #include <cub/device/device_radix_sort.cuh>

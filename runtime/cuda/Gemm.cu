@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
+#include "runtime/cuda/Common.h"
 #include "runtime/common/Checks.h"
 
 #include <algorithm>

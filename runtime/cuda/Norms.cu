@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
+#include "runtime/cuda/Common.h"
 #include "runtime/common/Checks.h"
 
 using namespace loomrt;

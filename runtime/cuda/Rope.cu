@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
+#include "runtime/cuda/Common.h"
 #include "runtime/common/SequencePositions.h"
 
 #include <vector>

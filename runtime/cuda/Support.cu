@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Common.h"
+#include "runtime/cuda/Common.h"
 #include "runtime/common/Watchdog.h"
 
 #include <mpi.h>

@@ -6,7 +6,7 @@
 # ===-----------------------------------------------------------------------===#
 #
 # An independent implementation of the models loom-import builds (see
-# dialects/Tfm/TfmOps.td and lib/Import/ModelBuilder.cpp), in plain torch:
+# dialects/Tfm/TfmOps.td and compiler/Import/ModelBuilder.cpp), in plain torch:
 #   gpt2   pre-LN, learned positions, tanh (or exact) GELU MLP, biases, final
 #          LayerNorm, lm head tied to wte unless the config unties it
 #   llama  RMSNorm, rotate-half RoPE, GQA, SwiGLU MLP, untied head unless

@@ -10,10 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Support/ShortHelp.h"
-#include "loom/Driver/Compiler.h"
-#include "loom/InitAll.h"
-#include "loom/Support/ListFlags.h"
+#include "compiler/Support/ShortHelp.h"
+#include "compiler/Driver/Compiler.h"
+#include "compiler/InitAll/InitAll.h"
+#include "compiler/Support/ListFlags.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"

@@ -9,9 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Support/ShortHelp.h"
-#include "loom/Import/ModelImporter.h"
-#include "loom/Support/ModelSummary.h"
+#include "compiler/Support/ShortHelp.h"
+#include "compiler/Import/ModelImporter.h"
+#include "compiler/Support/ModelSummary.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"

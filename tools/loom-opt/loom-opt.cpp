@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/InitAll.h"
-#include "loom/Support/ShortHelp.h"
+#include "compiler/InitAll/InitAll.h"
+#include "compiler/Support/ShortHelp.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "RanksSvg.h"
+#include "tools/loom-ranks/RanksSvg.h"
 
 #include "llvm/Support/Format.h"
 

@@ -16,8 +16,8 @@
 #ifndef LOOM_TOOLS_LOOMRANKS_RANKSSVG_H
 #define LOOM_TOOLS_LOOMRANKS_RANKSSVG_H
 
-#include "loom/RankGen/PipelineTimeline.h"
-#include "loom/RankGen/RankGenerator.h"
+#include "rankgen/PipelineTimeline.h"
+#include "rankgen/RankGenerator.h"
 
 #include "llvm/Support/raw_ostream.h"
 

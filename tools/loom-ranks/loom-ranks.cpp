@@ -18,15 +18,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "RanksSvg.h"
+#include "tools/loom-ranks/RanksSvg.h"
 
-#include "loom/Support/ShortHelp.h"
-#include "loom/RankGen/ContextParallelLayout.h"
-#include "loom/RankGen/ParallelLayout.h"
-#include "loom/RankGen/PipelineLayout.h"
-#include "loom/RankGen/PipelineP2P.h"
-#include "loom/RankGen/PipelineSchedule.h"
-#include "loom/RankGen/PipelineTimeline.h"
+#include "compiler/Support/ShortHelp.h"
+#include "rankgen/ContextParallelLayout.h"
+#include "rankgen/ParallelLayout.h"
+#include "rankgen/PipelineLayout.h"
+#include "rankgen/PipelineP2P.h"
+#include "rankgen/PipelineSchedule.h"
+#include "rankgen/PipelineTimeline.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"

@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Support/ShortHelp.h"
+#include "compiler/Support/ShortHelp.h"
 #include "runtime/rank/RankProgram.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"

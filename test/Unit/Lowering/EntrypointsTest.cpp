@@ -69,7 +69,7 @@ TEST(Entrypoints, MatchTheRuntimeHeader) {
 #define LOOMRT_ENTRY(name, result, ...)                                        \
   EXPECT_EQ(signature(&name), expected(result, __VA_ARGS__)) << #name;         \
   ++checked;
-#include "loom/Runtime/Entrypoints.def"
+#include "runtime/include/loomrt/Entrypoints.def"
   EXPECT_GT(checked, 20);
 }
 

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TempDir.h"
+#include "test/Unit/Rank/TempDir.h"
 
 #include "runtime/rank/Checkpoint.h"
 #include "runtime/rank/CheckpointPair.h"

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TempDir.h"
-#include "TestManifests.h"
+#include "test/Unit/Rank/TempDir.h"
+#include "test/Unit/Rank/TestManifests.h"
 
 #include "runtime/rank/Checkpoint.h"
 #include "runtime/rank/Layout.h"

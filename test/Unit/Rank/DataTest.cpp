@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TempDir.h"
+#include "test/Unit/Rank/TempDir.h"
 
 #include "runtime/rank/Data.h"
 

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestManifests.h"
+#include "test/Unit/Rank/TestManifests.h"
 
 #include "runtime/rank/Manifest.h"
 

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TempDir.h"
-#include "TestManifests.h"
+#include "test/Unit/Rank/TempDir.h"
+#include "test/Unit/Rank/TestManifests.h"
 
 #include "runtime/rank/ShardedCheckpoint.h"
 

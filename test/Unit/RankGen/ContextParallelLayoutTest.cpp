@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/RankGen/ContextParallelLayout.h"
+#include "rankgen/ContextParallelLayout.h"
 
 #include "gtest/gtest.h"
 

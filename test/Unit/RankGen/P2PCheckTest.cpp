@@ -11,9 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/RankGen/P2PCheck.h"
-#include "loom/RankGen/PipelineP2P.h"
-#include "loom/RankGen/PipelineSchedule.h"
+#include "rankgen/P2PCheck.h"
+#include "rankgen/PipelineP2P.h"
+#include "rankgen/PipelineSchedule.h"
 
 #include "gtest/gtest.h"
 

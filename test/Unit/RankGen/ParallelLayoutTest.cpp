@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/RankGen/ParallelLayout.h"
+#include "rankgen/ParallelLayout.h"
 
 #include "gtest/gtest.h"
 

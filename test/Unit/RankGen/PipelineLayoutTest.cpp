@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/RankGen/PipelineLayout.h"
+#include "rankgen/PipelineLayout.h"
 
 #include "gtest/gtest.h"
 

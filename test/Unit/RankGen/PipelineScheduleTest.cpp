@@ -13,9 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/RankGen/PipelineSchedule.h"
-#include "loom/RankGen/PipelineP2P.h"
-#include "loom/RankGen/PipelineTimeline.h"
+#include "rankgen/PipelineSchedule.h"
+#include "rankgen/PipelineP2P.h"
+#include "rankgen/PipelineTimeline.h"
 
 #include "gtest/gtest.h"
 

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/RankGen/RankGenerator.h"
+#include "rankgen/RankGenerator.h"
 
 #include "gtest/gtest.h"
 

@@ -1,6 +1,6 @@
 //===- ActivationTest.cpp - GELU, SiLU, SwiGLU, dropout -------------------===//
 
-#include "TestUtil.h"
+#include "test/Unit/Runtime/TestUtil.h"
 
 #include <algorithm>
 

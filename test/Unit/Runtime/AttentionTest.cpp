@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtil.h"
+#include "test/Unit/Runtime/TestUtil.h"
 
 #include <limits>
 

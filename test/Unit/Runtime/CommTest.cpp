@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtil.h"
+#include "test/Unit/Runtime/TestUtil.h"
 
 #include <numeric>
 

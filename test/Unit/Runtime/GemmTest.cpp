@@ -1,6 +1,6 @@
 //===- GemmTest.cpp - loomrt_gemm and linear layers -----------------------===//
 
-#include "TestUtil.h"
+#include "test/Unit/Runtime/TestUtil.h"
 
 #include <limits>
 

@@ -1,6 +1,6 @@
 //===- LossTest.cpp - Embedding, cross-entropy, AdamW ---------------------===//
 
-#include "TestUtil.h"
+#include "test/Unit/Runtime/TestUtil.h"
 #include <limits>
 
 using namespace loomrt_test;

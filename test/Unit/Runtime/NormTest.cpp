@@ -1,6 +1,6 @@
 //===- NormTest.cpp - LayerNorm and RMSNorm -------------------------------===//
 
-#include "TestUtil.h"
+#include "test/Unit/Runtime/TestUtil.h"
 
 using namespace loomrt_test;
 

@@ -1,6 +1,6 @@
 //===- RopeTest.cpp - Rotary embedding, position and document ids ---------===//
 
-#include "TestUtil.h"
+#include "test/Unit/Runtime/TestUtil.h"
 
 using namespace loomrt_test;
 

@@ -1,0 +1,43 @@
+//===- HfNames.h - Where a parameter lives in an HF checkpoint --*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_COMPILER_DRIVER_HFNAMES_H
+#define LOOM_COMPILER_DRIVER_HFNAMES_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace loom::driver {
+
+/// The parameter is hf[offset : offset + shape] of the Hugging Face tensor
+/// `name` (of full shape `shape`), or its transpose is (docs/MANIFEST.md).
+/// A vocabulary padded to a multiple (loom-import
+/// --make-vocab-size-divisible-by) gives the embedding and output tensors
+/// more rows than the Hugging Face file has: fileRows says how many are
+/// the model's (the rest are saved apart); 0 means all.
+struct HfPlacement {
+  std::string name;
+  llvm::SmallVector<int64_t> shape;
+  bool transpose = false;
+  llvm::SmallVector<int64_t> offset;
+  int64_t fileRows = 0;
+};
+
+/// Maps a Loom parameter of the GPT-2 ("gpt2") or Llama family ("llama",
+/// "qwen2", "mistral") to its place in the family's Hugging Face checkpoint.
+/// GPT-2 stores linear weights as Conv1D [in, out] and fuses q, k and v into
+/// c_attn; the Llama family's names and layouts (biases included) are Loom's. `unpaddedVocab` is the tokenizer's
+/// vocabulary when the model's (padded) one is larger, else 0.
+HfPlacement hfPlacement(llvm::StringRef family, llvm::StringRef name,
+                        llvm::ArrayRef<int64_t> shape, int64_t hiddenSize,
+                        int64_t unpaddedVocab = 0);
+
+} // namespace loom::driver
+
+#endif // LOOM_COMPILER_DRIVER_HFNAMES_H

@@ -1,0 +1,50 @@
+//===- InitAll.cpp - Register every Loom dialect and pass -------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/InitAll/InitAll.h"
+#include "compiler/Pipelines/Pipelines.h"
+
+#include "dialects/Tfm/TfmDialect.h"
+#include "dialects/Tfm/TfmOps.h"
+#include "passes/Autodiff/Passes.h"
+#include "passes/Lowering/Passes.h"
+#include "passes/Pipeline/Passes.h"
+#include "passes/Plan/Passes.h"
+#include "passes/Sharding/Passes.h"
+#include "passes/Sharding/Propagation.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+
+void loom::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<loom::tfm::TfmDialect, mlir::arith::ArithDialect,
+                  mlir::bufferization::BufferizationDialect,
+                  mlir::func::FuncDialect, mlir::LLVM::LLVMDialect,
+                  mlir::linalg::LinalgDialect, mlir::memref::MemRefDialect,
+                  mlir::mesh::MeshDialect, mlir::scf::SCFDialect,
+                  mlir::tensor::TensorDialect>();
+  // Distribution rules of the mesh collectives, and how sharding distributes
+  // each tfm op.
+  loom::tfm::registerDistributionExternalModels(registry);
+  loom::sharding::registerPropagationRules(registry);
+}
+
+void loom::registerAllPasses() {
+  loom::plan::registerTfmPlanPasses();
+  loom::autodiff::registerTfmAutodiffPasses();
+  loom::sharding::registerTfmShardingPasses();
+  loom::lowering::registerTfmLoweringPasses();
+  loom::pipeline::registerTfmPipelinePasses();
+  loom::registerAllPipelines();
+}
