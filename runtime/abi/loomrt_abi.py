@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+#===- loomrt_abi.py - The runtime ABI, read from loomrt.h -------*- python -*-===#
+#
+# Part of the Loom project.
+#
+#===------------------------------------------------------------------------===#
+#
+# runtime/include/loomrt/loomrt.h is the one description of every runtime
+# entry point: its name, its named and typed arguments and its meaning (the
+# comment above it). This script reads the declarations back from the header
+# and writes what other code needs of them, so nothing restates a signature:
+#
+#   calls     RuntimeCalls.h.inc for the compiler: one struct per entry point
+#             with a typed field per argument, filled with designated
+#             initializers (passes/Lowering/Runtime/Calls.h), so a call with
+#             swapped, missing or mistyped arguments does not compile.
+#   backend   Backend.h.inc for the runtime: the C++ functions each backend
+#             implements (namespace loomrt::backend), one per entry point
+#             the ABI front forwards to a backend.
+#   front     Front.inc for the runtime: the extern "C" definition of every
+#             entry point (runtime/common/Front.cpp): the argument checks
+#             the types imply, the entry point's own rule where it has one,
+#             then the backend's (or common code's) implementation.
+#
+#   loomrt_abi.py {calls,backend,front,list} loomrt.h OUTPUT
+#
+# The header is plain C in a small, regular shape (one declaration per entry
+# point, `type name` parameters); anything else this script cannot read is an
+# error naming the line, never a silently skipped function.
+#
+#===------------------------------------------------------------------------===#
+
+import re
+import sys
+
+# C type -> (kind the compiler passes it as, the C++ type the runtime takes).
+# Kinds: I32, I64, U64, F32, F64, PTR (any pointer), VOID.
+SCALARS = {
+    "void": "VOID",
+    "int": "I32",
+    "int32_t": "I32",
+    "loomrt_dtype": "I32",
+    "int64_t": "I64",
+    "uint64_t": "U64",
+    "float": "F32",
+    "double": "F64",
+    # Opaque handles and callbacks are pointers.
+    "loomrt_comm": "PTR",
+    "loomrt_request": "PTR",
+    "loomrt_grads_ready_fn": "PTR",
+}
+
+
+class AbiError(Exception):
+    pass
+
+
+class Param:
+    def __init__(self, ctype, name):
+        self.ctype = ctype  # as written, e.g. "const int32_t *"
+        self.name = name
+
+    @property
+    def kind(self):
+        return kind_of(self.ctype)
+
+
+class Entry:
+    def __init__(self, result, name, params, line):
+        self.result = result
+        self.name = name
+        self.params = params
+        self.line = line
+
+    @property
+    def short(self):
+        """loomrt_linear_forward -> linear_forward"""
+        return self.name[len("loomrt_"):]
+
+    @property
+    def struct(self):
+        """loomrt_linear_forward -> LinearForward; loomrt_copy_2d -> Copy2d"""
+        return "".join(p[:1].upper() + p[1:] for p in self.short.split("_"))
+
+
+def kind_of(ctype):
+    t = ctype.strip()
+    if "*" in t:
+        return "PTR"
+    t = t.replace("const ", "").strip()
+    if t not in SCALARS:
+        raise AbiError("unknown C type '%s'" % ctype)
+    return SCALARS[t]
+
+
+def strip_comments(text):
+    # Replace comments by spaces but keep newlines, so line numbers hold.
+    def blank(m):
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    text = re.sub(r"/\*.*?\*/", blank, text, flags=re.S)
+    return re.sub(r"//[^\n]*", blank, text)
+
+
+DECL = re.compile(
+    r"^([A-Za-z_][A-Za-z_0-9 ]*?[\s*]+)(loomrt_[a-z0-9_]+)\s*\(([^;{]*)\)\s*;",
+    re.M)
+
+
+def parse(path):
+    text = strip_comments(open(path).read())
+    entries = []
+    for m in DECL.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        result = " ".join(m.group(1).split())
+        name = m.group(2)
+        raw = " ".join(m.group(3).split())
+        params = []
+        if raw != "void":
+            for i, p in enumerate(raw.split(",")):
+                p = p.strip()
+                pm = re.match(r"^(.*?[\s*])([A-Za-z_][A-Za-z_0-9]*)$", p)
+                if not pm:
+                    raise AbiError("%s:%d: %s: cannot read parameter %d '%s'"
+                                   % (path, line, name, i + 1, p))
+                params.append(Param(" ".join(pm.group(1).split()),
+                                    pm.group(2)))
+        e = Entry(result, name, params, line)
+        try:
+            kind_of(e.result)
+            for p in e.params:
+                p.kind
+        except AbiError as err:
+            raise AbiError("%s:%d: %s: %s" % (path, line, name, err))
+        entries.append(e)
+    # Every loomrt_ function the header mentions in code must have been read:
+    # a declaration in an unexpected shape would otherwise be dropped.
+    declared = {e.name for e in entries}
+    for m in re.finditer(r"\b(loomrt_[a-z0-9_]+)\s*\(", text):
+        if m.group(1) not in declared:
+            line = text.count("\n", 0, m.start()) + 1
+            raise AbiError("%s:%d: %s is declared in a shape loomrt_abi.py "
+                           "cannot read" % (path, line, m.group(1)))
+    if len(declared) != len(entries):
+        raise AbiError("%s: an entry point is declared twice" % path)
+    return entries
+
+
+HEADER = """\
+// Generated by runtime/abi/loomrt_abi.py from runtime/include/loomrt/loomrt.h.
+// Do not edit: change the declaration in loomrt.h.
+"""
+
+KIND_TYPE = {"I32": "I32", "I64": "I64", "U64": "U64", "F32": "F32",
+             "F64": "F64", "PTR": "Ptr"}
+
+
+def emit_calls(entries):
+    """One struct per entry point for the compiler (passes/Lowering/Runtime/
+    Calls.h defines the field types and Kind)."""
+    out = [HEADER]
+    for e in entries:
+        out.append("/// %s (loomrt.h:%d)" % (e.name, e.line))
+        out.append("struct %s {" % e.struct)
+        out.append('  static constexpr const char *kName = "%s";' % e.name)
+        out.append("  static constexpr Kind kResult = Kind::%s;" %
+                   kind_of(e.result))
+        kinds = ", ".join("Kind::%s" % p.kind for p in e.params)
+        out.append("  static constexpr std::array<Kind, %d> kArgs = {%s};" %
+                   (len(e.params), kinds))
+        for p in e.params:
+            out.append("  %s %s; // %s" % (KIND_TYPE[p.kind], p.name,
+                                           p.ctype))
+        names = ", ".join("%s.value" % p.name for p in e.params)
+        out.append("  llvm::SmallVector<mlir::Value, %d> operands() const {"
+                   % max(1, len(e.params)))
+        out.append("    return {%s};" % names)
+        out.append("  }")
+        out.append("};")
+        out.append("")
+    return "\n".join(out)
+
+
+def emit_list(entries):
+    """One line per entry point: name, result kind, argument kinds."""
+    return "".join("%s %s %s\n" % (e.name, kind_of(e.result),
+                                   " ".join(p.kind for p in e.params))
+                   for e in entries)
+
+
+EMITTERS = {"calls": emit_calls, "list": emit_list}
+
+
+def main(argv):
+    if len(argv) != 4 or argv[1] not in EMITTERS:
+        sys.stderr.write("usage: loomrt_abi.py {%s} loomrt.h OUTPUT\n"
+                         % ",".join(sorted(EMITTERS)))
+        return 2
+    try:
+        entries = parse(argv[2])
+    except (AbiError, OSError) as err:
+        sys.stderr.write("loomrt_abi.py: %s\n" % err)
+        return 1
+    text = EMITTERS[argv[1]](entries)
+    # Rewrite only on change, so dependents do not rebuild for nothing.
+    try:
+        if open(argv[3]).read() == text:
+            return 0
+    except OSError:
+        pass
+    with open(argv[3], "w") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
