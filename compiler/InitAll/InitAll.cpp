@@ -9,8 +9,10 @@
 
 #include "dialects/Tfm/TfmDialect.h"
 #include "dialects/Tfm/TfmOps.h"
+#include "passes/Autodiff/GradientRules.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Lowering/Runtime/Lowering.h"
 #include "passes/Pipeline/Passes.h"
 #include "passes/Plan/Passes.h"
 #include "passes/Sharding/Passes.h"
@@ -34,10 +36,13 @@ void loom::registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::linalg::LinalgDialect, mlir::memref::MemRefDialect,
                   mlir::mesh::MeshDialect, mlir::scf::SCFDialect,
                   mlir::tensor::TensorDialect>();
-  // Distribution rules of the mesh collectives, and how sharding distributes
-  // each tfm op.
+  // The behaviour of each op that the passes attach as external models: the
+  // mesh collectives' distribution rules, how sharding distributes each tfm
+  // op, each op's gradient and its runtime lowering.
   loom::tfm::registerDistributionExternalModels(registry);
   loom::sharding::registerPropagationRules(registry);
+  loom::autodiff::registerGradientRules(registry);
+  loom::lowering::registerRuntimeLowerings(registry);
 }
 
 void loom::registerAllPasses() {

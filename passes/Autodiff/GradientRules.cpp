@@ -17,7 +17,6 @@
 
 #include "dialects/Tfm/TfmOps.h"
 
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace loom;
@@ -173,26 +172,47 @@ LogicalResult crossEntropy(CrossEntropyOp op, GradientContext &c) {
   return success();
 }
 
+
+/// The model that runs `Rule` on an `OpT`.
+template <typename OpT, LogicalResult (*Rule)(OpT, GradientContext &)>
+struct RuleModel
+    : autodiff::DifferentiableOpInterface::ExternalModel<RuleModel<OpT, Rule>,
+                                                         OpT> {
+  LogicalResult emitGradient(Operation *op, GradientContext &ctx) const {
+    return Rule(cast<OpT>(op), ctx);
+  }
+};
+
+template <typename OpT, LogicalResult (*Rule)(OpT, GradientContext &)>
+void attach(MLIRContext *ctx) {
+  OpT::template attachInterface<RuleModel<OpT, Rule>>(*ctx);
+}
+
 } // namespace
 
+#include "passes/Autodiff/GradientInterface.cpp.inc"
+
+void autodiff::registerGradientRules(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, TfmDialect *) {
+    attach<LinearOp, linear>(ctx);
+    attach<LayerNormOp, layerNorm>(ctx);
+    attach<RmsNormOp, rmsNorm>(ctx);
+    attach<EmbeddingOp, embedding>(ctx);
+    attach<RopeOp, rope>(ctx);
+    attach<AttentionOp, attention>(ctx);
+    attach<GeluOp, gelu>(ctx);
+    attach<SiluOp, silu>(ctx);
+    attach<SwigluOp, swiglu>(ctx);
+    attach<AddOp, add>(ctx);
+    attach<DropoutOp, dropout>(ctx);
+    attach<CastOp, cast>(ctx);
+    attach<CrossEntropyOp, crossEntropy>(ctx);
+  });
+}
+
 LogicalResult autodiff::emitGradient(Operation *op, GradientContext &ctx) {
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<LinearOp>([&](auto o) { return linear(o, ctx); })
-      .Case<LayerNormOp>([&](auto o) { return layerNorm(o, ctx); })
-      .Case<RmsNormOp>([&](auto o) { return rmsNorm(o, ctx); })
-      .Case<EmbeddingOp>([&](auto o) { return embedding(o, ctx); })
-      .Case<RopeOp>([&](auto o) { return rope(o, ctx); })
-      .Case<AttentionOp>([&](auto o) { return attention(o, ctx); })
-      .Case<GeluOp>([&](auto o) { return gelu(o, ctx); })
-      .Case<SiluOp>([&](auto o) { return silu(o, ctx); })
-      .Case<SwigluOp>([&](auto o) { return swiglu(o, ctx); })
-      .Case<AddOp>([&](auto o) { return add(o, ctx); })
-      .Case<DropoutOp>([&](auto o) { return dropout(o, ctx); })
-      .Case<CastOp>([&](auto o) { return cast(o, ctx); })
-      .Case<CrossEntropyOp>([&](auto o) { return crossEntropy(o, ctx); })
-      .Default([&](Operation *other) {
-        return other->emitOpError()
-               << "has no gradient rule; tfm-differentiate cannot "
-                  "differentiate through it";
-      });
+  if (auto differentiable = dyn_cast<autodiff::DifferentiableOpInterface>(op))
+    return differentiable.emitGradient(ctx);
+  return op->emitOpError() << "has no gradient rule; tfm-differentiate cannot "
+                              "differentiate through it";
 }

@@ -8,6 +8,8 @@
 #define LOOM_PASSES_AUTODIFF_GRADIENTRULES_H
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/Operation.h"
 
 namespace loom::autodiff {
@@ -27,10 +29,16 @@ struct GradientContext {
 /// ids, positions and masks are data).
 bool isDifferentiable(mlir::Type type);
 
-/// Writes the gradient ops of `op` at the builder's insertion point. Fails
-/// with an error on `op` when it has no rule.
+/// Writes the gradient ops of `op` at the builder's insertion point
+/// (DifferentiableOpInterface). Fails with an error on `op` when it has no
+/// rule.
 mlir::LogicalResult emitGradient(mlir::Operation *op, GradientContext &ctx);
 
+/// Attaches every tfm op's gradient rule when the tfm dialect loads.
+void registerGradientRules(mlir::DialectRegistry &registry);
+
 } // namespace loom::autodiff
+
+#include "passes/Autodiff/GradientInterface.h.inc"
 
 #endif // LOOM_PASSES_AUTODIFF_GRADIENTRULES_H

@@ -123,10 +123,12 @@ def TfmCommsToArgs : Pass<"tfm-comms-to-args", "mlir::ModuleOp"> {
 def TfmLowerToRuntime : Pass<"tfm-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "lower tfm ops to calls of the Loom runtime on buffers";
   let description = [{
-    Converts tensors to memrefs and every tfm op to `memref.alloc` of its
-    results plus a `func.call` of the runtime kernel (declared from
-    runtime/include/loomrt/Entrypoints.def, the list of loomrt.h symbols), with
-    pointers taken by `memref.extract_aligned_pointer_as_index`. Input: no
+    Converts tensors to memrefs and every op with a
+    RuntimeLoweringInterface (the tfm ops and the mesh collectives; their
+    lowerings are external models in Runtime/, one file per concern) to
+    `memref.alloc` of its results plus `func.call`s of runtime kernels
+    (declared on first use from the typed call structs read from loomrt.h),
+    with pointers taken by `memref.extract_aligned_pointer_as_index`. Input: no
     `tfm.block` and no `tfm.get_param` (run tfm-inline-blocks and
     tfm-params-to-args first); an op that cannot be lowered is reported as
     "failed to legalize". `mesh` collectives (all_reduce with sum or max,

@@ -14,6 +14,8 @@
 #             with a typed field per argument, filled with designated
 #             initializers (passes/Lowering/Runtime/Calls.h), so a call with
 #             swapped, missing or mistyped arguments does not compile.
+#   call-list LOOMRT_CALL(struct, function) for each of them.
+#   list      one line per entry point: name, result and argument kinds.
 #   backend   Backend.h.inc for the runtime: the C++ functions each backend
 #             implements (namespace loomrt::backend), one per entry point
 #             the ABI front forwards to a backend.
@@ -181,6 +183,16 @@ def emit_calls(entries):
     return "\n".join(out)
 
 
+def emit_call_list(entries):
+    """LOOMRT_CALL(struct, function) for every entry point, for code that
+    walks them all (the test that the structs match the header)."""
+    out = [HEADER, "#ifndef LOOMRT_CALL",
+           "#error \"define LOOMRT_CALL(struct, function) first\"", "#endif"]
+    out += ["LOOMRT_CALL(%s, %s)" % (e.struct, e.name) for e in entries]
+    out += ["#undef LOOMRT_CALL", ""]
+    return "\n".join(out)
+
+
 def emit_list(entries):
     """One line per entry point: name, result kind, argument kinds."""
     return "".join("%s %s %s\n" % (e.name, kind_of(e.result),
@@ -188,7 +200,8 @@ def emit_list(entries):
                    for e in entries)
 
 
-EMITTERS = {"calls": emit_calls, "list": emit_list}
+EMITTERS = {"calls": emit_calls, "call-list": emit_call_list,
+            "list": emit_list}
 
 
 def main(argv):

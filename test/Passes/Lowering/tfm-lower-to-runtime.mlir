@@ -214,6 +214,7 @@ mesh.mesh @dense(shape = 1x2x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
 
 // Without its communicator argument a collective cannot be lowered.
 func.func @no_comm(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{has no communicator argument for group tp (run tfm-comms-to-args)}}
   // expected-error @+1 {{failed to legalize operation 'mesh.all_reduce'}}
   %a = mesh.all_reduce %x on @dense mesh_axes = [3] : tensor<4xf32> -> tensor<4xf32>
   return %a : tensor<4xf32>
