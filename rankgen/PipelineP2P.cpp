@@ -13,18 +13,6 @@
 
 using namespace loom::rankgen;
 
-const char *loom::rankgen::p2pModeName(P2PMode mode) {
-  return mode == P2PMode::Batched ? "batched" : "unbatched";
-}
-
-Result<P2PMode> loom::rankgen::parseP2PMode(const std::string &name) {
-  if (name == "batched")
-    return P2PMode::Batched;
-  if (name == "unbatched")
-    return P2PMode::Unbatched;
-  return fail("unknown p2p mode '" + name + "'; expected batched or unbatched");
-}
-
 namespace {
 enum Slot { SendPrev, RecvPrev, SendNext, RecvNext };
 

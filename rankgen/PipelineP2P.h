@@ -26,6 +26,7 @@
 
 #include "rankgen/P2PCheck.h"
 #include "rankgen/PipelineSchedule.h"
+#include "rankgen/Plan.h"
 #include "rankgen/Result.h"
 
 #include <string>
@@ -33,13 +34,6 @@
 
 namespace loom {
 namespace rankgen {
-
-enum class P2PMode { Batched, Unbatched };
-
-/// "batched", "unbatched".
-const char *p2pModeName(P2PMode mode);
-/// Parses "batched" or "unbatched".
-Result<P2PMode> parseP2PMode(const std::string &name);
 
 /// Every pp rank's program as checker units, each labelled with the call
 /// and the step before it ("send_forward_recv_backward after F3.0").

@@ -131,20 +131,8 @@ StringRef dtypeName(Type t) {
 /// the flag (the plan pass would say it too, for loom-opt users, but at the
 /// module's location instead of the flag).
 Error checkSupported(const CompileOptions &o) {
-  for (auto [flag, value] :
-       {std::pair<StringRef, int64_t>{"--tp", o.tp}, {"--cp", o.cp},
-        {"--dp", o.dp}, {"--pp", o.pp}, {"--vpp", o.vpp}, {"--ep", o.ep},
-        {"--num-microbatches", o.numMicrobatches},
-        {"--make-vocab-size-divisible-by", o.makeVocabSizeDivisibleBy}})
-    if (value < 1)
-      return fail(llvm::formatv("{0} {1} must be at least 1", flag, value));
-  if (o.etp < 0) // 0: the default, tp
-    return fail(llvm::formatv("--etp {0} must be at least 1", o.etp));
-  for (int64_t size : o.hierarchicalCpSizes)
-    if (size < 1)
-      return fail(llvm::formatv("--hierarchical-context-parallel-sizes: "
-                                "size {0} must be at least 1",
-                                size));
+  if (auto checked = rankgen::checkPlan(o.plan); !checked)
+    return fail(checked.error());
   auto notYet = [](StringRef flag, int64_t value, StringRef what) {
     return fail(llvm::formatv("{0} {1}: {2} is not implemented yet; this "
                               "compiler builds data-, tensor- and "
@@ -175,19 +163,8 @@ Error checkSupported(const CompileOptions &o) {
     return fail("recomputation (--recompute-granularity, "
                 "--recompute-activations) needs --train: there is no backward "
                 "to recompute for");
-  if (o.vpp != 1 && o.pp == 1)
-    return fail(llvm::formatv("--vpp {0} needs pipeline parallelism (--pp "
-                              "2 or more)",
-                              o.vpp));
-  if (o.p2pMode != "batched" && o.p2pMode != "unbatched")
-    return fail("--p2p-mode must be batched or unbatched, got '" +
-                o.p2pMode + "'");
-  if (o.microbatchGroupSize < 0)
-    return fail(llvm::formatv(
-        "--microbatch-group-size-per-vp-stage {0} must be at least 1",
-        o.microbatchGroupSize));
-  if (o.ep != 1)
-    return notYet("--ep", o.ep, "expert parallelism");
+  if (o.plan.sizes.ep != 1)
+    return notYet("--ep", o.plan.sizes.ep, "expert parallelism");
   return Error::success();
 }
 
@@ -208,8 +185,9 @@ std::string recomputeDescription(const CompileOptions &o) {
 Expected<int64_t> microbatchesPerStep(const CompileOptions &o,
                                       int64_t microBatchSize) {
   if (!o.globalBatchSize)
-    return o.numMicrobatches;
-  int64_t global = *o.globalBatchSize, perStep = microBatchSize * o.dp;
+    return o.plan.numMicrobatches;
+  int64_t dp = o.plan.sizes.dp;
+  int64_t global = *o.globalBatchSize, perStep = microBatchSize * dp;
   if (global < 1)
     return fail(llvm::formatv("--global-batch-size {0} must be at least 1",
                               global));
@@ -217,13 +195,13 @@ Expected<int64_t> microbatchesPerStep(const CompileOptions &o,
     return fail(llvm::formatv(
         "--global-batch-size {0} is not a multiple of micro-batch size {1} x "
         "dp {2} = {3}",
-        global, microBatchSize, o.dp, perStep));
+        global, microBatchSize, dp, perStep));
   int64_t n = global / perStep;
-  if (o.microbatchesGiven && n != o.numMicrobatches)
+  if (o.microbatchesGiven && n != o.plan.numMicrobatches)
     return fail(llvm::formatv(
         "--global-batch-size {0} means {1} micro-batches of {2} sequences at "
         "dp {3}, not --num-microbatches {4}",
-        global, n, microBatchSize, o.dp, o.numMicrobatches));
+        global, n, microBatchSize, dp, o.plan.numMicrobatches));
   return n;
 }
 
@@ -503,22 +481,13 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
 
   // 1. Plan.
   stage("plan: process groups and meshes");
-  TfmPlanPipelineOptions planOptions;
-  planOptions.tp = o.tp;
-  planOptions.cp = o.cp;
-  planOptions.dp = o.dp;
-  planOptions.pp = o.pp;
-  planOptions.vpp = o.vpp;
-  planOptions.ep = o.ep;
-  planOptions.etp = o.etp;
-  planOptions.sequenceParallel = o.sequenceParallel;
-  planOptions.cpCommType = o.cpCommType;
-  planOptions.hierarchicalCpSizes = o.hierarchicalCpSizes;
-  planOptions.order = o.order;
-  planOptions.makeVocabSizeDivisibleBy = o.makeVocabSizeDivisibleBy;
+  // The plan with the step's micro-batches (--global-batch-size decides
+  // them once the micro-batch size is known).
+  rankgen::Plan plan = o.plan;
+  plan.numMicrobatches = *numMicrobatches;
   if (Error e = runPasses(
           module,
-          [&](OpPassManager &pm) { buildTfmPlanPipeline(pm, planOptions); },
+          [&](OpPassManager &pm) { buildTfmPlanPipeline(pm, plan); },
           "plan"))
     return e;
   printAfter("plan");
@@ -593,47 +562,25 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // function, proven to match and progress before anything else is built.
   std::optional<rankgen::PipelineSchedule> pipelineSchedule;
   if (config.pp > 1) {
-    // The schedule's p2p in the chosen mode, checked on RankGen's model of
-    // it first, for an error that says what to change (the pass below
-    // proves the compiled IR itself).
-    rankgen::ScheduleOptions so;
-    so.pp = config.pp;
-    so.vpp = o.vpp;
-    so.numMicrobatches = *numMicrobatches;
-    so.microbatchGroupSize = o.microbatchGroupSize;
-    so.forwardOnly = !o.train;
-    auto schedule = rankgen::PipelineSchedule::create(so);
-    if (!schedule)
-      return fail("pipeline schedule: " + schedule.error());
-    auto mode = o.p2pMode == "batched" ? rankgen::P2PMode::Batched
-                                       : rankgen::P2PMode::Unbatched;
-    if (auto checked = rankgen::checkPipelineP2P(*schedule, mode); !checked) {
-      std::string message = checked.error();
-      if (mode == rankgen::P2PMode::Batched &&
-          rankgen::checkPipelineP2P(*schedule, rankgen::P2PMode::Unbatched)
-              .ok())
-        message += "; it passes with --p2p-mode unbatched";
-      return fail(message);
-    }
-    pipelineSchedule = *schedule;
-    pipeline::TfmSchedulePipelineOptions po;
-    po.numMicrobatches = *numMicrobatches;
-    po.microbatchGroupSize = o.microbatchGroupSize;
-    po.p2pMode = o.p2pMode;
-    po.firstStageLayers = o.firstStageLayers;
-    po.lastStageLayers = o.lastStageLayers;
-    po.accountForEmbedding = o.accountForEmbedding;
-    po.accountForLoss = o.accountForLoss;
-    po.layout = o.pipelineLayout;
     if (Error e = runPasses(
             module,
             [&](OpPassManager &pm) {
-              pm.addPass(pipeline::createTfmSchedulePipeline(po));
+              pm.addPass(pipeline::createTfmSchedulePipeline());
               pm.addPass(pipeline::createTfmVerifyPipelineP2P());
             },
             "pipeline"))
       return e;
     printAfter("pipeline");
+    // The report's timeline and bubble: the schedule the pass built, a
+    // function of the plan (it checked it).
+    rankgen::ScheduleOptions so;
+    so.pp = config.pp;
+    so.vpp = plan.vpp;
+    so.numMicrobatches = plan.numMicrobatches;
+    so.microbatchGroupSize = plan.microbatchGroupSize;
+    so.forwardOnly = !o.train;
+    if (auto schedule = rankgen::PipelineSchedule::create(so))
+      pipelineSchedule = *schedule;
   }
   // The pp ranks whose functions read each parameter (all of them without
   // pipelining).
@@ -787,8 +734,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   llvm::json::Object planJson{
       {"tp", config.tp},       {"cp", config.cp},
       {"dp", config.dp},       {"pp", config.pp},
-      {"vpp", o.vpp},          {"ep", config.ep},
-      {"etp", config.etp},     {"sequence_parallel", o.sequenceParallel},
+      {"vpp", plan.vpp},       {"ep", config.ep},
+      {"etp", config.etp},     {"sequence_parallel", plan.sequenceParallel},
       {"order", config.order}};
   llvm::json::Object groups;
   for (const rankgen::GroupKind &kind : layout->kinds())
@@ -942,12 +889,11 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                              *numMicrobatches == 1 ? "" : "es", config.dp,
                              microBatchSize * *numMicrobatches * config.dp);
     if (paddedSeqLength != seqLength) {
-      auto plan = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
-      bool cpSplit = config.cp > 1, sp = o.sequenceParallel;
+      bool cpSplit = config.cp > 1, sp = plan.sequenceParallel;
       *report << llvm::formatv(
           "sequence: {0} tokens padded to {1} (a multiple of {2}: {3}); {4} "
           "masked tokens a sample\n",
-          seqLength, paddedSeqLength, plan.getSequenceMultiple(),
+          seqLength, paddedSeqLength, plan.sequenceMultiple(),
           cpSplit ? (sp ? "the 2 x cp chunks, each over tp with SP"
                         : "the 2 x cp chunks")
                   : "the tp pieces of sequence parallelism",
@@ -962,7 +908,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
           "pipeline: {0}, pp {1} x vpp {2}, {3} micro-batches, {4} p2p; "
           "bubble {5:P1} of the step (backward = 2 x forward)\n",
           rankgen::scheduleKindName(pipelineSchedule->kind()), config.pp,
-          o.vpp, *numMicrobatches, o.p2pMode,
+          plan.vpp, *numMicrobatches, rankgen::p2pModeName(plan.p2pMode),
           timeline ? timeline->bubbleFraction : 0.0);
       for (const rankgen::RankSchedule &rs : pipelineSchedule->ranks()) {
         int64_t live = 0, most = 0;

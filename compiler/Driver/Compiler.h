@@ -13,6 +13,8 @@
 #ifndef LOOM_COMPILER_DRIVER_COMPILER_H
 #define LOOM_COMPILER_DRIVER_COMPILER_H
 
+#include "rankgen/Plan.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -32,21 +34,12 @@ class ModuleOp;
 namespace loom::driver {
 
 struct CompileOptions {
-  /// Parallel sizes (Megatron meanings); see #tfm.plan.
-  int64_t tp = 1, cp = 1, dp = 1, pp = 1, vpp = 1, ep = 1, etp = 0;
-  bool sequenceParallel = false;
+  /// The parallel plan: sizes, context parallelism, the pipeline's split and
+  /// schedule, the vocabulary multiple (rankgen::Plan, from PlanFlags).
+  rankgen::Plan plan;
   /// Megatron's --eod-mask-loss: the loss skips end-of-document tokens (the
   /// id the model was imported with, loom-import --eod-token-id).
   bool eodMaskLoss = false;
-  /// Context-parallel communication, one type or one per layer (empty: the
-  /// default, p2p), and the hierarchical sizes of a2a+p2p.
-  std::vector<std::string> cpCommType;
-  std::vector<int64_t> hierarchicalCpSizes;
-  std::string order = "tp-cp-ep-dp-pp";
-  /// Megatron's --make-vocab-size-divisible-by: the vocabulary is padded to
-  /// a multiple of this times tp (tfm-pad-vocab); the padding stays out of
-  /// the softmax.
-  int64_t makeVocabSizeDivisibleBy = 128;
   /// Also build @train_step (forward + backward); off: forward only.
   bool train = false;
   /// Megatron's activation recomputation: granularity "full" or
@@ -55,20 +48,10 @@ struct CompileOptions {
   std::string recomputeGranularity;
   std::string recomputeMethod;
   int64_t recomputeNumLayers = 0;
-  /// Pipeline parallelism (pp > 1): Megatron's layer-split flags (-1: not
-  /// given), the interleaved schedule's micro-batch group size (0: pp) and
-  /// the p2p mode ("batched" or "unbatched").
-  int64_t firstStageLayers = -1, lastStageLayers = -1;
-  bool accountForEmbedding = false, accountForLoss = false;
-  std::string pipelineLayout;
-  int64_t microbatchGroupSize = 0;
-  std::string p2pMode = "batched";
-  /// Micro-batches per step (gradient accumulation).
-  int64_t numMicrobatches = 1;
   /// Megatron's --global-batch-size: sequences per step over all
-  /// data-parallel ranks; sets numMicrobatches to global / (micro-batch
-  /// size x dp), which must divide. With `microbatchesGiven`, the two must
-  /// agree.
+  /// data-parallel ranks; sets the plan's micro-batches to global /
+  /// (micro-batch size x dp), which must divide. With `microbatchesGiven`,
+  /// the two must agree.
   std::optional<int64_t> globalBatchSize;
   bool microbatchesGiven = false;
   /// The runtime backend the rank executables link: "cpu" or "cuda".

@@ -21,26 +21,16 @@
 
 using namespace mlir;
 
-void loom::buildTfmPlanPipeline(OpPassManager &pm,
-                                const TfmPlanPipelineOptions &o) {
-  plan::TfmSetPlanOptions plan;
-  plan.tp = o.tp;
-  plan.cp = o.cp;
-  plan.dp = o.dp;
-  plan.pp = o.pp;
-  plan.vpp = o.vpp;
-  plan.ep = o.ep;
-  plan.etp = o.etp;
-  plan.sequenceParallel = o.sequenceParallel;
-  plan.cpCommType = o.cpCommType;
-  plan.hierarchicalCpSizes = o.hierarchicalCpSizes;
-  plan.order = o.order;
-  pm.addPass(plan::createTfmSetPlan(plan));
-  plan::TfmPadVocabOptions pad;
-  pad.divisibleBy = o.makeVocabSizeDivisibleBy;
-  pm.addPass(plan::createTfmPadVocab(pad));
-  pm.addPass(plan::createTfmPadSequence());
-  pm.addPass(plan::createTfmMaterializeMesh());
+/// The plan stage after tfm-set-plan: the plan's paddings and meshes.
+static void addPlanConsequences(OpPassManager &pm) {
+  pm.addPass(loom::plan::createTfmPadVocab());
+  pm.addPass(loom::plan::createTfmPadSequence());
+  pm.addPass(loom::plan::createTfmMaterializeMesh());
+}
+
+void loom::buildTfmPlanPipeline(OpPassManager &pm, const rankgen::Plan &plan) {
+  pm.addPass(loom::plan::createTfmSetPlan(plan));
+  addPlanConsequences(pm);
 }
 
 void loom::buildTfmShardPipeline(OpPassManager &pm) {
@@ -114,11 +104,22 @@ void loom::buildTfmLowerToLLVMPipeline(OpPassManager &pm) {
 }
 
 void loom::registerAllPipelines() {
-  PassPipelineRegistration<TfmPlanPipelineOptions>(
+  // tfm-plan takes tfm-set-plan's options as they are: the plan's fields
+  // are declared once, as that pass's options.
+  registerPassPipeline(
       "tfm-plan",
-      "Attach the parallel plan and create its meshes (loom-compile's plan "
-      "stage)",
-      buildTfmPlanPipeline);
+      "Attach the parallel plan (tfm-set-plan's options), pad the vocabulary "
+      "and the sequence, create the meshes (loom-compile's plan stage)",
+      [](OpPassManager &pm, StringRef options,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        std::unique_ptr<Pass> setPlan = loom::plan::createTfmSetPlan();
+        if (failed(setPlan->initializeOptions(options, errorHandler)))
+          return failure();
+        pm.addPass(std::move(setPlan));
+        addPlanConsequences(pm);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)>) {});
   PassPipelineRegistration<>(
       "tfm-shard",
       "Distribute every value, localize shapes and insert the collectives, "

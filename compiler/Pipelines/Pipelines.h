@@ -16,9 +16,7 @@
 #ifndef LOOM_COMPILER_PIPELINES_PIPELINES_H
 #define LOOM_COMPILER_PIPELINES_PIPELINES_H
 
-#include "mlir/Pass/PassOptions.h"
-
-#include <string>
+#include "rankgen/Plan.h"
 
 namespace mlir {
 class OpPassManager;
@@ -26,48 +24,10 @@ class OpPassManager;
 
 namespace loom {
 
-/// The plan stage's options: Megatron's parallel sizes (see #tfm.plan).
-struct TfmPlanPipelineOptions
-    : mlir::PassPipelineOptions<TfmPlanPipelineOptions> {
-  Option<int64_t> tp{*this, "tp", llvm::cl::desc("Tensor-parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> cp{*this, "cp", llvm::cl::desc("Context-parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> dp{*this, "dp", llvm::cl::desc("Data-parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> pp{*this, "pp", llvm::cl::desc("Pipeline-parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> vpp{*this, "vpp",
-                      llvm::cl::desc("Virtual pipeline stages per rank"),
-                      llvm::cl::init(1)};
-  Option<int64_t> ep{*this, "ep", llvm::cl::desc("Expert-parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> etp{*this, "etp",
-                      llvm::cl::desc("Expert tensor-parallel size (0 = tp)"),
-                      llvm::cl::init(0)};
-  Option<bool> sequenceParallel{*this, "sp",
-                                llvm::cl::desc("Sequence parallelism"),
-                                llvm::cl::init(false)};
-  ListOption<std::string> cpCommType{
-      *this, "cp-comm-type",
-      llvm::cl::desc("Context-parallel communication: p2p, a2a, allgather, "
-                     "a2a+p2p; one value, or one per layer")};
-  ListOption<int64_t> hierarchicalCpSizes{
-      *this, "hierarchical-cp-sizes",
-      llvm::cl::desc("Sizes of hierarchical context parallelism, inner "
-                     "first")};
-  Option<std::string> order{*this, "order",
-                            llvm::cl::desc("Rank order, fastest first"),
-                            llvm::cl::init("tp-cp-ep-dp-pp")};
-  Option<int64_t> makeVocabSizeDivisibleBy{
-      *this, "make-vocab-size-divisible-by",
-      llvm::cl::desc("Pad the vocabulary to a multiple of this times tp"),
-      llvm::cl::init(128)};
-};
-
-/// plan: tfm-set-plan, tfm-pad-vocab and tfm-materialize-mesh.
-void buildTfmPlanPipeline(mlir::OpPassManager &pm,
-                          const TfmPlanPipelineOptions &options);
+/// plan: tfm-set-plan (with `plan`), tfm-pad-vocab, tfm-pad-sequence and
+/// tfm-materialize-mesh. loom-opt's `tfm-plan` pipeline runs the same with
+/// tfm-set-plan's options ("tp=2 sp=true").
+void buildTfmPlanPipeline(mlir::OpPassManager &pm, const rankgen::Plan &plan);
 
 /// shard: tfm-propagate-distribution, tfm-localize and
 /// tfm-reshard-to-collectives, tfm-verify-distribution after each.

@@ -8,6 +8,7 @@
 #include "dialects/Tfm/ChunkOrder.h"
 #include "dialects/Tfm/TfmDialect.h"
 #include "rankgen/ParallelLayout.h"
+#include "rankgen/Plan.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -55,29 +56,115 @@ loom::rankgen::ParallelConfig PlanAttr::toParallelConfig() const {
                     getHierarchicalCpSizes(), getOrder());
 }
 
-static bool isCpCommType(StringRef s) {
-  return llvm::StringSwitch<bool>(s)
-      .Cases("p2p", "a2a", "allgather", "a2a+p2p", true)
-      .Default(false);
+static BoolAttr boolOrNull(Builder &b, bool value) {
+  return value ? b.getBoolAttr(true) : BoolAttr();
+}
+static bool isTrue(BoolAttr a) { return a && a.getValue(); }
+
+/// Calls `make` with the context and the attribute's parameters for `plan`.
+template <typename Make>
+static auto withParams(MLIRContext *ctx, const loom::rankgen::Plan &plan,
+                       Make make) {
+  Builder b(ctx);
+  const loom::rankgen::ParallelConfig &s = plan.sizes;
+  ArrayAttr commTypes;
+  if (!plan.cpCommTypes.empty()) {
+    SmallVector<Attribute> types;
+    for (loom::rankgen::CpCommType t : plan.cpCommTypes)
+      types.push_back(b.getStringAttr(loom::rankgen::cpCommTypeName(t)));
+    commTypes = b.getArrayAttr(types);
+  }
+  DenseI64ArrayAttr hierarchical;
+  if (!s.hierarchicalCpSizes.empty())
+    hierarchical = b.getDenseI64ArrayAttr(s.hierarchicalCpSizes);
+  return make(ctx, s.tp, s.cp, s.dp, s.pp, plan.vpp, s.ep, s.etp,
+              boolOrNull(b, plan.sequenceParallel), commTypes, hierarchical,
+              StringRef(s.order), plan.numMicrobatches,
+              plan.microbatchGroupSize,
+              StringRef(loom::rankgen::p2pModeName(plan.p2pMode)),
+              plan.firstStageLayers.value_or(-1),
+              plan.lastStageLayers.value_or(-1),
+              boolOrNull(b, plan.accountForEmbedding),
+              boolOrNull(b, plan.accountForLoss),
+              StringRef(plan.pipelineLayout), plan.makeVocabSizeDivisibleBy);
 }
 
-LogicalResult
-PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t tp,
-                 int64_t cp, int64_t dp, int64_t pp, int64_t vpp, int64_t ep,
-                 int64_t etp, BoolAttr sequenceParallel, ArrayAttr cpCommType,
-                 DenseI64ArrayAttr hierarchicalCpSizes, StringRef order) {
-  for (auto [name, size] :
-       {std::pair<StringRef, int64_t>{"tp", tp}, {"cp", cp}, {"dp", dp},
-        {"pp", pp}, {"vpp", vpp}, {"ep", ep}})
+PlanAttr PlanAttr::get(MLIRContext *ctx, const loom::rankgen::Plan &plan) {
+  return withParams(ctx, plan, [](auto... params) {
+    return Base::get(params...);
+  });
+}
+
+PlanAttr PlanAttr::getChecked(function_ref<InFlightDiagnostic()> emitError,
+                              MLIRContext *ctx,
+                              const loom::rankgen::Plan &plan) {
+  return withParams(ctx, plan, [&](auto... params) {
+    return Base::getChecked(emitError, params...);
+  });
+}
+
+loom::rankgen::Plan PlanAttr::toPlan() const {
+  loom::rankgen::Plan plan;
+  plan.sizes = toParallelConfig();
+  plan.vpp = getVpp();
+  plan.sequenceParallel = isSequenceParallel();
+  if (ArrayAttr types = getCpCommType())
+    for (Attribute t : types)
+      // The verifier admits known names only.
+      plan.cpCommTypes.push_back(*loom::rankgen::parseCpCommType(
+          llvm::cast<StringAttr>(t).getValue().str()));
+  if (getFirstStageLayers() >= 0)
+    plan.firstStageLayers = getFirstStageLayers();
+  if (getLastStageLayers() >= 0)
+    plan.lastStageLayers = getLastStageLayers();
+  plan.accountForEmbedding = isTrue(getAccountForEmbedding());
+  plan.accountForLoss = isTrue(getAccountForLoss());
+  plan.pipelineLayout = getPipelineLayout().str();
+  plan.numMicrobatches = getNumMicrobatches();
+  plan.microbatchGroupSize = getMicrobatchGroupSize();
+  plan.p2pMode = *loom::rankgen::parseP2PMode(getP2pMode().str());
+  plan.makeVocabSizeDivisibleBy = getMakeVocabSizeDivisibleBy();
+  return plan;
+}
+
+LogicalResult PlanAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t tp, int64_t cp,
+    int64_t dp, int64_t pp, int64_t vpp, int64_t ep, int64_t etp,
+    BoolAttr sequenceParallel, ArrayAttr cpCommType,
+    DenseI64ArrayAttr hierarchicalCpSizes, StringRef order,
+    int64_t numMicrobatches, int64_t microbatchGroupSize, StringRef p2pMode,
+    int64_t firstStageLayers, int64_t lastStageLayers,
+    BoolAttr accountForEmbedding, BoolAttr accountForLoss,
+    StringRef pipelineLayout, int64_t makeVocabSizeDivisibleBy) {
+  for (auto [name, size] : {std::pair<StringRef, int64_t>{"tp", tp},
+                            {"cp", cp},
+                            {"dp", dp},
+                            {"pp", pp},
+                            {"vpp", vpp},
+                            {"ep", ep},
+                            {"num_microbatches", numMicrobatches},
+                            {"make_vocab_size_divisible_by",
+                             makeVocabSizeDivisibleBy}})
     if (size < 1)
       return emitError() << "plan " << name << " " << size
                          << " must be at least 1";
   if (etp < 0)
     return emitError() << "plan etp " << etp
                        << " must be at least 1 (or 0 for tp)";
+  if (microbatchGroupSize < 0)
+    return emitError() << "plan microbatch_group_size " << microbatchGroupSize
+                       << " must be at least 1 (or 0 for pp)";
+  for (auto [name, layers] :
+       {std::pair<StringRef, int64_t>{"first_stage_layers", firstStageLayers},
+        {"last_stage_layers", lastStageLayers}})
+    if (layers < -1)
+      return emitError() << "plan " << name << " " << layers
+                         << " must be at least 0 (or -1 for none)";
   if (vpp > 1 && pp == 1)
     return emitError() << "plan vpp " << vpp
                        << " needs pipeline parallelism (pp > 1)";
+  if (auto mode = loom::rankgen::parseP2PMode(p2pMode.str()); !mode)
+    return emitError() << "plan p2p_mode: " << mode.error();
 
   bool hierarchical = false;
   if (cpCommType) {
@@ -85,11 +172,16 @@ PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t tp,
       return emitError() << "plan cp_comm_type is empty";
     for (Attribute a : cpCommType) {
       auto s = llvm::dyn_cast<StringAttr>(a);
-      if (!s || !isCpCommType(s.getValue()))
+      // Only the canonical names are kept in the IR (all_gather is read as
+      // allgather before).
+      auto type = s ? loom::rankgen::parseCpCommType(s.getValue().str())
+                    : loom::rankgen::Result<loom::rankgen::CpCommType>(
+                          loom::rankgen::fail("not a string"));
+      if (!type || s.getValue() != loom::rankgen::cpCommTypeName(*type))
         return emitError() << "plan cp_comm_type " << a
                            << " is not one of \"p2p\", \"a2a\", "
                               "\"allgather\", \"a2a+p2p\"";
-      hierarchical |= s.getValue() == "a2a+p2p";
+      hierarchical |= *type == loom::rankgen::CpCommType::A2AP2P;
     }
   }
   if (hierarchical && !hierarchicalCpSizes)
@@ -105,13 +197,12 @@ PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t tp,
   return success();
 }
 
-StringRef PlanAttr::getCpCommTypeOfLayer(int64_t layer) const {
-  ArrayAttr types = getCpCommType();
-  if (!types || types.empty())
-    return "p2p";
-  if (types.size() == 1)
-    return llvm::cast<StringAttr>(types[0]).getValue();
-  return llvm::cast<StringAttr>(types[layer]).getValue();
+int64_t PlanAttr::getSequenceMultiple() const {
+  return toPlan().sequenceMultiple();
+}
+
+loom::rankgen::CpCommType PlanAttr::getCpCommTypeOfLayer(int64_t layer) const {
+  return toPlan().cpCommTypeOfLayer(layer);
 }
 
 //===----------------------------------------------------------------------===//

@@ -8,6 +8,7 @@
 #define LOOM_DIALECTS_TFM_TFMATTRS_H
 
 #include "rankgen/ParallelLayout.h"
+#include "rankgen/Plan.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Attributes.h"

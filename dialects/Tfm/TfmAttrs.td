@@ -27,15 +27,22 @@ def Tfm_PlanAttr : Tfm_Attr<"Plan", "plan"> {
     parallelism, the context-parallel communication type (one for all layers
     or one per layer: `p2p`, `a2a`, `allgather`, `a2a+p2p`), the sizes of
     hierarchical context parallelism (inner first, for `a2a+p2p`) and the
-    order of the rank grid (fastest-varying first). The world size is
-    `tp * cp * dp * pp`; the expert world `etp * ep * edp * pp` uses the same
-    ranks. Sizes equal to their default are omitted when printed.
+    order of the rank grid (fastest-varying first); the pipeline's
+    micro-batches per step, interleaved group size, p2p mode and layer split
+    (Megatron's `--decoder-first/last-pipeline-num-layers`,
+    `--account-for-embedding/loss-in-pipeline-split`,
+    `--pipeline-model-parallel-layout`); and the multiple the vocabulary is
+    padded to (times tp). The world size is `tp * cp * dp * pp`; the expert
+    world `etp * ep * edp * pp` uses the same ranks. Sizes equal to their
+    default are omitted when printed. It is rankgen::Plan in the IR: the
+    passes read the plan from here, never from options of their own.
 
     ```mlir
     module attributes {tfm.plan = #tfm.plan<tp = 2, dp = 2, pp = 2,
                                             sequence_parallel = true>} {}
     #tfm.plan<cp = 8, cp_comm_type = ["a2a+p2p"],
               hierarchical_cp_sizes = [4, 2]>
+    #tfm.plan<pp = 4, vpp = 2, num_microbatches = 8, p2p_mode = "unbatched">
     ```
   }];
   let parameters = (ins
@@ -49,11 +56,29 @@ def Tfm_PlanAttr : Tfm_Attr<"Plan", "plan"> {
     OptionalParameter<"::mlir::BoolAttr">:$sequence_parallel,
     OptionalParameter<"::mlir::ArrayAttr">:$cp_comm_type,
     OptionalParameter<"::mlir::DenseI64ArrayAttr">:$hierarchical_cp_sizes,
-    StringRefParameter<"rank order, fastest first", "\"tp-cp-ep-dp-pp\"">:$order
+    StringRefParameter<"rank order, fastest first", "\"tp-cp-ep-dp-pp\"">:$order,
+    DefaultValuedParameter<"int64_t", "1">:$num_microbatches,
+    DefaultValuedParameter<"int64_t", "0">:$microbatch_group_size,
+    StringRefParameter<"pipeline p2p mode", "\"batched\"">:$p2p_mode,
+    DefaultValuedParameter<"int64_t", "-1">:$first_stage_layers,
+    DefaultValuedParameter<"int64_t", "-1">:$last_stage_layers,
+    OptionalParameter<"::mlir::BoolAttr">:$account_for_embedding,
+    OptionalParameter<"::mlir::BoolAttr">:$account_for_loss,
+    StringRefParameter<"Megatron's pipeline layout string", "\"\"">:$pipeline_layout,
+    DefaultValuedParameter<"int64_t", "128">:$make_vocab_size_divisible_by
   );
+  let builders = [
+    AttrBuilder<(ins "const ::loom::rankgen::Plan &":$plan)>
+  ];
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
+    /// The plan as the rank generator and the tools describe it.
+    ::loom::rankgen::Plan toPlan() const;
+
+    /// The plan as the rank generator's configuration (world size and
+    /// defaults resolved by ParallelLayout::create).
+    ::loom::rankgen::ParallelConfig toParallelConfig() const;
     /// tp * cp * dp * pp.
     int64_t getWorldSize() const {
       return getTp() * getCp() * getDp() * getPp();
@@ -64,19 +89,11 @@ def Tfm_PlanAttr : Tfm_Attr<"Plan", "plan"> {
       return getSequenceParallel() && getSequenceParallel().getValue();
     }
     /// What the sequence must be a multiple of to split (Megatron's
-    /// get_padding): 2 x cp chunks, each over tp with SP; tp with SP alone.
-    int64_t getSequenceMultiple() const {
-      int64_t tp = getTp(), cp = getCp();
-      if (cp > 1)
-        return isSequenceParallel() ? 2 * cp * tp : 2 * cp;
-      return isSequenceParallel() ? tp : 1;
-    }
-    /// The context-parallel communication type of layer `layer` ("p2p" when
-    /// none is given).
-    ::llvm::StringRef getCpCommTypeOfLayer(int64_t layer) const;
-    /// The plan as the rank generator's configuration (world size and
-    /// defaults resolved by ParallelLayout::create).
-    ::loom::rankgen::ParallelConfig toParallelConfig() const;
+    /// get_padding; rankgen::Plan::sequenceMultiple).
+    int64_t getSequenceMultiple() const;
+    /// The context-parallel communication of layer `layer` (p2p when none
+    /// is given).
+    ::loom::rankgen::CpCommType getCpCommTypeOfLayer(int64_t layer) const;
   }];
 }
 

@@ -41,28 +41,18 @@ def TfmSchedulePipeline : Pass<"tfm-schedule-pipeline", "mlir::ModuleOp"> {
     stay on their stages: the rank program sums them over the embedding
     group). The original entries are removed.
 
+    Everything it needs comes from the module's #tfm.plan: pp and vpp, the
+    micro-batches, the interleaved group size, the p2p mode and Megatron's
+    layer-split flags. The layers are assigned to stages first (a plan whose
+    stages outnumber the layers is an error saying so), then the schedule's
+    p2p is checked on RankGen's model in the plan's mode (an error says
+    when the other mode would pass).
+
     ```
-    loom-opt m.mlir --tfm-schedule-pipeline="num-microbatches=4"
+    loom-opt m.mlir --tfm-set-plan="pp=2 num-microbatches=4" \
+        --tfm-differentiate --tfm-shard --tfm-schedule-pipeline
     ```
   }];
-  let options = [
-    Option<"numMicrobatches", "num-microbatches", "int64_t", "1",
-           "Micro-batches per step">,
-    Option<"microbatchGroupSize", "microbatch-group-size", "int64_t", "0",
-           "Interleaved schedule's micro-batches per group (0: pp)">,
-    Option<"p2pMode", "p2p-mode", "std::string", "\"batched\"",
-           "batched or unbatched p2p">,
-    Option<"firstStageLayers", "first-stage-layers", "int64_t", "-1",
-           "Layers of the first stage (-1: even split)">,
-    Option<"lastStageLayers", "last-stage-layers", "int64_t", "-1",
-           "Layers of the last stage (-1: even split)">,
-    Option<"accountForEmbedding", "account-for-embedding", "bool", "false",
-           "The embedding takes one layer's place on the first stage">,
-    Option<"accountForLoss", "account-for-loss", "bool", "false",
-           "The loss takes one layer's place on the last stage">,
-    Option<"layout", "layout", "std::string", "\"\"",
-           "Megatron's --pipeline-model-parallel-layout string">,
-  ];
 }
 
 def TfmVerifyPipelineP2P : Pass<"tfm-verify-pipeline-p2p", "mlir::ModuleOp"> {

@@ -616,7 +616,8 @@ struct SchedulePipelinePass
                             "(run tfm-set-plan first)";
       return signalPassFailure();
     }
-    int64_t pp = plan.getPp(), vpp = plan.getVpp();
+    rankgen::Plan p = plan.toPlan();
+    int64_t pp = p.sizes.pp, vpp = p.vpp;
     if (pp == 1 && vpp == 1)
       return;
     auto model = module->getAttrOfType<DictionaryAttr>(tfm::kModelAttrName);
@@ -630,23 +631,20 @@ struct SchedulePipelinePass
     lo.pp = pp;
     lo.vpp = vpp;
     lo.numLayers = layers.getInt();
-    if (firstStageLayers >= 0)
-      lo.firstStageLayers = int64_t(firstStageLayers);
-    if (lastStageLayers >= 0)
-      lo.lastStageLayers = int64_t(lastStageLayers);
-    lo.accountForEmbedding = accountForEmbedding;
-    lo.accountForLoss = accountForLoss;
-    lo.layout = layout;
+    lo.firstStageLayers = p.firstStageLayers;
+    lo.lastStageLayers = p.lastStageLayers;
+    lo.accountForEmbedding = p.accountForEmbedding;
+    lo.accountForLoss = p.accountForLoss;
+    lo.layout = p.pipelineLayout;
+    // The layers are assigned first, so a plan whose stages outnumber them
+    // is told so before anything about its schedule.
     auto pipelineLayout = rankgen::PipelineLayout::create(lo);
     if (!pipelineLayout) {
       module.emitError() << "pipeline layout: " << pipelineLayout.error();
       return signalPassFailure();
     }
-    auto mode = rankgen::parseP2PMode(p2pMode);
-    if (!mode) {
-      module.emitError() << "p2p-mode: " << mode.error();
-      return signalPassFailure();
-    }
+    const int64_t numMicrobatches = p.numMicrobatches;
+    const bool batched = p.p2pMode == rankgen::P2PMode::Batched;
     FailureOr<StageMap> map = stageMap(module, *pipelineLayout);
     if (failed(map))
       return signalPassFailure();
@@ -676,16 +674,28 @@ struct SchedulePipelinePass
       so.pp = pp;
       so.vpp = pipelineLayout->vpp();
       so.numMicrobatches = numMicrobatches;
-      so.microbatchGroupSize = microbatchGroupSize;
+      so.microbatchGroupSize = p.microbatchGroupSize;
       so.forwardOnly = !training;
       auto schedule = rankgen::PipelineSchedule::create(so);
       if (!schedule) {
         f.emitError() << "pipeline schedule: " << schedule.error();
         return signalPassFailure();
       }
+      // The schedule's p2p in the plan's mode, on RankGen's model of it,
+      // for an error that says what to change (tfm-verify-pipeline-p2p
+      // proves the compiled IR itself).
+      if (auto checked = rankgen::checkPipelineP2P(*schedule, p.p2pMode);
+          !checked) {
+        InFlightDiagnostic diag = f.emitError() << checked.error();
+        if (batched && rankgen::checkPipelineP2P(*schedule,
+                                                 rankgen::P2PMode::Unbatched)
+                           .ok())
+          diag << "; it passes with --p2p-mode unbatched";
+        return signalPassFailure();
+      }
       for (const rankgen::RankSchedule &rs : schedule->ranks()) {
-        RankBuilder builder(*staged, rs, pp, numMicrobatches,
-                            *mode == rankgen::P2PMode::Batched, "dense", "pp");
+        RankBuilder builder(*staged, rs, pp, numMicrobatches, batched, "dense",
+                            "pp");
         if (failed(builder.build(mb)))
           return signalPassFailure();
       }

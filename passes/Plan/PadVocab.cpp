@@ -74,7 +74,7 @@ struct PadVocabPass : plan::impl::TfmPadVocabBase<PadVocabPass> {
         return user->emitOpError()
                << "uses a value with a row or column per vocabulary entry "
                   "in a way tfm-pad-vocab cannot pad (run it before "
-                  "tfm-differentiate; pass divisible-by=1 with a tp that "
+                  "tfm-differentiate; plan make-vocab-size-divisible-by=1 with a tp that "
                   "divides the vocabulary to skip it)";
       }
     }
@@ -89,14 +89,8 @@ struct PadVocabPass : plan::impl::TfmPadVocabBase<PadVocabPass> {
                        "tfm-set-plan first)");
       return signalPassFailure();
     }
-    const int64_t by = divisibleBy;
-    if (by < 1) {
-      module.emitError() << "tfm-pad-vocab: divisible-by must be at least 1, "
-                            "got "
-                         << by;
-      return signalPassFailure();
-    }
-    const int64_t multiple = by * plan.getTp();
+    // The plan's verifier holds the multiple to at least 1.
+    const int64_t multiple = plan.getMakeVocabSizeDivisibleBy() * plan.getTp();
 
     // The tables: what embeddings read and what projects onto the logits
     // of a cross-entropy.

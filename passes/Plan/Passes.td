@@ -22,9 +22,13 @@ def TfmSetPlan : Pass<"tfm-set-plan", "mlir::ModuleOp"> {
     // module attributes {tfm.plan = #tfm.plan<tp = 2, dp = 2, pp = 2,
     //                                          sequence_parallel = true>, ...}
     ```
-    A plan that is not valid (sizes below 1, an unknown order token,
-    hierarchical sizes that do not multiply to cp, a per-layer cp_comm_type
-    list whose length is not the number of layers) is an error naming it.
+    The options are the plan's fields (rankgen::Plan): the parallel sizes
+    and order, context parallelism's communication, the pipeline's
+    micro-batches, p2p mode and layer split, the vocabulary multiple; every
+    later pass reads them from the attribute. A plan that is not valid
+    (sizes below 1, an unknown order token or comm type, hierarchical sizes
+    that do not multiply to cp, a per-layer cp_comm_type list whose length
+    is not the number of layers) is an error naming it.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "1", "Tensor-parallel size">,
@@ -43,7 +47,26 @@ def TfmSetPlan : Pass<"tfm-set-plan", "mlir::ModuleOp"> {
     ListOption<"hierarchicalCpSizes", "hierarchical-cp-sizes", "int64_t",
                "Sizes of hierarchical context parallelism, inner first">,
     Option<"order", "order", "std::string", "\"tp-cp-ep-dp-pp\"",
-           "Rank order, fastest-varying first">
+           "Rank order, fastest-varying first">,
+    Option<"numMicrobatches", "num-microbatches", "int64_t", "1",
+           "Micro-batches per step">,
+    Option<"microbatchGroupSize", "microbatch-group-size", "int64_t", "0",
+           "Interleaved schedule: micro-batches per group (0: pp)">,
+    Option<"p2pMode", "p2p-mode", "std::string", "\"batched\"",
+           "Pipeline p2p: batched or unbatched">,
+    Option<"firstStageLayers", "first-stage-layers", "int64_t", "-1",
+           "Layers of the first pipeline stage (-1: even split)">,
+    Option<"lastStageLayers", "last-stage-layers", "int64_t", "-1",
+           "Layers of the last pipeline stage (-1: even split)">,
+    Option<"accountForEmbedding", "account-for-embedding", "bool", "false",
+           "The embedding takes one layer's place on the first stage">,
+    Option<"accountForLoss", "account-for-loss", "bool", "false",
+           "The loss takes one layer's place on the last stage">,
+    Option<"layout", "layout", "std::string", "\"\"",
+           "Megatron's pipeline layout string (e.g. Ett|tt|ttL)">,
+    Option<"makeVocabSizeDivisibleBy", "make-vocab-size-divisible-by",
+           "int64_t", "128",
+           "Pad the vocabulary to a multiple of this times tp">
   ];
   let dependentDialects = ["loom::tfm::TfmDialect"];
 }
@@ -75,13 +98,14 @@ def TfmMaterializeMesh : Pass<"tfm-materialize-mesh", "mlir::ModuleOp"> {
 }
 
 def TfmPadVocab : Pass<"tfm-pad-vocab", "mlir::ModuleOp"> {
-  let summary = "pad the vocabulary to a multiple of divisible-by x tp";
+  let summary = "pad the vocabulary to a multiple of the plan's "
+                "make_vocab_size_divisible_by x tp";
   let description = [{
     Megatron's vocabulary padding, done when the tensor-parallel size is
     known: the token embedding and the output projection (the tables a
     `tfm.embedding` reads and the `tfm.linear` that makes the logits of a
-    `tfm.cross_entropy`) get rows up to the next multiple of
-    `divisible-by` times the plan's tp (Megatron's
+    `tfm.cross_entropy`) get rows up to the next multiple of the plan's
+    `make_vocab_size_divisible_by` times its tp (Megatron's
     `--make-vocab-size-divisible-by`, default 128), so any vocabulary splits
     evenly over tp. Unlike Megatron, the padding stays out of the softmax:
     every `tfm.cross_entropy` gets `unpadded_vocab_size` (the tokenizer's
@@ -92,7 +116,7 @@ def TfmPadVocab : Pass<"tfm-pad-vocab", "mlir::ModuleOp"> {
     further only as far as tp needs.
 
     ```mlir
-    // tp = 2, divisible-by = 128, vocab 500:
+    // tp = 2, make_vocab_size_divisible_by = 128, vocab 500:
     tfm.param @transformer.wte.weight ... : tensor<500x64xf32>
     // becomes
     tfm.param @transformer.wte.weight ... : tensor<512x64xf32>
@@ -102,10 +126,6 @@ def TfmPadVocab : Pass<"tfm-pad-vocab", "mlir::ModuleOp"> {
     Input: a module with a `tfm.plan`, before `tfm-differentiate`. A table
     used by anything else than the ops above is an error naming the use.
   }];
-  let options = [
-    Option<"divisibleBy", "divisible-by", "int64_t", "128",
-           "Pad to a multiple of this times tp (1: only what tp needs)">
-  ];
 }
 
 def TfmPadSequence : Pass<"tfm-pad-sequence", "mlir::ModuleOp"> {

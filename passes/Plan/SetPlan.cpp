@@ -23,51 +23,83 @@ namespace {
 
 struct SetPlanPass : plan::impl::TfmSetPlanBase<SetPlanPass> {
   using TfmSetPlanBase::TfmSetPlanBase;
+  explicit SetPlanPass(rankgen::Plan plan) : given(std::move(plan)) {}
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MLIRContext *ctx = &getContext();
-    Builder b(ctx);
-
-    ArrayAttr commTypes;
-    if (!cpCommType.empty()) {
-      SmallVector<Attribute> types;
-      // TransformerEngine spells it all_gather, Megatron's help allgather.
-      for (const std::string &t : cpCommType)
-        types.push_back(b.getStringAttr(t == "all_gather" ? "allgather" : t));
-      commTypes = b.getArrayAttr(types);
+    if (given) {
+      if (failed(plan::setPlan(module, *given)))
+        signalPassFailure();
+      return;
     }
-    DenseI64ArrayAttr hierarchical;
-    if (!hierarchicalCpSizes.empty())
-      hierarchical = b.getDenseI64ArrayAttr(hierarchicalCpSizes);
-
-    auto emitError = [&] { return module.emitError(); };
-    auto plan = tfm::PlanAttr::getChecked(
-        emitError, ctx, int64_t(tp), int64_t(cp), int64_t(dp), int64_t(pp),
-        int64_t(vpp), int64_t(ep), int64_t(etp),
-        sequenceParallel ? b.getBoolAttr(true) : BoolAttr(), commTypes,
-        hierarchical, StringRef(order));
-    if (!plan)
+    rankgen::Plan plan;
+    plan.sizes.tp = tp;
+    plan.sizes.cp = cp;
+    plan.sizes.dp = dp;
+    plan.sizes.pp = pp;
+    plan.sizes.ep = ep;
+    plan.sizes.etp = etp;
+    plan.sizes.order = order;
+    plan.sizes.hierarchicalCpSizes.assign(hierarchicalCpSizes.begin(),
+                                          hierarchicalCpSizes.end());
+    plan.vpp = vpp;
+    plan.sequenceParallel = sequenceParallel;
+    for (const std::string &t : cpCommType) {
+      auto type = rankgen::parseCpCommType(t);
+      if (!type) {
+        module.emitError() << "cp-comm-type: " << type.error();
+        return signalPassFailure();
+      }
+      plan.cpCommTypes.push_back(*type);
+    }
+    auto mode = rankgen::parseP2PMode(p2pMode);
+    if (!mode) {
+      module.emitError() << "p2p-mode: " << mode.error();
       return signalPassFailure();
-
-    // A per-layer list must have one entry per layer of the model.
-    if (commTypes && commTypes.size() > 1) {
-      auto model = module->getAttrOfType<DictionaryAttr>("tfm.model");
-      auto layers = model ? model.getAs<IntegerAttr>("num_layers") : nullptr;
-      if (!layers) {
-        module.emitError() << "a per-layer cp_comm_type list needs the "
-                              "module's tfm.model num_layers";
-        return signalPassFailure();
-      }
-      if (int64_t(commTypes.size()) != layers.getInt()) {
-        module.emitError() << "cp_comm_type has " << commTypes.size()
-                           << " entries but the model has " << layers.getInt()
-                           << " layers";
-        return signalPassFailure();
-      }
     }
-    module->setAttr(tfm::kPlanAttrName, plan);
+    plan.p2pMode = *mode;
+    plan.numMicrobatches = numMicrobatches;
+    plan.microbatchGroupSize = microbatchGroupSize;
+    if (firstStageLayers >= 0)
+      plan.firstStageLayers = int64_t(firstStageLayers);
+    if (lastStageLayers >= 0)
+      plan.lastStageLayers = int64_t(lastStageLayers);
+    plan.accountForEmbedding = accountForEmbedding;
+    plan.accountForLoss = accountForLoss;
+    plan.pipelineLayout = layout;
+    plan.makeVocabSizeDivisibleBy = makeVocabSizeDivisibleBy;
+    if (failed(plan::setPlan(module, plan)))
+      return signalPassFailure();
   }
+
+  /// The plan the driver gives, instead of the options.
+  std::optional<rankgen::Plan> given;
 };
 
 } // namespace
+
+std::unique_ptr<Pass> plan::createTfmSetPlan(const rankgen::Plan &plan) {
+  return std::make_unique<SetPlanPass>(plan);
+}
+
+LogicalResult plan::setPlan(ModuleOp module, const rankgen::Plan &plan) {
+  auto emitError = [&] { return module.emitError(); };
+  auto attr = tfm::PlanAttr::getChecked(emitError, module.getContext(), plan);
+  if (!attr)
+    return failure();
+  // A per-layer list must have one entry per layer of the model.
+  size_t types = plan.cpCommTypes.size();
+  if (types > 1) {
+    auto model = module->getAttrOfType<DictionaryAttr>("tfm.model");
+    auto layers = model ? model.getAs<IntegerAttr>("num_layers") : nullptr;
+    if (!layers)
+      return module.emitError() << "a per-layer cp_comm_type list needs the "
+                                   "module's tfm.model num_layers";
+    if (int64_t(types) != layers.getInt())
+      return module.emitError()
+             << "cp_comm_type has " << types << " entries but the model has "
+             << layers.getInt() << " layers";
+  }
+  module->setAttr(tfm::kPlanAttrName, attr);
+  return success();
+}

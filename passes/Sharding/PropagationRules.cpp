@@ -333,19 +333,17 @@ LogicalResult repeatedKvPair(Operation *op, int64_t kvHeads, int64_t headDim,
 }
 
 /// The cp_comm_type of `op`'s layer when its queries' sequence is split over
-/// cp, else empty. Fails for what is not implemented yet.
+/// cp, else none. Fails for what is not implemented yet.
 template <typename OpT>
-FailureOr<StringRef> cpCommType(OpT op, Propagation &p) {
+FailureOr<std::optional<rankgen::CpCommType>> cpCommType(OpT op,
+                                                         Propagation &p) {
+  using rankgen::CpCommType;
   if (!p.sequenceOverCp(op.getQuery()))
-    return StringRef();
+    return std::optional<CpCommType>();
   auto block = op->template getParentOfType<BlockOp>();
   int64_t layer = block && block.getIndex() ? *block.getIndex() : 0;
-  StringRef type = p.plan().getCpCommTypeOfLayer(layer);
-  if (type != "allgather" && type != "p2p" && type != "a2a" &&
-      type != "a2a+p2p")
-    return op.emitError() << "cp_comm_type " << type << " (layer " << layer
-                          << ") is not one of p2p, allgather, a2a, a2a+p2p";
-  if (type == "a2a+p2p") {
+  CpCommType type = p.plan().getCpCommTypeOfLayer(layer);
+  if (type == CpCommType::A2AP2P) {
     // TransformerEngine's degenerate cases: a2a groups of one rank are the
     // plain ring, a ring of one group is Ulysses.
     DenseI64ArrayAttr sizes = p.plan().getHierarchicalCpSizes();
@@ -355,16 +353,16 @@ FailureOr<StringRef> cpCommType(OpT op, Propagation &p) {
              << ") takes two hierarchical cp sizes, the a2a group's and the "
                 "ring's (--hierarchical-context-parallel-sizes A P)";
     if (sizes[0] == 1)
-      type = "p2p";
+      type = CpCommType::P2P;
     else if (sizes[1] == 1)
-      type = "a2a";
+      type = CpCommType::A2A;
   }
   // Document ids need the whole sequence's tokens (few bytes: gathered).
   if (Value tokens = op.getTokens())
     if (failed(p.require(op, op.getTokensMutable()[0].getOperandNumber(),
                          getDist(tokens).withDim(kSeqDim, DimDist()))))
       return failure();
-  return type;
+  return std::optional<CpCommType>(type);
 }
 
 /// Context parallelism: the queries keep their piece of the sequence; how
@@ -382,14 +380,15 @@ FailureOr<StringRef> cpCommType(OpT op, Propagation &p) {
 ///  - `a2a` (Ulysses): after tensor parallelism, ulysses() below.
 template <typename OpT>
 LogicalResult contextParallel(OpT op, Propagation &p) {
-  FailureOr<StringRef> type = cpCommType(op, p);
-  if (failed(type) || type->empty() || *type == "a2a")
+  using rankgen::CpCommType;
+  FailureOr<std::optional<CpCommType>> type = cpCommType(op, p);
+  if (failed(type) || !*type || **type == CpCommType::A2A)
     return failure(failed(type));
   DimDist seq = getDist(op.getQuery()).getDim(kSeqDim);
-  bool ring = *type == "p2p" || *type == "a2a+p2p";
+  bool ring = rankgen::isRing(**type);
   if (ring)
     op.setRingAttr(p.builder().getStringAttr(p.cp()));
-  if (*type == "a2a+p2p") {
+  if (**type == CpCommType::A2AP2P) {
     int64_t a2a = p.plan().getHierarchicalCpSizes()[0];
     int64_t tp = p.tpRanks();
     int64_t heads = op.getNumHeads() / tp,
@@ -511,7 +510,7 @@ LogicalResult ulyssesResult(Operation *op, Value r, DistAttr like,
 struct AttentionRule : Model<AttentionRule, AttentionOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<AttentionOp>(o);
-    FailureOr<StringRef> cp = cpCommType(op, p);
+    auto cp = cpCommType(op, p);
     if (failed(cp) || failed(contextParallel(op, p)))
       return failure();
     if (!p.tp().empty()) {
@@ -526,7 +525,7 @@ struct AttentionRule : Model<AttentionRule, AttentionOp> {
     } else {
       p.settle(o);
     }
-    if (*cp != "a2a")
+    if (*cp != rankgen::CpCommType::A2A)
       return p.inferResults(o);
     DistAttr like = getDist(op.getQuery());
     FailureOr<int64_t> factor = ulyssesOperands(op, p, {0, 1, 2});
@@ -540,10 +539,10 @@ struct AttentionRule : Model<AttentionRule, AttentionOp> {
 struct AttentionGradRule : Model<AttentionGradRule, AttentionGradOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<AttentionGradOp>(o);
-    FailureOr<StringRef> cp = cpCommType(op, p);
+    auto cp = cpCommType(op, p);
     if (failed(cp) || failed(contextParallel(op, p)))
       return failure();
-    if (*cp == "a2a")
+    if (*cp == rankgen::CpCommType::A2A)
       return ulysses(op, p);
     if (p.tp().empty())
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));

@@ -20,6 +20,7 @@
 
 #include "tools/loom-ranks/RanksSvg.h"
 
+#include "compiler/Support/PlanFlags.h"
 #include "compiler/Support/ShortHelp.h"
 #include "rankgen/ContextParallelLayout.h"
 #include "rankgen/ParallelLayout.h"
@@ -54,188 +55,71 @@ static int error(const Twine &message) {
   return 1;
 }
 
-namespace {
-/// The value of an integer flag. A type of its own so that cl::parser<Int>
-/// below, not cl's integer parser (which prints its complaint in a format of
-/// its own), reads it: a malformed number is reported like every other error.
-struct Int {
-  int64_t value = 0;
-};
-} // namespace
-
-namespace llvm {
-namespace cl {
-template <> class parser<Int> : public basic_parser<Int> {
-public:
-  parser(Option &option) : basic_parser(option) {}
-  bool parse(Option &, StringRef argName, StringRef arg, Int &out) {
-    if (!arg.getAsInteger(0, out.value))
-      return false;
-    error("--" + argName + " expects an integer, got '" + arg + "'");
-    return true;
-  }
-  StringRef getValueName() const override { return "n"; }
-  // Used by --print-options; the value is not worth printing there.
-  void printOptionDiff(const Option &option, Int, const OptionValue<Int> &,
-                       size_t globalWidth) const {
-    printOptionNoValue(option, globalWidth);
-  }
-};
-} // namespace cl
-} // namespace llvm
-
-using IntOpt = cl::opt<Int>;
+using loom::IntFlag;
+using IntOpt = cl::opt<IntFlag>;
 
 static cl::OptionCategory category("loom-ranks options");
+
+// The plan's flags, declared once for every tool that takes a plan (dp is
+// derived from --world-size unless given).
+static loom::PlanFlags planFlags(category, "loom-ranks", /*defaultDp=*/0);
 
 static IntOpt optWorldSize("world-size",
                            cl::desc("Number of ranks (default: tp*cp*pp"
                                     "*dp with --dp, else required)"),
-                           cl::init(Int{0}), cl::cat(category));
+                           cl::init(IntFlag{0}), cl::cat(category));
 static cl::alias worldAlias("world", cl::desc("Alias for --world-size"),
                             cl::aliasopt(optWorldSize), cl::NotHidden,
                             cl::cat(category));
 
-static IntOpt optTp("tp", cl::desc("Tensor model-parallel size"),
-                    cl::init(Int{1}), cl::value_desc("n"), cl::cat(category));
-static cl::alias tpAlias("tensor-model-parallel-size",
-                         cl::desc("Alias for --tp"), cl::aliasopt(optTp),
-                         cl::NotHidden, cl::cat(category));
 
-static IntOpt optCp("cp", cl::desc("Context-parallel size"), cl::init(Int{1}),
-                    cl::value_desc("n"), cl::cat(category));
-static cl::alias cpAlias("context-parallel-size", cl::desc("Alias for --cp"),
-                         cl::aliasopt(optCp), cl::NotHidden, cl::cat(category));
 
-static IntOpt optPp("pp", cl::desc("Pipeline model-parallel size"),
-                    cl::init(Int{1}), cl::value_desc("n"), cl::cat(category));
-static cl::alias ppAlias("pipeline-model-parallel-size",
-                         cl::desc("Alias for --pp"), cl::aliasopt(optPp),
-                         cl::NotHidden, cl::cat(category));
 
-static IntOpt optDp("dp",
-                    cl::desc("Data-parallel size (default: derived "
-                             "from --world-size)"),
-                    cl::init(Int{0}), cl::value_desc("n"), cl::cat(category));
 
-static IntOpt optEp("ep", cl::desc("Expert model-parallel size"),
-                    cl::init(Int{1}), cl::value_desc("n"), cl::cat(category));
-static cl::alias epAlias("expert-model-parallel-size",
-                         cl::desc("Alias for --ep"), cl::aliasopt(optEp),
-                         cl::NotHidden, cl::cat(category));
 
-static IntOpt optEtp("etp",
-                     cl::desc("Expert tensor-parallel size (default: "
-                              "--tp)"),
-                     cl::init(Int{0}), cl::value_desc("n"), cl::cat(category));
-static cl::alias etpAlias("expert-tensor-parallel-size",
-                          cl::desc("Alias for --etp"), cl::aliasopt(optEtp),
-                          cl::NotHidden, cl::cat(category));
 
-static cl::opt<std::string>
-    optOrder("order",
-             cl::desc("Rank order, fastest-varying first (tp-cp-ep-dp-pp or "
-                      "tp-cp-ep-pp-dp)"),
-             cl::init(kDefaultOrder), cl::value_desc("order"),
-             cl::cat(category));
-static cl::opt<bool> optTpPpDpMapping(
-    "use-tp-pp-dp-mapping",
-    cl::desc("Megatron-LM's switch for --order tp-cp-ep-pp-dp"),
-    cl::cat(category));
 
-static cl::list<Int> optHierarchicalCp(
-    "hierarchical-context-parallel-sizes",
-    cl::desc("Hierarchical context-parallel sizes, innermost first, e.g. 4,2"),
-    cl::CommaSeparated, cl::value_desc("n,n,..."), cl::cat(category));
 
 static IntOpt optInstances(
     "num-distributed-optimizer-instances",
     cl::desc("Distributed optimizer instances (partial data-parallel groups)"),
-    cl::init(Int{1}), cl::cat(category));
+    cl::init(IntFlag{1}), cl::cat(category));
 
 static IntOpt optSeqLength(
     "seq-length",
     cl::desc("Sequence length: also list the tokens each cp rank holds, as "
              "Megatron-LM splits them (2*cp chunks; cp rank r keeps chunks r "
              "and 2*cp-1-r; the length must be divisible by 2*cp when cp > 1)"),
-    cl::init(Int{0}), cl::cat(category));
+    cl::init(IntFlag{0}), cl::cat(category));
 
 //===----------------------------------------------------------------------===//
 // Pipeline options: the layer split and the schedule.
 //===----------------------------------------------------------------------===//
 
-static IntOpt optVpp("vpp",
-                     cl::desc("Virtual pipeline stages (model chunks) per pp "
-                              "rank; > 1 selects the interleaved schedule"),
-                     cl::init(Int{0}), cl::value_desc("n"), cl::cat(category));
-static cl::alias vppAlias("virtual-pipeline-model-parallel-size",
-                          cl::desc("Alias for --vpp"), cl::aliasopt(optVpp),
-                          cl::NotHidden, cl::cat(category));
-static cl::alias vppStagesAlias("num-virtual-stages-per-pipeline-rank",
-                                cl::desc("Alias for --vpp"),
-                                cl::aliasopt(optVpp), cl::NotHidden,
-                                cl::cat(category));
 static IntOpt optLayersPerVirtualStage(
     "num-layers-per-virtual-pipeline-stage",
     cl::desc("Layers per virtual stage (sets vpp to the layers per pp rank "
              "divided by it)"),
-    cl::init(Int{0}), cl::cat(category));
+    cl::init(IntFlag{0}), cl::cat(category));
 static IntOpt optNumLayers(
     "num-layers",
     cl::desc("Transformer layers: also list the layers of every pipeline "
              "stage, as Megatron-Core assigns them"),
-    cl::init(Int{0}), cl::cat(category));
-static IntOpt optFirstStageLayers(
-    "decoder-first-pipeline-num-layers",
-    cl::desc("Layers of the first pipeline stage (the rest split evenly)"),
-    cl::init(Int{0}), cl::cat(category));
-static IntOpt optLastStageLayers(
-    "decoder-last-pipeline-num-layers",
-    cl::desc("Layers of the last pipeline stage (the rest split evenly)"),
-    cl::init(Int{0}), cl::cat(category));
-static cl::opt<bool> optAccountForEmbedding(
-    "account-for-embedding-in-pipeline-split",
-    cl::desc("Count the embedding as one layer of the first stage"),
-    cl::cat(category));
-static cl::opt<bool> optAccountForLoss(
-    "account-for-loss-in-pipeline-split",
-    cl::desc("Count the loss as one layer of the last stage"),
-    cl::cat(category));
-static cl::opt<std::string> optLayout(
-    "pipeline-model-parallel-layout",
-    cl::desc("Layers of every virtual stage, e.g. 'Et|(tt|)*2tL' (E "
-             "embedding, t layer, L loss, | next stage; stage s runs on pp "
-             "rank s % pp)"),
-    cl::value_desc("layout"), cl::cat(category));
+    cl::init(IntFlag{0}), cl::cat(category));
 static cl::opt<bool> optSchedule(
     "schedule",
     cl::desc("Print each pp rank's forward and backward steps under "
              "Megatron-Core's schedule (no pipelining, 1F1B or interleaved "
              "1F1B), checked for matched, deadlock-free p2p first"),
     cl::cat(category));
-static IntOpt optNumMicrobatches("num-microbatches",
-                                 cl::desc("Micro-batches per step (with "
-                                          "--schedule)"),
-                                 cl::init(Int{0}), cl::cat(category));
-static IntOpt optGroupSize(
-    "microbatch-group-size-per-vp-stage",
-    cl::desc("Micro-batches run through a model chunk before the next "
-             "(interleaved schedule; default pp)"),
-    cl::init(Int{0}), cl::cat(category));
 static cl::opt<bool> optForwardOnly(
     "forward-only",
     cl::desc("The forward-only (evaluation) schedule"), cl::cat(category));
-static cl::opt<std::string> optP2PMode(
-    "p2p-mode",
-    cl::desc("Megatron's p2p transport the schedule is checked under: "
-             "batched (one batch_isend_irecv per call, the default) or "
-             "unbatched (single isend/irecv in even/odd rank order)"),
-    cl::init("batched"), cl::value_desc("mode"), cl::cat(category));
 
 static IntOpt optRank("rank",
                       cl::desc("Print the coordinates and groups of "
                                "this rank"),
-                      cl::init(Int{-1}), cl::value_desc("n"),
+                      cl::init(IntFlag{-1}), cl::value_desc("n"),
                       cl::cat(category));
 static cl::list<std::string> optKinds(
     "kinds",
@@ -251,7 +135,7 @@ static cl::opt<std::string> optSvgFile(
     cl::value_desc("file"), cl::cat(category));
 static IntOpt optSvgColumns("svg-columns",
                             cl::desc("Ranks per grid row in the SVG"),
-                            cl::init(Int{8}), cl::value_desc("n"),
+                            cl::init(IntFlag{8}), cl::value_desc("n"),
                             cl::cat(category));
 
 /// The SVG has one cell per rank and panel; beyond this it is unreadable.
@@ -277,7 +161,7 @@ struct Shown {
 } // namespace
 
 static bool expertRequested() {
-  return optEp.getNumOccurrences() > 0 || optEtp.getNumOccurrences() > 0;
+  return planFlags.ep.getNumOccurrences() > 0 || planFlags.etp.getNumOccurrences() > 0;
 }
 
 /// Whether any expert kind is shown (then the expert sizes are printed too).
@@ -350,13 +234,14 @@ firstGiven(std::initializer_list<const cl::Option *> options) {
 /// wrong receive, or block forever, is an error, not a table.
 static Result<Pipeline> buildPipeline(int64_t pp) {
   Pipeline pipeline;
-  if (optVpp.getNumOccurrences() && optVpp.value < 1)
-    return fail("vpp must be at least 1, got " + std::to_string(optVpp.value));
-  int64_t vpp = optVpp.value;
+  if (planFlags.vpp.getNumOccurrences() && planFlags.vpp.value < 1)
+    return fail("vpp must be at least 1, got " + std::to_string(planFlags.vpp.value));
+  // 0: not given (a layout string or layers per virtual stage may set it).
+  int64_t vpp = planFlags.vpp.getNumOccurrences() ? planFlags.vpp.value : 0;
 
   const cl::Option *layerFlag =
-      firstGiven({&optFirstStageLayers, &optLastStageLayers,
-                  &optAccountForEmbedding, &optAccountForLoss, &optLayout,
+      firstGiven({&planFlags.firstStageLayers, &planFlags.lastStageLayers,
+                  &planFlags.accountForEmbedding, &planFlags.accountForLoss, &planFlags.pipelineLayout,
                   &optLayersPerVirtualStage});
   if (layerFlag && !optNumLayers.getNumOccurrences())
     return fail("--" + layerFlag->ArgStr.str() + " needs --num-layers");
@@ -365,15 +250,15 @@ static Result<Pipeline> buildPipeline(int64_t pp) {
     o.pp = pp;
     o.vpp = vpp;
     o.numLayers = optNumLayers.value;
-    if (optFirstStageLayers.getNumOccurrences())
-      o.firstStageLayers = optFirstStageLayers.value;
-    if (optLastStageLayers.getNumOccurrences())
-      o.lastStageLayers = optLastStageLayers.value;
-    o.accountForEmbedding = optAccountForEmbedding;
-    o.accountForLoss = optAccountForLoss;
+    if (planFlags.firstStageLayers.getNumOccurrences())
+      o.firstStageLayers = planFlags.firstStageLayers.value;
+    if (planFlags.lastStageLayers.getNumOccurrences())
+      o.lastStageLayers = planFlags.lastStageLayers.value;
+    o.accountForEmbedding = planFlags.accountForEmbedding;
+    o.accountForLoss = planFlags.accountForLoss;
     if (optLayersPerVirtualStage.getNumOccurrences())
       o.layersPerVirtualStage = optLayersPerVirtualStage.value;
-    o.layout = optLayout;
+    o.layout = planFlags.pipelineLayout;
     Result<PipelineLayout> layers = PipelineLayout::create(o);
     if (!layers)
       return fail(layers.error());
@@ -385,26 +270,26 @@ static Result<Pipeline> buildPipeline(int64_t pp) {
   }
 
   const cl::Option *scheduleFlag = firstGiven(
-      {&optNumMicrobatches, &optGroupSize, &optForwardOnly, &optP2PMode});
+      {&planFlags.numMicrobatches, &planFlags.microbatchGroupSize, &optForwardOnly, &planFlags.p2pMode});
   if (scheduleFlag && !optSchedule)
     return fail("--" + scheduleFlag->ArgStr.str() + " needs --schedule");
   if (!optSchedule)
     return pipeline;
-  if (!optNumMicrobatches.getNumOccurrences())
+  if (!planFlags.numMicrobatches.getNumOccurrences())
     return fail("--schedule needs --num-microbatches");
-  Result<P2PMode> mode = parseP2PMode(optP2PMode);
+  Result<P2PMode> mode = parseP2PMode(planFlags.p2pMode);
   if (!mode)
     return fail("--p2p-mode: " + mode.error());
   pipeline.mode = *mode;
-  if (optGroupSize.getNumOccurrences() && optGroupSize.value < 1)
+  if (planFlags.microbatchGroupSize.getNumOccurrences() && planFlags.microbatchGroupSize.value < 1)
     return fail("--microbatch-group-size-per-vp-stage must be at least 1, "
                 "got " +
-                std::to_string(optGroupSize.value));
+                std::to_string(planFlags.microbatchGroupSize.value));
   ScheduleOptions o;
   o.pp = pp;
   o.vpp = std::max<int64_t>(vpp, 1);
-  o.numMicrobatches = optNumMicrobatches.value;
-  o.microbatchGroupSize = optGroupSize.value;
+  o.numMicrobatches = planFlags.numMicrobatches.value;
+  o.microbatchGroupSize = planFlags.microbatchGroupSize.value;
   o.forwardOnly = optForwardOnly;
   Result<PipelineSchedule> schedule = PipelineSchedule::create(o);
   if (!schedule)
@@ -930,32 +815,20 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  ParallelConfig config;
+  Result<Plan> plan = planFlags.plan();
+  if (!plan)
+    return error(plan.error());
+  ParallelConfig config = plan->sizes;
   config.worldSize = optWorldSize.value;
-  config.tp = optTp.value;
-  config.cp = optCp.value;
-  config.pp = optPp.value;
-  config.dp = optDp.value;
-  config.ep = optEp.value;
-  config.etp = optEtp.value;
-  config.order = optOrder;
-  if (optTpPpDpMapping) {
-    if (optOrder.getNumOccurrences() &&
-        StringRef(optOrder).lower() != kTpPpDpOrder)
-      return error("--use-tp-pp-dp-mapping conflicts with --order " + optOrder);
-    config.order = kTpPpDpOrder;
-  }
   config.numDistributedOptimizerInstances = optInstances.value;
-  for (const Int &size : optHierarchicalCp)
-    config.hierarchicalCpSizes.push_back(size.value);
   if (optWorldSize.getNumOccurrences() && optWorldSize.value <= 0)
     return error("world size must be at least 1, got " +
                  Twine(optWorldSize.value));
-  if (optDp.getNumOccurrences() && optDp.value <= 0)
-    return error("dp must be at least 1, got " + Twine(optDp.value));
-  if (optEtp.getNumOccurrences() && optEtp.value <= 0)
-    return error("etp must be at least 1, got " + Twine(optEtp.value));
-  if (!optWorldSize.getNumOccurrences() && !optDp.getNumOccurrences())
+  if (planFlags.dp.getNumOccurrences() && planFlags.dp.value <= 0)
+    return error("dp must be at least 1, got " + Twine(planFlags.dp.value));
+  if (planFlags.etp.getNumOccurrences() && planFlags.etp.value <= 0)
+    return error("etp must be at least 1, got " + Twine(planFlags.etp.value));
+  if (!optWorldSize.getNumOccurrences() && !planFlags.dp.getNumOccurrences())
     return error("--world-size is required (or give --dp)");
 
   Result<ParallelLayout> layout = ParallelLayout::create(config);

@@ -1,8 +1,8 @@
 // RUN: loom-import %examples/gpt-tiny.json --seq-length 8 -o %t.mlir
-// RUN: loom-opt %t.mlir --tfm-plan="pp=2" --tfm-differentiate --tfm-shard \
-// RUN:   --tfm-schedule-pipeline="num-microbatches=2" --tfm-verify-pipeline-p2p | FileCheck %s
-// RUN: loom-opt %t.mlir --tfm-plan="pp=2" --tfm-shard \
-// RUN:   --tfm-schedule-pipeline="num-microbatches=2 p2p-mode=unbatched" | FileCheck %s --check-prefix=FWD
+// RUN: loom-opt %t.mlir --tfm-plan="pp=2 num-microbatches=2" --tfm-differentiate --tfm-shard \
+// RUN:   --tfm-schedule-pipeline --tfm-verify-pipeline-p2p | FileCheck %s
+// RUN: loom-opt %t.mlir --tfm-plan="pp=2 num-microbatches=2 p2p-mode=unbatched" --tfm-shard \
+// RUN:   --tfm-schedule-pipeline | FileCheck %s --check-prefix=FWD
 
 // Two layers over pp 2, two micro-batches, 1F1B: pp rank 0 (embedding,
 // layer 0) runs F0 F1 B0 B1, pp rank 1 (layer 1, head) F0 B0 F1 B1, with
@@ -78,8 +78,8 @@
 // starts their data-parallel reduction there).
 // RUN: sed 's/"n_layer": 2/"n_layer": 4/' %examples/gpt-tiny.json > %t4.json
 // RUN: loom-import %t4.json --seq-length 8 -o %t4.mlir
-// RUN: loom-opt %t4.mlir --tfm-plan="pp=2 vpp=2" --tfm-differentiate --tfm-shard \
-// RUN:   --tfm-schedule-pipeline="num-microbatches=2" | FileCheck %s --check-prefix=VPP
+// RUN: loom-opt %t4.mlir --tfm-plan="pp=2 vpp=2 num-microbatches=2" --tfm-differentiate --tfm-shard \
+// RUN:   --tfm-schedule-pipeline | FileCheck %s --check-prefix=VPP
 // VPP-LABEL: func.func @train_step_pp0(
 // VPP: tfm.pipeline_step backward mb 1 chunk 1
 // VPP-NEXT: %[[C1:.*]]:17 = call @train_step_layer2_backward_accumulate(

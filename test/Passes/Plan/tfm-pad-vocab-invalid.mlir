@@ -1,9 +1,9 @@
 // RUN: loom-opt %s -split-input-file -verify-diagnostics --tfm-set-plan="tp=2" --tfm-pad-vocab
 // RUN: echo 'module {}' | not loom-opt --tfm-pad-vocab 2>&1 | FileCheck %s --check-prefix=NOPLAN
-// RUN: echo 'module {}' | not loom-opt --tfm-set-plan="tp=2" --tfm-pad-vocab="divisible-by=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: echo 'module {}' | not loom-opt --tfm-set-plan="tp=2 make-vocab-size-divisible-by=0" --tfm-pad-vocab 2>&1 | FileCheck %s --check-prefix=ZERO
 
 // NOPLAN: error: tfm-pad-vocab needs the module's tfm.plan (run tfm-set-plan first)
-// ZERO: error: tfm-pad-vocab: divisible-by must be at least 1, got 0
+// ZERO: error: plan make_vocab_size_divisible_by 0 must be at least 1
 
 // A table used in a way the pass does not know how to pad (here, after
 // differentiation) is named, not padded halfway.

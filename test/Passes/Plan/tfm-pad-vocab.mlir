@@ -1,6 +1,6 @@
 // RUN: loom-opt %s -split-input-file --tfm-set-plan="tp=2" --tfm-pad-vocab | FileCheck %s
-// RUN: loom-opt %s -split-input-file --tfm-set-plan="tp=2" --tfm-pad-vocab="divisible-by=1" | FileCheck %s --check-prefix=BY1
-// RUN: loom-opt %s -split-input-file --tfm-set-plan="tp=4" --tfm-pad-vocab="divisible-by=1" | FileCheck %s --check-prefix=TP4
+// RUN: loom-opt %s -split-input-file --tfm-set-plan="tp=2 make-vocab-size-divisible-by=1" --tfm-pad-vocab | FileCheck %s --check-prefix=BY1
+// RUN: loom-opt %s -split-input-file --tfm-set-plan="tp=4 make-vocab-size-divisible-by=1" --tfm-pad-vocab | FileCheck %s --check-prefix=TP4
 
 // A 500-token vocabulary, untied, with a bf16 output projection: tp 2 x 128
 // pads the token embedding, the projection (through its cast) and the
