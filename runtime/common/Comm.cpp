@@ -13,8 +13,8 @@
 // the data: MPI on cpu, NCCL on cuda (a communicator per group, set up over
 // the group's MPI communicator).
 //
-// The same code for every backend: the checks of each call (so both
-// backends report misuse alike), the registry and the bookkeeping.
+// The ABI front has checked every loomrt_comm argument (checkedComm) and
+// dtype before these functions run; they check the rest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +24,8 @@
 #include "runtime/common/Groups.h"
 #include "runtime/common/Transport.h"
 #include "runtime/common/Watchdog.h"
+
+#include "runtime/abi/Common.h.inc"
 
 #include <algorithm>
 #include <climits>
@@ -98,7 +100,7 @@ loomrt_comm loomrt::checkedComm(const char *fn, loomrt_comm c) {
 // Setup
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_init(int *argc, char ***argv) {
+void common::loomrt_init(int *argc, char ***argv) {
   int up = 0;
   MPI_Initialized(&up);
   if (!up) {
@@ -124,7 +126,7 @@ extern "C" void loomrt_init(int *argc, char ***argv) {
   watchdog::start(MPI_COMM_WORLD);
 }
 
-extern "C" void loomrt_finalize(void) {
+void common::loomrt_finalize() {
   transport::quiesce(__func__);
   watchdog::stop();
   while (!liveComms.empty())
@@ -137,23 +139,19 @@ extern "C" void loomrt_finalize(void) {
   weInitializedMpi = false;
 }
 
-extern "C" int32_t loomrt_world_rank(void) {
-  return worldComm ? worldComm->rank : 0;
-}
+int32_t common::loomrt_world_rank() { return worldComm ? worldComm->rank : 0; }
 
-extern "C" int32_t loomrt_world_size(void) {
-  return worldComm ? worldComm->size : 1;
-}
+int32_t common::loomrt_world_size() { return worldComm ? worldComm->size : 1; }
 
-extern "C" loomrt_comm loomrt_comm_world(void) {
+loomrt_comm common::loomrt_comm_world() {
   if (!worldComm)
     fatal(__func__, "loomrt_init has not been called");
   return worldComm;
 }
 
-extern "C" loomrt_comm loomrt_comm_create(int32_t num_groups,
-                                          const int32_t *group_sizes,
-                                          const int32_t *group_ranks) {
+loomrt_comm common::loomrt_comm_create(int32_t num_groups,
+                                       const int32_t *group_sizes,
+                                       const int32_t *group_ranks) {
   loomrt_comm world = checkedComm(__func__, worldComm);
   std::vector<int32_t> members;
   MPI_Comm split =
@@ -164,7 +162,7 @@ extern "C" loomrt_comm loomrt_comm_create(int32_t num_groups,
   return registerComm(split, std::move(members));
 }
 
-extern "C" void loomrt_comm_destroy(loomrt_comm comm) {
+void common::loomrt_comm_destroy(loomrt_comm comm) {
   if (!comm)
     return;
   checkedComm(__func__, comm);
@@ -176,24 +174,18 @@ extern "C" void loomrt_comm_destroy(loomrt_comm comm) {
   freeComm(comm);
 }
 
-extern "C" int32_t loomrt_comm_rank(loomrt_comm comm) {
-  return checkedComm(__func__, comm)->rank;
-}
+int32_t common::loomrt_comm_rank(loomrt_comm comm) { return comm->rank; }
 
-extern "C" int32_t loomrt_comm_size(loomrt_comm comm) {
-  return checkedComm(__func__, comm)->size;
-}
+int32_t common::loomrt_comm_size(loomrt_comm comm) { return comm->size; }
 
-extern "C" int32_t loomrt_comm_world_rank_of(loomrt_comm comm, int32_t r) {
-  checkedComm(__func__, comm);
+int32_t common::loomrt_comm_world_rank_of(loomrt_comm comm, int32_t r) {
   if (r < 0 || r >= comm->size)
     fatal(__func__, "group rank %d is outside a group of %d", int(r),
           comm->size);
   return comm->worldRanks[size_t(r)];
 }
 
-extern "C" void loomrt_barrier(loomrt_comm comm) {
-  checkedComm(__func__, comm);
+void common::loomrt_barrier(loomrt_comm comm) {
   transport::quiesce(__func__);
   MPI_Request request;
   checkMpi(MPI_Ibarrier(comm->mpi, &request), "MPI_Ibarrier");
@@ -203,7 +195,7 @@ extern "C" void loomrt_barrier(loomrt_comm comm) {
   checkMpi(watchdog::waitAll(op, 1, &request, &status), "MPI_Ibarrier");
 }
 
-extern "C" void loomrt_set_timeout(double seconds) {
+void common::loomrt_set_timeout(double seconds) {
   if (!(seconds >= 0))
     fatal(__func__, "timeout %g is not a number of seconds >= 0", seconds);
   watchdog::setTimeout(seconds);
@@ -213,12 +205,9 @@ extern "C" void loomrt_set_timeout(double seconds) {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
-                                  int32_t op, const void *send, void *recv,
-                                  int64_t n) {
+void common::loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype, int32_t op,
+                               const void *send, void *recv, int64_t n) {
   transport::CallScope scope(__func__, "send, recv", {send, recv});
-  checkedComm(__func__, comm);
-  checkedDtypeSize(__func__, dtype);
   const int count = checkedCount(__func__, n);
   if (op != LOOMRT_SUM && op != LOOMRT_MAX)
     fatal(__func__, "unknown reduction %d", int(op));
@@ -226,11 +215,9 @@ extern "C" void loomrt_all_reduce(loomrt_comm comm, loomrt_dtype dtype,
   transport::allReduce(__func__, comm, dtype, op, send, recv, count);
 }
 
-extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
-                                 void *buf, int64_t n, int32_t root) {
+void common::loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype, void *buf,
+                              int64_t n, int32_t root) {
   transport::CallScope scope(__func__, "buf", {buf});
-  checkedComm(__func__, comm);
-  checkedDtypeSize(__func__, dtype);
   const int count = checkedCount(__func__, n);
   if (root < 0 || root >= comm->size)
     fatal(__func__, "root %d is outside a group of %d", int(root), comm->size);
@@ -238,12 +225,10 @@ extern "C" void loomrt_broadcast(loomrt_comm comm, loomrt_dtype dtype,
   transport::broadcast(__func__, comm, dtype, buf, count, root);
 }
 
-extern "C" void loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype,
-                                  int32_t ndim, const int64_t *shape,
-                                  int32_t dim, const void *send, void *recv) {
+void common::loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype,
+                               int32_t ndim, const int64_t *shape, int32_t dim,
+                               const void *send, void *recv) {
   transport::CallScope scope(__func__, "send, recv", {send, recv});
-  checkedComm(__func__, comm);
-  checkedDtypeSize(__func__, dtype);
   const Split s = splitAround(__func__, ndim, shape, dim);
   const int block = checkedCount(__func__, s.outer * s.dim * s.inner);
   checkedCount(__func__, int64_t(block) * comm->size);
@@ -251,13 +236,10 @@ extern "C" void loomrt_all_gather(loomrt_comm comm, loomrt_dtype dtype,
   transport::allGather(__func__, comm, dtype, s, block, send, recv);
 }
 
-extern "C" void loomrt_reduce_scatter(loomrt_comm comm, loomrt_dtype dtype,
-                                      int32_t ndim, const int64_t *shape,
-                                      int32_t dim, const void *send,
-                                      void *recv) {
+void common::loomrt_reduce_scatter(loomrt_comm comm, loomrt_dtype dtype,
+                                   int32_t ndim, const int64_t *shape,
+                                   int32_t dim, const void *send, void *recv) {
   transport::CallScope scope(__func__, "send, recv", {send, recv});
-  checkedComm(__func__, comm);
-  checkedDtypeSize(__func__, dtype);
   const Split s = splitAround(__func__, ndim, shape, dim);
   if (s.dim % comm->size != 0)
     fatal(__func__, "extent %lld of dim %d is not divisible by %d ranks",
@@ -269,13 +251,11 @@ extern "C" void loomrt_reduce_scatter(loomrt_comm comm, loomrt_dtype dtype,
   transport::reduceScatter(__func__, comm, dtype, s, total, block, send, recv);
 }
 
-extern "C" void loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype,
-                                  int32_t ndim, const int64_t *shape,
-                                  int32_t split_dim, int32_t concat_dim,
-                                  const void *send, void *recv) {
+void common::loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype,
+                               int32_t ndim, const int64_t *shape,
+                               int32_t split_dim, int32_t concat_dim,
+                               const void *send, void *recv) {
   transport::CallScope scope(__func__, "send, recv", {send, recv});
-  checkedComm(__func__, comm);
-  checkedDtypeSize(__func__, dtype);
   const int64_t P = comm->size;
   const Split in = splitAround(__func__, ndim, shape, split_dim);
   splitAround(__func__, ndim, shape, concat_dim);
@@ -322,8 +302,6 @@ void issueBatch(loomrt_comm c) {
 
 void record(const char *fn, loomrt_comm c, bool isSend, loomrt_dtype dtype,
             const void *buf, int64_t n, int32_t peer) {
-  checkedComm(fn, c);
-  checkedDtypeSize(fn, dtype);
   const int count = checkedCount(fn, n);
   if (peer < 0 || peer >= c->size)
     fatal(fn, "peer %d is outside a group of %d", int(peer), c->size);
@@ -335,28 +313,26 @@ void record(const char *fn, loomrt_comm c, bool isSend, loomrt_dtype dtype,
 }
 } // namespace
 
-extern "C" void loomrt_p2p_begin(loomrt_comm comm) {
-  checkedComm(__func__, comm);
+void common::loomrt_p2p_begin(loomrt_comm comm) {
   if (comm->inBatch)
     fatal(__func__, "p2p batches do not nest");
   comm->inBatch = true;
 }
 
-extern "C" void loomrt_send(loomrt_comm comm, loomrt_dtype dtype,
-                            const void *buf, int64_t n, int32_t peer) {
+void common::loomrt_send(loomrt_comm comm, loomrt_dtype dtype, const void *buf,
+                         int64_t n, int32_t peer) {
   transport::CallScope scope(__func__, "buf", {buf});
   record(__func__, comm, true, dtype, buf, n, peer);
 }
 
-extern "C" void loomrt_recv(loomrt_comm comm, loomrt_dtype dtype, void *buf,
-                            int64_t n, int32_t peer) {
+void common::loomrt_recv(loomrt_comm comm, loomrt_dtype dtype, void *buf,
+                         int64_t n, int32_t peer) {
   transport::CallScope scope(__func__, "buf", {buf});
   record(__func__, comm, false, dtype, buf, n, peer);
 }
 
-extern "C" void loomrt_p2p_end(loomrt_comm comm) {
+void common::loomrt_p2p_end(loomrt_comm comm) {
   transport::CallScope scope(__func__, "", {});
-  checkedComm(__func__, comm);
   if (!comm->inBatch)
     fatal(__func__, "no batch was begun");
   comm->inBatch = false;
@@ -367,10 +343,9 @@ extern "C" void loomrt_p2p_end(loomrt_comm comm) {
 // Nonblocking sums
 //===----------------------------------------------------------------------===//
 
-extern "C" loomrt_request loomrt_all_reduce_start(loomrt_comm comm, float *buf,
-                                                  int64_t n) {
+loomrt_request common::loomrt_all_reduce_start(loomrt_comm comm, float *buf,
+                                               int64_t n) {
   transport::CallScope scope(__func__, "buf", {buf});
-  checkedComm(__func__, comm);
   const int count = checkedCount(__func__, n);
   LOOMRT_CHECK(count == 0 || buf, "NULL buffer");
   auto *r = new loomrt_request_impl{__func__, "all_reduce", comm,
@@ -379,12 +354,11 @@ extern "C" loomrt_request loomrt_all_reduce_start(loomrt_comm comm, float *buf,
   return r;
 }
 
-extern "C" loomrt_request loomrt_reduce_scatter_start(loomrt_comm comm,
-                                                      const float *send,
-                                                      float *recv,
-                                                      const int64_t *counts) {
+loomrt_request common::loomrt_reduce_scatter_start(loomrt_comm comm,
+                                                   const float *send,
+                                                   float *recv,
+                                                   const int64_t *counts) {
   transport::CallScope scope(__func__, "send, recv", {send, recv});
-  checkedComm(__func__, comm);
   LOOMRT_CHECK(counts, "NULL counts");
   int64_t total = 0;
   for (int k = 0; k < comm->size; ++k) {
@@ -400,7 +374,7 @@ extern "C" loomrt_request loomrt_reduce_scatter_start(loomrt_comm comm,
   return r;
 }
 
-extern "C" void loomrt_wait(loomrt_request request) {
+void common::loomrt_wait(loomrt_request request) {
   LOOMRT_CHECK(request, "NULL request");
   transport::wait(request);
   delete request;

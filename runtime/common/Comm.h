@@ -45,7 +45,7 @@ struct Split {
 };
 
 /// Aborts unless loomrt_init has been called and c is a live communicator;
-/// returns c.
+/// returns c. The check the ABI front runs on every loomrt_comm argument.
 loomrt_comm checkedComm(const char *fn, loomrt_comm c);
 
 } // namespace loomrt

@@ -78,10 +78,11 @@ private:
 
 } // namespace loomrt::contract
 
-/// First statement of every ABI function of the cpu backend: the function's
-/// device-memory (tensor) arguments, or nothing. The communication entry
-/// points (runtime/common/Comm.cpp) get the same through
-/// transport::CallScope (cpu/Comm.cpp).
+/// First statement of every entry point the cpu backend implements
+/// (loomrt::backend::loomrt_*, so __func__ is the entry point's name): the
+/// function's device-memory (tensor) arguments, or nothing. The
+/// communication entry points (runtime/common/Comm.cpp) get the same
+/// through transport::CallScope (cpu/Comm.cpp).
 #define LOOMRT_DEVICE_CALL(...)                                                \
   ::loomrt::contract::Scope loomrtContractScope(__func__, #__VA_ARGS__,        \
                                                 {__VA_ARGS__})
