@@ -19,12 +19,22 @@
 #   backend   Backend.h.inc for the runtime: the C++ functions each backend
 #             implements (namespace loomrt::backend), one per entry point
 #             the ABI front forwards to a backend.
+#   common    Common.h.inc: the same for the entry points runtime/common
+#             implements for every backend (namespace loomrt::common; the
+#             COMMON list below).
+#   args      Args.h.inc: one struct per entry point holding its arguments
+#             (namespace loomrt::args), what an entry point's own rule takes
+#             (runtime/common/Rules.h).
 #   front     Front.inc for the runtime: the extern "C" definition of every
 #             entry point (runtime/common/Front.cpp): the argument checks
 #             the types imply, the entry point's own rule where it has one,
 #             then the backend's (or common code's) implementation.
 #
-#   loomrt_abi.py {calls,backend,front,list} loomrt.h OUTPUT
+#   loomrt_abi.py {calls,backend,common,args,front,list} loomrt.h OUTPUT
+#
+# The implementations keep the entry point's name (loomrt::backend::
+# loomrt_gemm): __func__ inside them is the name every error message and
+# the cpu backend's device-contract check report.
 #
 # The header is plain C in a small, regular shape (one declaration per entry
 # point, `type name` parameters); anything else this script cannot read is an
@@ -200,8 +210,143 @@ def emit_list(entries):
                    for e in entries)
 
 
+#===------------------------------------------------------------------------===#
+# The runtime's ABI front
+#===------------------------------------------------------------------------===#
+
+# The entry points runtime/common implements, the same for every backend:
+# built from other entry points, or bookkeeping above a backend's transport
+# (runtime/common/Transport.h). Every other entry point is a backend's.
+COMMON = {
+    # Basics.cpp
+    "loomrt_dtype_size", "loomrt_abort",
+    # Comm.cpp: the communicator registry, collectives' and p2p batches'
+    # checks and bookkeeping; the backend moves the data.
+    "loomrt_init", "loomrt_finalize", "loomrt_world_rank",
+    "loomrt_world_size", "loomrt_comm_world", "loomrt_comm_create",
+    "loomrt_comm_destroy", "loomrt_comm_rank", "loomrt_comm_size",
+    "loomrt_comm_world_rank_of", "loomrt_all_reduce", "loomrt_broadcast",
+    "loomrt_all_gather", "loomrt_reduce_scatter", "loomrt_all_to_all",
+    "loomrt_p2p_begin", "loomrt_send", "loomrt_recv", "loomrt_p2p_end",
+    "loomrt_all_reduce_start", "loomrt_reduce_scatter_start", "loomrt_wait",
+    "loomrt_barrier", "loomrt_set_timeout",
+    # AttentionSections.cpp, AttentionChunks.cpp: written in other loomrt_*
+    # calls.
+    "loomrt_attention_section_forward", "loomrt_attention_section_backward",
+    "loomrt_attention_chunked_forward", "loomrt_attention_chunked_backward",
+    # Trace.cpp
+    "loomrt_set_trace", "loomrt_pipeline_step", "loomrt_set_grads_ready_hook",
+    "loomrt_grads_ready",
+}
+
+# The check a parameter's type implies, by C type: the front runs it for
+# every such parameter, in parameter order, before the entry point's rule.
+TYPE_CHECKS = {
+    # "unknown dtype %d"
+    "loomrt_dtype": "::loomrt::checkedDtypeSize",
+    # loomrt_init called, not NULL, alive (runtime/common/Comm.h)
+    "loomrt_comm": "::loomrt::checkedComm",
+}
+
+# Parameters whose type's check does not apply, and why.
+UNCHECKED = {
+    ("loomrt_comm_destroy", "comm"):
+        "NULL (a rank in no group) is a no-op; Comm.cpp checks the rest",
+}
+
+
+def cpp_decl(ctype, name):
+    """'const void *', 'x' -> 'const void *x'; 'int64_t', 'n' -> 'int64_t n'"""
+    return ctype + name if ctype.endswith("*") else ctype + " " + name
+
+
+def signature(e):
+    return cpp_decl(e.result, e.name) + "(%s)" % ", ".join(
+        cpp_decl(p.ctype, p.name) for p in e.params)
+
+
+def check_lists(entries):
+    names = {e.name for e in entries}
+    params = {(e.name, p.name) for e in entries for p in e.params}
+    for n in sorted(COMMON - names):
+        raise AbiError("COMMON lists %s, which loomrt.h does not declare" % n)
+    for key in sorted(set(UNCHECKED) - params):
+        raise AbiError("UNCHECKED lists %s(%s), which loomrt.h does not "
+                       "declare" % key)
+
+
+def emit_impl(entries, namespace, common, what):
+    guard = "LOOMRT_ABI_%s_H_INC" % namespace.upper()
+    out = [HEADER, "// %s" % what, "#ifndef " + guard, "#define " + guard, "",
+           '#include "loomrt/loomrt.h"', "", "#include <cstdint>", "",
+           "namespace loomrt::%s {" % namespace, ""]
+    for e in entries:
+        if (e.name in COMMON) != common:
+            continue
+        out.append("/// %s (loomrt.h:%d)" % (e.name, e.line))
+        out.append(signature(e) + ";")
+    out += ["", "} // namespace loomrt::%s" % namespace, "",
+            "#endif // " + guard, ""]
+    return "\n".join(out)
+
+
+def emit_backend(entries):
+    """The functions each backend defines, one per entry point it owns."""
+    return emit_impl(entries, "backend", False,
+                     "The entry points each backend implements "
+                     "(runtime/common/Backend.h).")
+
+
+def emit_common(entries):
+    """The functions runtime/common defines for every backend."""
+    return emit_impl(entries, "common", True,
+                     "The entry points runtime/common implements for every "
+                     "backend.")
+
+
+def emit_args(entries):
+    """One struct per entry point: its arguments, for its rule."""
+    guard = "LOOMRT_ABI_ARGS_H_INC"
+    out = [HEADER, "// The arguments of each entry point, named as in loomrt.h "
+           "(runtime/common/Rules.h).", "#ifndef " + guard, "#define " + guard,
+           "", '#include "loomrt/loomrt.h"', "", "#include <cstdint>", "",
+           "namespace loomrt::args {", ""]
+    for e in entries:
+        out.append("/// %s (loomrt.h:%d)" % (e.name, e.line))
+        out.append("struct %s {" % e.struct)
+        out.append('  static constexpr const char *kName = "%s";' % e.name)
+        for p in e.params:
+            out.append("  %s;" % cpp_decl(p.ctype, p.name))
+        out.append("};")
+        out.append("")
+    out += ["} // namespace loomrt::args", "", "#endif // " + guard, ""]
+    return "\n".join(out)
+
+
+def emit_front(entries):
+    """The extern "C" definition of every entry point."""
+    out = [HEADER, "// The ABI front: included by runtime/common/Front.cpp.", ""]
+    for e in entries:
+        args = ", ".join(p.name for p in e.params)
+        out.append("// loomrt.h:%d" % e.line)
+        out.append('extern "C" %s {' % signature(e))
+        for p in e.params:
+            check = TYPE_CHECKS.get(p.ctype)
+            if check and (e.name, p.name) not in UNCHECKED:
+                out.append('  %s("%s", %s);' % (check, e.name, p.name))
+        out.append("  ::loomrt::rules::check(::loomrt::args::%s{%s});"
+                   % (e.struct, args))
+        impl = "common" if e.name in COMMON else "backend"
+        out.append("  return ::loomrt::%s::%s(%s);" % (impl, e.name, args))
+        out.append("}")
+        out.append("")
+    return "\n".join(out)
+
+
+RUNTIME_EMITTERS = {"backend": emit_backend, "common": emit_common,
+                    "args": emit_args, "front": emit_front}
 EMITTERS = {"calls": emit_calls, "call-list": emit_call_list,
-            "list": emit_list}
+            "list": emit_list, **RUNTIME_EMITTERS}
 
 
 def main(argv):
@@ -211,6 +356,8 @@ def main(argv):
         return 2
     try:
         entries = parse(argv[2])
+        if argv[1] in RUNTIME_EMITTERS:
+            check_lists(entries)
     except (AbiError, OSError) as err:
         sys.stderr.write("loomrt_abi.py: %s\n" % err)
         return 1

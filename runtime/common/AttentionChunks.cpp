@@ -18,8 +18,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/common/Checks.h"
 #include "runtime/common/Composed.h"
+#include "runtime/common/Errors.h"
+
+#include "runtime/abi/Common.h.inc"
 
 #include <cstdint>
 
@@ -43,48 +45,27 @@ struct ChunkDims {
   int64_t lseBytes() const { return Nq * c * int64_t(sizeof(float)); }
 };
 
-ChunkDims checkChunked(const char *fn, loomrt_dtype dtype, int64_t B, int64_t L,
-                       int64_t start, int64_t chunk, int32_t numChunks,
-                       const int64_t *order, int64_t Nq, int64_t Nkv, int64_t D,
-                       const int32_t *qDoc, const int32_t *kDoc) {
-  if (chunk <= 0 || numChunks <= 0)
-    fatal(fn, "bad chunking: chunk = %lld, num_chunks = %d (need both > 0)",
-          (long long)chunk, (int)numChunks);
-  const int64_t S = chunk * numChunks;
-  checkAttention(fn, dtype, AttentionDims{B, L, S, Nq, Nkv, D}, qDoc, kDoc);
-  if (L % chunk != 0)
-    fatal(fn, "L = %lld local tokens is not a multiple of chunk = %lld",
-          (long long)L, (long long)chunk);
-  if (start < 0 || start % chunk != 0)
-    fatal(fn, "start = %lld is not a chunk boundary (chunk = %lld)",
-          (long long)start, (long long)chunk);
-  if (start + L > S)
-    fatal(fn, "tokens [%lld, %lld) beyond a sequence of %lld (%d chunks)",
-          (long long)start, (long long)(start + L), (long long)S,
-          (int)numChunks);
-  if (order)
-    for (int32_t j = 0; j < numChunks; ++j)
-      if (order[j] < 0 || order[j] >= numChunks)
-        fatal(fn, "order[%d] = %lld is not a chunk of %d", (int)j,
-              (long long)order[j], (int)numChunks);
-  const int64_t es = loomrt_dtype_size(dtype);
-  return ChunkDims{B,     L,           chunk,       S,
+/// The layout of a call the front has checked (runtime/common/Rules.cpp).
+ChunkDims chunkDims(loomrt_dtype dtype, int64_t B, int64_t L, int64_t start,
+                    int64_t chunk, int32_t numChunks, const int64_t *order,
+                    int64_t Nq, int64_t Nkv, int64_t D) {
+  const int64_t es = dtypeSize(dtype);
+  return ChunkDims{B,     L,           chunk,       chunk * numChunks,
                    Nq,    Nkv,         D,           start / chunk,
                    order, Nq * D * es, Nkv * D * es};
 }
 
 } // namespace
 
-extern "C" void loomrt_attention_chunked_forward(
+void common::loomrt_attention_chunked_forward(
     loomrt_dtype dtype, int64_t B, int64_t L, int64_t start, int64_t chunk,
     int32_t num_chunks, const int64_t *order, int64_t Nq, int64_t Nkv,
     int64_t D, float scale, const int32_t *q_doc, const int32_t *k_doc,
     const void *q, const void *k, const void *v, void *o, float *lse) {
-  const ChunkDims d = checkChunked(__func__, dtype, B, L, start, chunk,
-                                   num_chunks, order, Nq, Nkv, D, q_doc, k_doc);
+  const ChunkDims d =
+      chunkDims(dtype, B, L, start, chunk, num_chunks, order, Nq, Nkv, D);
   if (B == 0 || L == 0)
     return;
-  LOOMRT_CHECK(q && k && v && o && lse, "NULL tensor");
   const int64_t c = d.c, S = d.S, lseRow = c * int64_t(sizeof(float));
 
   // The diagonal tile's o and lse (merged into the chunk's rows of o) and
@@ -121,24 +102,22 @@ extern "C" void loomrt_attention_chunked_forward(
     }
 }
 
-extern "C" void loomrt_attention_chunked_backward(
+void common::loomrt_attention_chunked_backward(
     loomrt_dtype dtype, int64_t B, int64_t L, int64_t start, int64_t chunk,
     int32_t num_chunks, const int64_t *order, int64_t Nq, int64_t Nkv,
     int64_t D, float scale, const int32_t *q_doc, const int32_t *k_doc,
     const void *q, const void *k, const void *v, const void *o,
     const float *lse, const void *dout, void *dq, void *dk, void *dv) {
-  const ChunkDims d = checkChunked(__func__, dtype, B, L, start, chunk,
-                                   num_chunks, order, Nq, Nkv, D, q_doc, k_doc);
+  const ChunkDims d =
+      chunkDims(dtype, B, L, start, chunk, num_chunks, order, Nq, Nkv, D);
   if (B == 0)
     return;
   // Keys no local query sees get zero gradients (all of them when L == 0),
   // and the pieces below accumulate.
-  LOOMRT_CHECK(dk && dv, "NULL tensor");
   loomrt_zero(dk, B * d.S * d.kvRow);
   loomrt_zero(dv, B * d.S * d.kvRow);
   if (L == 0)
     return;
-  LOOMRT_CHECK(q && k && v && o && lse && dout && dq, "NULL tensor");
   loomrt_zero(dq, B * L * d.qRow);
   const int64_t c = d.c, S = d.S, lseRow = c * int64_t(sizeof(float));
 

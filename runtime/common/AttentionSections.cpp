@@ -14,8 +14,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/common/Checks.h"
 #include "runtime/common/Composed.h"
+#include "runtime/common/Errors.h"
+
+#include "runtime/abi/Common.h.inc"
 
 #include <cstdint>
 
@@ -31,21 +33,9 @@ struct SectionDims {
   int64_t kvRow; ///< bytes of one k/v row (Nkv*D elements)
 };
 
-void checkSection(const char *fn, loomrt_dtype dtype, int64_t B, int64_t L,
-                  int64_t Nq, int64_t Nkv, int64_t D, int32_t section) {
-  checkAttention(fn, dtype, AttentionDims{B, L, L, Nq, Nkv, D}, nullptr,
-                 nullptr);
-  if (L % 2 != 0)
-    fatal(fn, "L = %lld local tokens is odd (need two chunks of L/2)",
-          (long long)L);
-  if (section != LOOMRT_SECTION_DIAGONAL && section != LOOMRT_SECTION_LOWER &&
-      section != LOOMRT_SECTION_UPPER)
-    fatal(fn, "bad section %d (0 diagonal, 1 lower, 2 upper)", (int)section);
-}
-
 SectionDims sectionDims(loomrt_dtype dtype, int64_t B, int64_t L, int64_t Nq,
                         int64_t Nkv, int64_t D) {
-  const int64_t es = loomrt_dtype_size(dtype);
+  const int64_t es = dtypeSize(dtype);
   return SectionDims{B, L, L / 2, Nq, Nkv, D, es, Nq * D * es, Nkv * D * es};
 }
 
@@ -66,16 +56,14 @@ void scatterLseHalf1(const SectionDims &d, const float *half, float *full) {
 
 } // namespace
 
-extern "C" void loomrt_attention_section_forward(
+// The front has checked the arguments (runtime/common/Rules.cpp).
+void common::loomrt_attention_section_forward(
     loomrt_dtype dtype, int64_t B, int64_t L, int64_t Nq, int64_t Nkv,
     int64_t D, float scale, int32_t section, const int32_t *q_doc,
     const int32_t *k_doc, const void *q, const void *k, const void *v,
     void *o_acc, float *lse_acc) {
-  checkSection(__func__, dtype, B, L, Nq, Nkv, D, section);
   if (B == 0 || L == 0)
     return;
-  LOOMRT_CHECK(q && k && v && o_acc && lse_acc, "NULL tensor");
-  LOOMRT_CHECK(!q_doc == !k_doc, "q_doc and k_doc: both or neither");
   const SectionDims d = sectionDims(dtype, B, L, Nq, Nkv, D);
   const int64_t c = d.c;
 
@@ -128,18 +116,14 @@ extern "C" void loomrt_attention_section_forward(
   scatterLseHalf1(d, lseAcc1, lse_acc);
 }
 
-extern "C" void loomrt_attention_section_backward(
+void common::loomrt_attention_section_backward(
     loomrt_dtype dtype, int64_t B, int64_t L, int64_t Nq, int64_t Nkv,
     int64_t D, float scale, int32_t section, const int32_t *q_doc,
     const int32_t *k_doc, const void *q, const void *k, const void *v,
     const void *o, const float *lse, const void *dout, void *dq, void *dk,
     void *dv) {
-  checkSection(__func__, dtype, B, L, Nq, Nkv, D, section);
   if (B == 0 || L == 0)
     return;
-  LOOMRT_CHECK(q && k && v && o && lse && dout && dq && dk && dv,
-               "NULL tensor");
-  LOOMRT_CHECK(!q_doc == !k_doc, "q_doc and k_doc: both or neither");
   const SectionDims d = sectionDims(dtype, B, L, Nq, Nkv, D);
   const int64_t c = d.c;
 

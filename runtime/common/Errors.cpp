@@ -69,13 +69,8 @@ int64_t loomrt::checkedDtypeSize(const char *fn, loomrt_dtype dtype) {
   }
 }
 
-extern "C" void loomrt_abort(const char *message) {
-  std::fprintf(stderr, "loomrt: rank %d: %s\n", currentWorldRank(),
-               message ? message : "(no message)");
+void loomrt::abortJob(const char *message) {
+  std::fprintf(stderr, "loomrt: rank %d: %s\n", currentWorldRank(), message);
   std::fflush(stderr);
   terminateJob();
-}
-
-extern "C" int64_t loomrt_dtype_size(loomrt_dtype dtype) {
-  return checkedDtypeSize(__func__, dtype);
 }

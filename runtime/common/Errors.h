@@ -29,6 +29,15 @@ namespace loomrt {
 /// Validates a dtype argument and returns its size in bytes.
 int64_t checkedDtypeSize(const char *fn, loomrt_dtype dtype);
 
+/// The size in bytes of a dtype the ABI front has checked.
+inline int64_t dtypeSize(loomrt_dtype dtype) {
+  return dtype == LOOMRT_F32 ? 4 : 2;
+}
+
+/// Prints "loomrt: rank R: <message>" and terminates the job as fatal()
+/// does (loomrt_abort).
+[[noreturn]] void abortJob(const char *message);
+
 /// Aborts with MPI's error string when an MPI call did not succeed.
 void checkMpi(int rc, const char *call);
 

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loomrt/loomrt.h"
+#include "runtime/abi/Common.h.inc"
 
 #include <mpi.h>
 
@@ -42,21 +42,21 @@ void trace(const char *what, int64_t a, int64_t b, bool two) {
 }
 } // namespace
 
-extern "C" void loomrt_set_trace(int32_t on) { tracing = on != 0; }
+void loomrt::common::loomrt_set_trace(int32_t on) { tracing = on != 0; }
 
-extern "C" void loomrt_pipeline_step(int32_t forward, int64_t microbatch,
-                                     int64_t chunk) {
+void loomrt::common::loomrt_pipeline_step(int32_t forward, int64_t microbatch,
+                                          int64_t chunk) {
   if (tracing)
     trace(forward ? "F" : "B", microbatch, chunk, true);
 }
 
-extern "C" void loomrt_set_grads_ready_hook(loomrt_grads_ready_fn hook,
-                                            void *context) {
+void loomrt::common::loomrt_set_grads_ready_hook(loomrt_grads_ready_fn hook,
+                                                 void *context) {
   gradsReadyHook = hook;
   gradsReadyContext = context;
 }
 
-extern "C" void loomrt_grads_ready(int64_t chunk) {
+void loomrt::common::loomrt_grads_ready(int64_t chunk) {
   if (tracing)
     trace("G", chunk, 0, false);
   if (gradsReadyHook)

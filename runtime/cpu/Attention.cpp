@@ -11,9 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
-#include "runtime/common/Checks.h"
 
 #include <omp.h>
 
@@ -27,7 +27,10 @@ namespace {
 constexpr int64_t kQueryBlock = 128;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-using Dims = AttentionDims;
+/// The sizes of one call (q [B,S,Nq,D], k/v [B,Sk,Nkv,D]).
+struct Dims {
+  int64_t B, S, Sk, Nq, Nkv, D;
+};
 
 /// The mask of one batch entry: key j is visible from query i iff
 /// (!causal || kPos[j] <= qPos[i]) && (no docs || qDoc[i] == kDoc[j]).
@@ -67,17 +70,15 @@ struct Mask {
 };
 } // namespace
 
-extern "C" void loomrt_attention_forward(
+void loomrt::backend::loomrt_attention_forward(
     loomrt_dtype dtype, int64_t B, int64_t S, int64_t Sk, int64_t Nq,
     int64_t Nkv, int64_t D, float scale, int32_t causal, const int32_t *q_pos,
     const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
     const void *q, const void *k, const void *v, void *o, float *lse) {
   LOOMRT_DEVICE_CALL(q_pos, k_pos, q_doc, k_doc, q, k, v, o, lse);
   const Dims d{B, S, Sk, Nq, Nkv, D};
-  checkAttention(__func__, dtype, d, q_doc, k_doc);
   if (B == 0 || S == 0)
     return;
-  LOOMRT_CHECK(q && o && lse && (Sk == 0 || (k && v)), "NULL tensor");
   const int64_t group = Nq / Nkv;
   const int64_t qLd = Nq * D, kvLd = Nkv * D;
   In qf(dtype, q, B * S * qLd), kf(dtype, Sk ? k : nullptr, B * Sk * kvLd),
@@ -155,18 +156,14 @@ extern "C" void loomrt_attention_forward(
   of.commit();
 }
 
-extern "C" void loomrt_attention_merge(loomrt_dtype dtype, int64_t B, int64_t S,
-                                       int64_t Nq, int64_t D, void *o_acc,
-                                       float *lse_acc, const void *o_part,
-                                       const float *lse_part) {
+void loomrt::backend::loomrt_attention_merge(loomrt_dtype dtype, int64_t B,
+                                             int64_t S, int64_t Nq, int64_t D,
+                                             void *o_acc, float *lse_acc,
+                                             const void *o_part,
+                                             const float *lse_part) {
   LOOMRT_DEVICE_CALL(o_acc, lse_acc, o_part, lse_part);
-  checkedDtypeSize(__func__, dtype);
-  LOOMRT_CHECK(B >= 0 && S >= 0 && Nq > 0 && D > 0,
-               "bad sizes B=%lld S=%lld Nq=%lld D=%lld", (long long)B,
-               (long long)S, (long long)Nq, (long long)D);
   if (B * S == 0)
     return;
-  LOOMRT_CHECK(o_acc && lse_acc && o_part && lse_part, "NULL tensor");
   const int64_t n = B * S * Nq * D;
   Out acc(dtype, o_acc, n, true);
   In part(dtype, o_part, n);
@@ -200,7 +197,7 @@ extern "C" void loomrt_attention_merge(loomrt_dtype dtype, int64_t B, int64_t S,
 // With P = softmax probabilities (recomputed), Di = sum_d dO_i * O_i:
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - Di),
 //   dQ = scale * dS K,  dK = scale * dS^T Q.
-extern "C" void loomrt_attention_backward(
+void loomrt::backend::loomrt_attention_backward(
     loomrt_dtype dtype, int64_t B, int64_t S, int64_t Sk, int64_t Nq,
     int64_t Nkv, int64_t D, float scale, int32_t causal, const int32_t *q_pos,
     const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
@@ -209,15 +206,11 @@ extern "C" void loomrt_attention_backward(
     int32_t accumulate) {
   LOOMRT_DEVICE_CALL(q_pos, k_pos, q_doc, k_doc, q, k, v, o, lse, dout, dq, dk, dv);
   const Dims d{B, S, Sk, Nq, Nkv, D};
-  checkAttention(__func__, dtype, d, q_doc, k_doc);
   if (B == 0 || (S == 0 && Sk == 0))
     return;
   const int64_t group = Nq / Nkv;
   const int64_t qLd = Nq * D, kvLd = Nkv * D;
   const int64_t qN = B * S * qLd, kvN = B * Sk * kvLd;
-  LOOMRT_CHECK((S == 0 || (q && o && lse && dout && dq)) &&
-                   (Sk == 0 || (k && v && dk && dv)),
-               "NULL tensor");
   Out dqf(dtype, S ? dq : nullptr, qN, accumulate != 0);
   Out dkf(dtype, Sk ? dk : nullptr, kvN, accumulate != 0);
   Out dvf(dtype, Sk ? dv : nullptr, kvN, accumulate != 0);

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
-#include "runtime/common/Checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -53,19 +53,14 @@ double maskSum(const float *mask, int64_t n) {
 }
 } // namespace
 
-extern "C" void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n,
-                                             int64_t V, const void *logits,
-                                             const int32_t *labels,
-                                             const float *mask, float *loss,
-                                             float *row_loss) {
+void loomrt::backend::loomrt_cross_entropy_forward(
+    loomrt_dtype dtype, int64_t n, int64_t V, const void *logits,
+    const int32_t *labels, const float *mask, float *loss, float *row_loss) {
   LOOMRT_DEVICE_CALL(logits, labels, mask, row_loss);
-  checkCE(__func__, dtype, n, V);
-  LOOMRT_CHECK(loss, "loss is NULL");
   if (n == 0) {
     *loss = 0.0f;
     return;
   }
-  LOOMRT_CHECK(logits && labels, "NULL tensor");
   checkLabels(labels, n, V);
   In x(dtype, logits, n * V);
   std::vector<float> rl(static_cast<size_t>(n));
@@ -84,16 +79,12 @@ extern "C" void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n,
     std::copy(rl.begin(), rl.end(), row_loss);
 }
 
-extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
-                                              int64_t V, const void *logits,
-                                              const int32_t *labels,
-                                              const float *mask, float dloss,
-                                              void *dlogits) {
+void loomrt::backend::loomrt_cross_entropy_backward(
+    loomrt_dtype dtype, int64_t n, int64_t V, const void *logits,
+    const int32_t *labels, const float *mask, float dloss, void *dlogits) {
   LOOMRT_DEVICE_CALL(logits, labels, mask, dlogits);
-  checkCE(__func__, dtype, n, V);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && labels && dlogits, "NULL tensor");
   checkLabels(labels, n, V);
   const double den = maskSum(mask, n);
   const float scale = den == 0 ? 0.0f : float(double(dloss) / den);
@@ -117,15 +108,12 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
 // Vocab-parallel pieces
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
-                                    int64_t valid, const void *logits,
-                                    float *row_max) {
+void loomrt::backend::loomrt_ce_local_max(loomrt_dtype dtype, int64_t n,
+                                          int64_t Vl, int64_t valid,
+                                          const void *logits, float *row_max) {
   LOOMRT_DEVICE_CALL(logits, row_max);
-  checkCE(__func__, dtype, n, Vl);
-  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && row_max, "NULL tensor");
   In x(dtype, logits, n * Vl);
 #pragma omp parallel for schedule(static) if (n * Vl > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i)
@@ -133,33 +121,28 @@ extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
                        : -std::numeric_limits<float>::infinity();
 }
 
-extern "C" void loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n,
-                                        int64_t Vl, int64_t valid,
-                                        const void *logits,
-                                        const float *row_max, float *sum_exp) {
+void loomrt::backend::loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n,
+                                              int64_t Vl, int64_t valid,
+                                              const void *logits,
+                                              const float *row_max,
+                                              float *sum_exp) {
   LOOMRT_DEVICE_CALL(logits, row_max, sum_exp);
-  checkCE(__func__, dtype, n, Vl);
-  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && row_max && sum_exp, "NULL tensor");
   In x(dtype, logits, n * Vl);
 #pragma omp parallel for schedule(static) if (n * Vl > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i)
     sum_exp[i] = valid ? rowSumExp(x.get() + i * Vl, valid, row_max[i]) : 0.0f;
 }
 
-extern "C" void loomrt_ce_local_target(loomrt_dtype dtype, int64_t n,
-                                       int64_t Vl, const void *logits,
-                                       const int32_t *labels,
-                                       int64_t vocab_start, float *target) {
+void loomrt::backend::loomrt_ce_local_target(loomrt_dtype dtype, int64_t n,
+                                             int64_t Vl, const void *logits,
+                                             const int32_t *labels,
+                                             int64_t vocab_start,
+                                             float *target) {
   LOOMRT_DEVICE_CALL(logits, labels, target);
-  checkCE(__func__, dtype, n, Vl);
-  if (n == 0)
-    return;
-  LOOMRT_CHECK(logits && labels && target, "NULL tensor");
   // Only the target element is read: convert it alone.
-  const int64_t esz = loomrt_dtype_size(dtype);
+  const int64_t esz = dtypeSize(dtype);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t j = int64_t(labels[i]) - vocab_start;
     if (j < 0 || j >= Vl) {
@@ -171,15 +154,10 @@ extern "C" void loomrt_ce_local_target(loomrt_dtype dtype, int64_t n,
   }
 }
 
-extern "C" void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
-                                          const float *sum_exp,
-                                          const float *target,
-                                          const float *mask, float *row_loss,
-                                          float *masked_sum, float *mask_sum) {
+void loomrt::backend::loomrt_ce_loss_from_parts(
+    int64_t n, const float *row_max, const float *sum_exp, const float *target,
+    const float *mask, float *row_loss, float *masked_sum, float *mask_sum) {
   LOOMRT_DEVICE_CALL(row_max, sum_exp, target, mask, row_loss);
-  LOOMRT_CHECK(n >= 0, "negative row count %lld", (long long)n);
-  LOOMRT_CHECK(masked_sum && mask_sum, "NULL output");
-  LOOMRT_CHECK(n == 0 || (row_max && sum_exp && target), "NULL tensor");
   double num = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float l = std::log(sum_exp[i]) + row_max[i] - target[i];
@@ -191,25 +169,20 @@ extern "C" void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
   *mask_sum = float(maskSum(mask, n));
 }
 
-extern "C" void loomrt_mask_sum(int64_t n, const float *mask, float *sum) {
+void loomrt::backend::loomrt_mask_sum(int64_t n, const float *mask,
+                                      float *sum) {
   LOOMRT_DEVICE_CALL(mask, sum);
-  LOOMRT_CHECK(n >= 0, "negative row count %lld", (long long)n);
-  LOOMRT_CHECK(sum && (n == 0 || mask), "NULL tensor");
   *sum = float(maskSum(mask, n));
 }
 
-extern "C" void loomrt_ce_vocab_parallel_backward(
+void loomrt::backend::loomrt_ce_vocab_parallel_backward(
     loomrt_dtype dtype, int64_t n, int64_t Vl, int64_t valid,
     const void *logits, const int32_t *labels, int64_t vocab_start,
     const float *row_max, const float *sum_exp, const float *mask,
     float grad_scale, void *dlogits) {
   LOOMRT_DEVICE_CALL(logits, labels, row_max, sum_exp, mask, dlogits);
-  checkCE(__func__, dtype, n, Vl);
-  checkValid(__func__, valid, Vl);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && labels && row_max && sum_exp && dlogits,
-               "NULL tensor");
   In x(dtype, logits, n * Vl);
   Out g(dtype, dlogits, n * Vl, false);
 #pragma omp parallel for schedule(static) if (n * Vl > kMinParallelWork)

@@ -205,8 +205,8 @@ void installFaultHandler() {
   sigaction(SIGSEGV, &sa, &a.previous);
 }
 
-void Scope::enter(const char *function, const char *names,
-                  std::initializer_list<const void *> tensors) {
+void enter(const char *function, const char *names,
+           std::initializer_list<const void *> tensors) {
   Arena &a = arena();
   {
     std::lock_guard<std::mutex> lock(a.mutex);
@@ -214,7 +214,6 @@ void Scope::enter(const char *function, const char *names,
       a.current = function;
       protect(a, PROT_READ | PROT_WRITE);
     }
-    entered = true;
     const char *name = names;
     for (const void *t : tensors) {
       size_t len = std::strcspn(name, ",");
@@ -234,7 +233,7 @@ void Scope::enter(const char *function, const char *names,
   }
 }
 
-void Scope::leave() {
+void leave() {
   Arena &a = arena();
   std::lock_guard<std::mutex> lock(a.mutex);
   if (--a.depth == 0) {

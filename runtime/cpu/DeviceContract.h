@@ -49,13 +49,20 @@ void installFaultHandler();
 
 /// Opens the arena to the backend for one ABI call and checks that the
 /// listed tensor arguments (named by `names`, comma-separated) are arena
-/// memory or NULL. Nested calls (ring attention sections call kernels)
-/// keep it open until the outermost returns.
+/// memory or NULL; leave() closes it. Nested calls (ring attention sections
+/// call kernels) keep it open until the outermost returns. Only when
+/// enabled().
+void enter(const char *function, const char *names,
+           std::initializer_list<const void *> tensors);
+void leave();
+
+/// enter() and leave() around a scope, when the check is on.
 class Scope {
 public:
   Scope(const char *function, const char *names,
-        std::initializer_list<const void *> tensors) {
-    if (enabled())
+        std::initializer_list<const void *> tensors)
+      : entered(enabled()) {
+    if (entered)
       enter(function, names, tensors);
   }
   ~Scope() {
@@ -66,16 +73,16 @@ public:
   Scope &operator=(const Scope &) = delete;
 
 private:
-  void enter(const char *function, const char *names,
-             std::initializer_list<const void *> tensors);
-  void leave();
-  bool entered = false;
+  bool entered;
 };
 
 } // namespace loomrt::contract
 
-/// First statement of every ABI function of the cpu backend: the function's
-/// device-memory (tensor) arguments, or nothing.
+/// First statement of every entry point the cpu backend implements
+/// (loomrt::backend::loomrt_*, so __func__ is the entry point's name): the
+/// function's device-memory (tensor) arguments, or nothing. The
+/// communication entry points (runtime/common/Comm.cpp) get the same
+/// through transport::CallScope (cpu/Comm.cpp).
 #define LOOMRT_DEVICE_CALL(...)                                                \
   ::loomrt::contract::Scope loomrtContractScope(__func__, #__VA_ARGS__,        \
                                                 {__VA_ARGS__})

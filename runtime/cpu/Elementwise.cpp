@@ -6,37 +6,28 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
-#include "runtime/common/Checks.h"
 
 #include <algorithm>
 #include <cmath>
 
 using namespace loomrt;
 
-#define CHECK_N LOOMRT_CHECK_N
-#define CHECK_PTR LOOMRT_CHECK_PTR
-
 //===----------------------------------------------------------------------===//
 // Casts and checks
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_cast(loomrt_dtype src_dtype, const void *src,
-                            loomrt_dtype dst_dtype, void *dst, int64_t n) {
+void loomrt::backend::loomrt_cast(loomrt_dtype src_dtype, const void *src,
+                                  loomrt_dtype dst_dtype, void *dst,
+                                  int64_t n) {
   LOOMRT_DEVICE_CALL(src, dst);
-  int64_t srcSize = checkedDtypeSize(__func__, src_dtype);
-  int64_t dstSize = checkedDtypeSize(__func__, dst_dtype);
-  CHECK_N(n);
   if (n == 0)
     return;
-  CHECK_PTR(src);
-  CHECK_PTR(dst);
-  LOOMRT_CHECK(src != dst || srcSize == dstSize,
-               "in-place cast needs equal element sizes");
   if (src_dtype == dst_dtype) {
     if (src != dst)
-      std::memcpy(dst, src, size_t(n * srcSize));
+      std::memcpy(dst, src, size_t(n * dtypeSize(src_dtype)));
     return;
   }
   parallelBlocks(n, [&](int64_t begin, int64_t len) {
@@ -49,14 +40,12 @@ extern "C" void loomrt_cast(loomrt_dtype src_dtype, const void *src,
   });
 }
 
-extern "C" int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
-                                        int64_t n) {
+int32_t loomrt::backend::loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
+                                              int64_t n) {
   LOOMRT_DEVICE_CALL(x);
-  int64_t size = checkedDtypeSize(__func__, dtype);
-  CHECK_N(n);
+  const int64_t size = dtypeSize(dtype);
   if (n == 0)
     return 0;
-  CHECK_PTR(x);
   // Non-finite means "all exponent bits set": test the bits, no conversion.
   int found = 0;
   if (size == 4) {
@@ -78,14 +67,11 @@ extern "C" int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
 // Scale, axpy, add, sum of squares
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
-                             float alpha) {
+void loomrt::backend::loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
+                                   float alpha) {
   LOOMRT_DEVICE_CALL(x);
-  checkedDtypeSize(__func__, dtype);
-  CHECK_N(n);
   if (n == 0)
     return;
-  CHECK_PTR(x);
   parallelBlocks(n, [&](int64_t begin, int64_t len) {
     float tmp[kBlock];
     loadBlock(dtype, x, begin, len, tmp);
@@ -96,16 +82,12 @@ extern "C" void loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
   });
 }
 
-extern "C" void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
-                            const void *x, loomrt_dtype y_dtype, void *y) {
+void loomrt::backend::loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
+                                  const void *x, loomrt_dtype y_dtype,
+                                  void *y) {
   LOOMRT_DEVICE_CALL(x, y);
-  checkedDtypeSize(__func__, x_dtype);
-  checkedDtypeSize(__func__, y_dtype);
-  CHECK_N(n);
   if (n == 0)
     return;
-  CHECK_PTR(x);
-  CHECK_PTR(y);
   parallelBlocks(n, [&](int64_t begin, int64_t len) {
     float xt[kBlock], yt[kBlock];
     const float *xv = loadBlock(x_dtype, x, begin, len, xt);
@@ -117,16 +99,11 @@ extern "C" void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
   });
 }
 
-extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
-                           const void *b, void *out) {
+void loomrt::backend::loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
+                                 const void *b, void *out) {
   LOOMRT_DEVICE_CALL(a, b, out);
-  checkedDtypeSize(__func__, dtype);
-  CHECK_N(n);
   if (n == 0)
     return;
-  CHECK_PTR(a);
-  CHECK_PTR(b);
-  CHECK_PTR(out);
   parallelBlocks(n, [&](int64_t begin, int64_t len) {
     float at[kBlock], bt[kBlock], ot[kBlock];
     const float *av = loadBlock(dtype, a, begin, len, at);
@@ -138,17 +115,12 @@ extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
   });
 }
 
-extern "C" void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
-                                const void *x, const void *bias, void *out) {
+void loomrt::backend::loomrt_add_bias(loomrt_dtype dtype, int64_t rows,
+                                      int64_t n, const void *x,
+                                      const void *bias, void *out) {
   LOOMRT_DEVICE_CALL(x, bias, out);
-  checkedDtypeSize(__func__, dtype);
-  CHECK_N(rows);
-  CHECK_N(n);
   if (rows * n == 0)
     return;
-  CHECK_PTR(x);
-  CHECK_PTR(bias);
-  CHECK_PTR(out);
   std::vector<float> b(static_cast<size_t>(n));
   const float *bv = loadBlock(dtype, bias, 0, n, b.data());
   if (bv != b.data())
@@ -163,14 +135,11 @@ extern "C" void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
   });
 }
 
-extern "C" float loomrt_sum_squares(loomrt_dtype dtype, const void *x,
-                                    int64_t n) {
+float loomrt::backend::loomrt_sum_squares(loomrt_dtype dtype, const void *x,
+                                          int64_t n) {
   LOOMRT_DEVICE_CALL(x);
-  checkedDtypeSize(__func__, dtype);
-  CHECK_N(n);
   if (n == 0)
     return 0.0f;
-  CHECK_PTR(x);
   const int64_t numBlocks = (n + kBlock - 1) / kBlock;
   double total = 0.0;
 #pragma omp parallel for reduction(+ : total) if (n > kMinParallelWork)
@@ -216,13 +185,9 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 /// Shared driver of y = f(x) and dx = dy * f'(x) kernels.
 template <typename Fn>
-void unary(const char *fn, loomrt_dtype dtype, int64_t n, const void *x,
-           void *y, Fn f) {
-  checkedDtypeSize(fn, dtype);
-  LOOMRT_CHECK(n >= 0, "negative element count %lld", (long long)n);
+void unary(loomrt_dtype dtype, int64_t n, const void *x, void *y, Fn f) {
   if (n == 0)
     return;
-  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
   parallelBlocks(n, [&](int64_t begin, int64_t len) {
     float xt[kBlock], yt[kBlock];
     const float *xv = loadBlock(dtype, x, begin, len, xt);
@@ -234,13 +199,10 @@ void unary(const char *fn, loomrt_dtype dtype, int64_t n, const void *x,
 }
 
 template <typename Fn>
-void unaryBackward(const char *fn, loomrt_dtype dtype, int64_t n, const void *x,
-                   const void *dy, void *dx, Fn grad) {
-  checkedDtypeSize(fn, dtype);
-  LOOMRT_CHECK(n >= 0, "negative element count %lld", (long long)n);
+void unaryBackward(loomrt_dtype dtype, int64_t n, const void *x, const void *dy,
+                   void *dx, Fn grad) {
   if (n == 0)
     return;
-  LOOMRT_CHECK(x && dy && dx, "%s: NULL tensor", fn);
   parallelBlocks(n, [&](int64_t begin, int64_t len) {
     float xt[kBlock], dyt[kBlock], dxt[kBlock];
     const float *xv = loadBlock(dtype, x, begin, len, xt);
@@ -253,38 +215,34 @@ void unaryBackward(const char *fn, loomrt_dtype dtype, int64_t n, const void *x,
 }
 } // namespace
 
-extern "C" void loomrt_gelu_forward(loomrt_dtype dtype, int32_t approximate,
-                                    int64_t n, const void *x, void *y) {
+void loomrt::backend::loomrt_gelu_forward(loomrt_dtype dtype,
+                                          int32_t approximate, int64_t n,
+                                          const void *x, void *y) {
   LOOMRT_DEVICE_CALL(x, y);
-  LOOMRT_CHECK(approximate == LOOMRT_GELU_ERF ||
-                   approximate == LOOMRT_GELU_TANH,
-               "unknown gelu approximation %d", int(approximate));
   bool t = approximate == LOOMRT_GELU_TANH;
-  unary(__func__, dtype, n, x, y, [t](float v) { return gelu(v, t); });
+  unary(dtype, n, x, y, [t](float v) { return gelu(v, t); });
 }
 
-extern "C" void loomrt_gelu_backward(loomrt_dtype dtype, int32_t approximate,
-                                     int64_t n, const void *x, const void *dy,
-                                     void *dx) {
+void loomrt::backend::loomrt_gelu_backward(loomrt_dtype dtype,
+                                           int32_t approximate, int64_t n,
+                                           const void *x, const void *dy,
+                                           void *dx) {
   LOOMRT_DEVICE_CALL(x, dy, dx);
-  LOOMRT_CHECK(approximate == LOOMRT_GELU_ERF ||
-                   approximate == LOOMRT_GELU_TANH,
-               "unknown gelu approximation %d", int(approximate));
   bool t = approximate == LOOMRT_GELU_TANH;
-  unaryBackward(__func__, dtype, n, x, dy, dx,
-                [t](float v) { return geluGrad(v, t); });
+  unaryBackward(dtype, n, x, dy, dx, [t](float v) { return geluGrad(v, t); });
 }
 
-extern "C" void loomrt_silu_forward(loomrt_dtype dtype, int64_t n,
-                                    const void *x, void *y) {
+void loomrt::backend::loomrt_silu_forward(loomrt_dtype dtype, int64_t n,
+                                          const void *x, void *y) {
   LOOMRT_DEVICE_CALL(x, y);
-  unary(__func__, dtype, n, x, y, [](float v) { return v * sigmoid(v); });
+  unary(dtype, n, x, y, [](float v) { return v * sigmoid(v); });
 }
 
-extern "C" void loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
-                                     const void *x, const void *dy, void *dx) {
+void loomrt::backend::loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
+                                           const void *x, const void *dy,
+                                           void *dx) {
   LOOMRT_DEVICE_CALL(x, dy, dx);
-  unaryBackward(__func__, dtype, n, x, dy, dx, [](float v) {
+  unaryBackward(dtype, n, x, dy, dx, [](float v) {
     float s = sigmoid(v);
     return s * (1.0f + v * (1.0f - s));
   });
@@ -292,16 +250,14 @@ extern "C" void loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
 
 // Rows are independent, and a row of F values is the natural block; the
 // strided rows of the fused [rows, 2F] layout are read one row at a time.
-extern "C" void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
-                                      int64_t F, int64_t in_ld,
-                                      const void *gate, const void *up,
-                                      void *out) {
+void loomrt::backend::loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
+                                            int64_t F, int64_t in_ld,
+                                            const void *gate, const void *up,
+                                            void *out) {
   LOOMRT_DEVICE_CALL(gate, up, out);
-  checkSwiglu(__func__, dtype, rows, F, in_ld);
   if (rows == 0 || F == 0)
     return;
-  LOOMRT_CHECK(gate && up && out, "NULL tensor");
-  const int64_t esz = loomrt_dtype_size(dtype);
+  const int64_t esz = dtypeSize(dtype);
 #pragma omp parallel
   {
     std::vector<float> g(F), u(F), o(F);
@@ -318,17 +274,15 @@ extern "C" void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
   }
 }
 
-extern "C" void loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows,
-                                       int64_t F, int64_t in_ld,
-                                       const void *gate, const void *up,
-                                       const void *dout, void *dgate,
-                                       void *dup) {
+void loomrt::backend::loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows,
+                                             int64_t F, int64_t in_ld,
+                                             const void *gate, const void *up,
+                                             const void *dout, void *dgate,
+                                             void *dup) {
   LOOMRT_DEVICE_CALL(gate, up, dout, dgate, dup);
-  checkSwiglu(__func__, dtype, rows, F, in_ld);
   if (rows == 0 || F == 0)
     return;
-  LOOMRT_CHECK(gate && up && dout && dgate && dup, "NULL tensor");
-  const int64_t esz = loomrt_dtype_size(dtype);
+  const int64_t esz = dtypeSize(dtype);
 #pragma omp parallel
   {
     std::vector<float> g(F), u(F), d(F), dg(F), du(F);
@@ -382,25 +336,12 @@ struct Philox {
   }
 };
 
-void checkView(const char *fn, int64_t rows, int64_t cols, int64_t offset,
-               int64_t rowStride) {
-  if (rows < 0 || cols < 0 || offset < 0 || (rows > 1 && rowStride < cols))
-    fatal(fn, "bad view rows=%lld cols=%lld offset=%lld row_stride=%lld",
-          (long long)rows, (long long)cols, (long long)offset,
-          (long long)rowStride);
-}
-
 /// Applies the dropout mask of global elements offset + r*rowStride + c.
-void dropout(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t cols,
-             const void *x, void *y, float p, uint64_t seed, int64_t offset,
+void dropout(loomrt_dtype dtype, int64_t rows, int64_t cols, const void *x,
+             void *y, float p, uint64_t seed, int64_t offset,
              int64_t rowStride) {
-  checkedDtypeSize(fn, dtype);
-  checkView(fn, rows, cols, offset, rowStride);
-  LOOMRT_CHECK(p >= 0.0f && p <= 1.0f, "%s: probability %g not in [0,1]", fn,
-               double(p));
   if (rows == 0 || cols == 0)
     return;
-  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
   const float keepScale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   const int64_t n = rows * cols;
   parallelBlocks(n, [&](int64_t begin, int64_t len) {
@@ -425,37 +366,36 @@ void dropout(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t cols,
 }
 } // namespace
 
-extern "C" void loomrt_dropout_forward(loomrt_dtype dtype, int64_t rows,
-                                       int64_t cols, const void *x, void *y,
-                                       float p, uint64_t seed, int64_t offset,
-                                       int64_t row_stride) {
+void loomrt::backend::loomrt_dropout_forward(loomrt_dtype dtype, int64_t rows,
+                                             int64_t cols, const void *x,
+                                             void *y, float p, uint64_t seed,
+                                             int64_t offset,
+                                             int64_t row_stride) {
   LOOMRT_DEVICE_CALL(x, y);
-  dropout(__func__, dtype, rows, cols, x, y, p, seed, offset, row_stride);
+  dropout(dtype, rows, cols, x, y, p, seed, offset, row_stride);
 }
 
 // y = x * keep * s is linear in x, so the backward is the same map on dy.
-extern "C" void loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
-                                        int64_t cols, const void *dy, void *dx,
-                                        float p, uint64_t seed, int64_t offset,
-                                        int64_t row_stride) {
+void loomrt::backend::loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
+                                              int64_t cols, const void *dy,
+                                              void *dx, float p, uint64_t seed,
+                                              int64_t offset,
+                                              int64_t row_stride) {
   LOOMRT_DEVICE_CALL(dy, dx);
-  dropout(__func__, dtype, rows, cols, dy, dx, p, seed, offset, row_stride);
+  dropout(dtype, rows, cols, dy, dx, p, seed, offset, row_stride);
 }
 
 //===----------------------------------------------------------------------===//
 // AdamW
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_adamw(int64_t n, float *param, const float *grad,
-                             float *exp_avg, float *exp_avg_sq, float lr,
-                             float beta1, float beta2, float eps,
-                             float weight_decay, int64_t step) {
+void loomrt::backend::loomrt_adamw(int64_t n, float *param, const float *grad,
+                                   float *exp_avg, float *exp_avg_sq, float lr,
+                                   float beta1, float beta2, float eps,
+                                   float weight_decay, int64_t step) {
   LOOMRT_DEVICE_CALL(param, grad, exp_avg, exp_avg_sq);
-  CHECK_N(n);
-  LOOMRT_CHECK(step >= 1, "step %lld must be >= 1", (long long)step);
   if (n == 0)
     return;
-  LOOMRT_CHECK(param && grad && exp_avg && exp_avg_sq, "NULL tensor");
   // Same operation order as torch.optim.AdamW's single-tensor path (1.13),
   // so the results agree to the last bit or two.
   const float biasCorrection1 = 1.0f - std::pow(beta1, float(step));

@@ -6,26 +6,24 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
-#include "runtime/common/Checks.h"
 
 #include <algorithm>
 
 using namespace loomrt;
 
-extern "C" void loomrt_embedding_forward(loomrt_dtype dtype, int64_t n,
-                                         int64_t H, const int32_t *ids,
-                                         int64_t vocab_start, int64_t vocab_end,
-                                         const void *table, void *out) {
+void loomrt::backend::loomrt_embedding_forward(loomrt_dtype dtype, int64_t n,
+                                               int64_t H, const int32_t *ids,
+                                               int64_t vocab_start,
+                                               int64_t vocab_end,
+                                               const void *table, void *out) {
   LOOMRT_DEVICE_CALL(ids, table, out);
-  checkEmbedding(__func__, dtype, n, H, vocab_start, vocab_end);
   if (n == 0)
     return;
-  LOOMRT_CHECK(ids && out && (table || vocab_end == vocab_start),
-               "NULL tensor");
   // A lookup is a copy: no conversion, whatever the dtype.
-  const int64_t rowBytes = H * loomrt_dtype_size(dtype);
+  const int64_t rowBytes = H * dtypeSize(dtype);
 #pragma omp parallel for schedule(static) if (n * H > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) {
     char *dst = static_cast<char *>(out) + i * rowBytes;
@@ -39,19 +37,14 @@ extern "C" void loomrt_embedding_forward(loomrt_dtype dtype, int64_t n,
   }
 }
 
-extern "C" void loomrt_embedding_backward(loomrt_dtype dtype, int64_t n,
-                                          int64_t H, const int32_t *ids,
-                                          int64_t vocab_start,
-                                          int64_t vocab_end, const void *dout,
-                                          loomrt_dtype gdtype, void *dtable,
-                                          int32_t accumulate) {
+void loomrt::backend::loomrt_embedding_backward(
+    loomrt_dtype dtype, int64_t n, int64_t H, const int32_t *ids,
+    int64_t vocab_start, int64_t vocab_end, const void *dout,
+    loomrt_dtype gdtype, void *dtable, int32_t accumulate) {
   LOOMRT_DEVICE_CALL(ids, dout, dtable);
-  checkEmbedding(__func__, dtype, n, H, vocab_start, vocab_end);
-  checkedDtypeSize(__func__, gdtype);
   const int64_t rows = vocab_end - vocab_start;
   if (rows == 0)
     return;
-  LOOMRT_CHECK(dtable && (n == 0 || (ids && dout)), "NULL tensor");
   In d(dtype, n ? dout : nullptr, n * H);
   Out g(gdtype, dtable, rows * H, accumulate != 0);
   if (!accumulate)

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
-#include "runtime/common/Checks.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -81,33 +81,22 @@ struct MatIn {
 
 } // namespace
 
-extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
-                            int64_t N, int64_t K, float alpha,
-                            loomrt_dtype a_dtype, const void *A, int64_t lda,
-                            int64_t stride_a, loomrt_dtype b_dtype,
-                            const void *B, int64_t ldb, int64_t stride_b,
-                            float beta, loomrt_dtype c_dtype, void *C,
-                            int64_t ldc, int64_t stride_c, int64_t batch) {
+void loomrt::backend::loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
+                                  int64_t N, int64_t K, float alpha,
+                                  loomrt_dtype a_dtype, const void *A,
+                                  int64_t lda, int64_t stride_a,
+                                  loomrt_dtype b_dtype, const void *B,
+                                  int64_t ldb, int64_t stride_b, float beta,
+                                  loomrt_dtype c_dtype, void *C, int64_t ldc,
+                                  int64_t stride_c, int64_t batch) {
   LOOMRT_DEVICE_CALL(A, B, C);
-  const int64_t aSize = checkedDtypeSize(__func__, a_dtype);
-  const int64_t bSize = checkedDtypeSize(__func__, b_dtype);
-  const int64_t cSize = checkedDtypeSize(__func__, c_dtype);
-  LOOMRT_CHECK(M >= 0 && N >= 0 && K >= 0 && batch >= 0,
-               "negative size M=%lld N=%lld K=%lld batch=%lld", (long long)M,
-               (long long)N, (long long)K, (long long)batch);
-  LOOMRT_CHECK(stride_a >= 0 && stride_b >= 0 && stride_c >= 0,
-               "negative batch stride");
+  const int64_t aSize = dtypeSize(a_dtype), bSize = dtypeSize(b_dtype),
+                cSize = dtypeSize(c_dtype);
   if (M == 0 || N == 0 || batch == 0)
     return;
   // Stored shapes: A is [M,K] or [K,M], B is [K,N] or [N,K].
   const int64_t aRows = trans_a ? K : M, aCols = trans_a ? M : K;
   const int64_t bRows = trans_b ? N : K, bCols = trans_b ? K : N;
-  checkLd("lda", lda, aCols);
-  checkLd("ldb", ldb, bCols);
-  checkLd("ldc", ldc, N);
-  LOOMRT_CHECK(C && (K == 0 || (A && B)), "NULL matrix");
-  LOOMRT_CHECK(batch == 1 || stride_c != 0,
-               "stride_c = 0 would make the batch entries race on C");
 
   for (int64_t b = 0; b < batch; ++b) {
     const char *aPtr = static_cast<const char *>(A) + b * stride_a * aSize;
@@ -148,14 +137,13 @@ extern "C" void loomrt_gemm(int32_t trans_a, int32_t trans_b, int64_t M,
 // Linear layers
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
-                                      int64_t K, const void *x, const void *W,
-                                      const void *bias, void *y) {
+void loomrt::backend::loomrt_linear_forward(loomrt_dtype dtype, int64_t M,
+                                            int64_t N, int64_t K, const void *x,
+                                            const void *W, const void *bias,
+                                            void *y) {
   LOOMRT_DEVICE_CALL(x, W, bias, y);
-  checkLinear(__func__, dtype, M, N, K);
   if (M == 0 || N == 0)
     return;
-  LOOMRT_CHECK(y && (K == 0 || (x && W)), "NULL tensor");
   In xf(dtype, K ? x : nullptr, M * K), wf(dtype, K ? W : nullptr, N * K);
   In bf(dtype, bias, N);
   Out yf(dtype, y, M * N, /*load=*/false);
@@ -172,15 +160,14 @@ extern "C" void loomrt_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
   yf.commit();
 }
 
-extern "C" void loomrt_linear_backward_data(loomrt_dtype dtype, int64_t M,
-                                            int64_t N, int64_t K,
-                                            const void *dy, const void *W,
-                                            void *dx, int32_t accumulate) {
+void loomrt::backend::loomrt_linear_backward_data(loomrt_dtype dtype, int64_t M,
+                                                  int64_t N, int64_t K,
+                                                  const void *dy, const void *W,
+                                                  void *dx,
+                                                  int32_t accumulate) {
   LOOMRT_DEVICE_CALL(dy, W, dx);
-  checkLinear(__func__, dtype, M, N, K);
   if (M == 0 || K == 0)
     return;
-  LOOMRT_CHECK(dx && (N == 0 || (dy && W)), "NULL tensor");
   Out dxf(dtype, dx, M * K, accumulate != 0);
   if (N == 0) {
     if (!accumulate)
@@ -193,21 +180,15 @@ extern "C" void loomrt_linear_backward_data(loomrt_dtype dtype, int64_t M,
   dxf.commit();
 }
 
-extern "C" void loomrt_linear_backward_weight(loomrt_dtype dtype, int64_t M,
-                                              int64_t N, int64_t K,
-                                              const void *dy, const void *x,
-                                              loomrt_dtype gdtype, void *dW,
-                                              void *dbias, int32_t accumulate) {
+void loomrt::backend::loomrt_linear_backward_weight(
+    loomrt_dtype dtype, int64_t M, int64_t N, int64_t K, const void *dy,
+    const void *x, loomrt_dtype gdtype, void *dW, void *dbias,
+    int32_t accumulate) {
   LOOMRT_DEVICE_CALL(dy, x, dW, dbias);
-  checkLinear(__func__, dtype, M, N, K);
-  checkedDtypeSize(__func__, gdtype);
   if (N == 0)
     return;
-  LOOMRT_CHECK(dW || K == 0, "dW is NULL");
-  LOOMRT_CHECK(M == 0 || dy, "dy is NULL");
   In dyf(dtype, M ? dy : nullptr, M * N);
   if (K) {
-    LOOMRT_CHECK(M == 0 || x, "x is NULL");
     In xf(dtype, M ? x : nullptr, M * K);
     Out dwf(gdtype, dW, N * K, accumulate != 0);
     if (M == 0) {

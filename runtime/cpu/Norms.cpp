@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
-#include "runtime/common/Checks.h"
 
 #include <omp.h>
 
@@ -61,15 +61,14 @@ void reducePartials(const std::vector<std::vector<float>> &partials, int64_t H,
 }
 } // namespace
 
-extern "C" void loomrt_layer_norm_forward(loomrt_dtype dtype, int64_t rows,
-                                          int64_t H, const void *x,
-                                          const void *w, const void *b,
-                                          float eps, void *y) {
+void loomrt::backend::loomrt_layer_norm_forward(loomrt_dtype dtype,
+                                                int64_t rows, int64_t H,
+                                                const void *x, const void *w,
+                                                const void *b, float eps,
+                                                void *y) {
   LOOMRT_DEVICE_CALL(x, w, b, y);
-  checkNorm(__func__, dtype, rows, H);
   if (rows == 0)
     return;
-  LOOMRT_CHECK(x && w && y, "NULL tensor");
   In xf(dtype, x, rows * H), wf(dtype, w, H), bf(dtype, b, H);
   Out yf(dtype, y, rows * H, false);
   const float *bias = bf.get();
@@ -87,16 +86,11 @@ extern "C" void loomrt_layer_norm_forward(loomrt_dtype dtype, int64_t rows,
 // With xhat = (x - mean) * rstd and g = dy * w:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
 //   dw = sum_rows dy * xhat,  db = sum_rows dy.
-extern "C" void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows,
-                                           int64_t H, const void *x,
-                                           const void *w, const void *dy,
-                                           float eps, void *dx,
-                                           loomrt_dtype gdtype, void *dw,
-                                           void *db, int32_t accumulate) {
+void loomrt::backend::loomrt_layer_norm_backward(
+    loomrt_dtype dtype, int64_t rows, int64_t H, const void *x, const void *w,
+    const void *dy, float eps, void *dx, loomrt_dtype gdtype, void *dw,
+    void *db, int32_t accumulate) {
   LOOMRT_DEVICE_CALL(x, w, dy, dx, dw, db);
-  checkNorm(__func__, dtype, rows, H);
-  checkedDtypeSize(__func__, gdtype);
-  LOOMRT_CHECK(x && w && dy && dx && dw, "NULL tensor");
   In xf(dtype, x, rows * H), wf(dtype, w, H), dyf(dtype, dy, rows * H);
   Out dxf(dtype, dx, rows * H, false);
   Out dwf(gdtype, dw, H, accumulate != 0), dbf(gdtype, db, H, accumulate != 0);
@@ -138,14 +132,13 @@ extern "C" void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows,
   dbf.commit();
 }
 
-extern "C" void loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
-                                        int64_t H, const void *x, const void *w,
-                                        float eps, void *y) {
+void loomrt::backend::loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
+                                              int64_t H, const void *x,
+                                              const void *w, float eps,
+                                              void *y) {
   LOOMRT_DEVICE_CALL(x, w, y);
-  checkNorm(__func__, dtype, rows, H);
   if (rows == 0)
     return;
-  LOOMRT_CHECK(x && w && y, "NULL tensor");
   In xf(dtype, x, rows * H), wf(dtype, w, H);
   Out yf(dtype, y, rows * H, false);
 #pragma omp parallel for schedule(static) if (rows * H > kMinParallelWork)
@@ -161,16 +154,13 @@ extern "C" void loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
 
 // With xhat = x * rstd and g = dy * w:
 //   dx = rstd * (g - xhat * mean(g * xhat)),  dw = sum_rows dy * xhat.
-extern "C" void loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
-                                         int64_t H, const void *x,
-                                         const void *w, const void *dy,
-                                         float eps, void *dx,
-                                         loomrt_dtype gdtype, void *dw,
-                                         int32_t accumulate) {
+void loomrt::backend::loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
+                                               int64_t H, const void *x,
+                                               const void *w, const void *dy,
+                                               float eps, void *dx,
+                                               loomrt_dtype gdtype, void *dw,
+                                               int32_t accumulate) {
   LOOMRT_DEVICE_CALL(x, w, dy, dx, dw);
-  checkNorm(__func__, dtype, rows, H);
-  checkedDtypeSize(__func__, gdtype);
-  LOOMRT_CHECK(x && w && dy && dx && dw, "NULL tensor");
   In xf(dtype, x, rows * H), wf(dtype, w, H), dyf(dtype, dy, rows * H);
   Out dxf(dtype, dx, rows * H, false);
   Out dwf(gdtype, dw, H, accumulate != 0);

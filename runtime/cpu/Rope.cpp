@@ -6,9 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
+#include "runtime/common/SequencePositions.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
-#include "runtime/common/SequencePositions.h"
 
 #include <cmath>
 
@@ -21,19 +22,6 @@ struct Scaling {
   float factor, low, high;
   int64_t original;
 };
-
-void checkScaling(const char *fn, const Scaling &s) {
-  if (s.kind == LOOMRT_ROPE_DEFAULT)
-    return;
-  LOOMRT_CHECK(s.kind == LOOMRT_ROPE_LLAMA3, "%s: unknown rope scaling %d", fn,
-               int(s.kind));
-  LOOMRT_CHECK(s.factor > 0.0f && s.low > 0.0f && s.high > s.low &&
-                   s.original > 0,
-               "%s: bad llama3 rope scaling factor=%g low_freq_factor=%g "
-               "high_freq_factor=%g original_max_positions=%lld",
-               fn, double(s.factor), double(s.low), double(s.high),
-               (long long)s.original);
-}
 
 constexpr double kTwoPi = 6.283185307179586; // Python's 2 * math.pi
 
@@ -54,24 +42,12 @@ float llama3InvFreq(float invFreq, const Scaling &s) {
   return (1.0f - smooth) * invFreq / s.factor + smooth * invFreq;
 }
 
-void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
-          int64_t D, int64_t rotDim, float theta, const Scaling &scaling,
+void rope(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N, int64_t D,
+          int64_t rotDim, float theta, const Scaling &scaling,
           const int32_t *pos, const void *x, void *y, float sign) {
-  checkedDtypeSize(fn, dtype);
-  if (B < 0 || S < 0 || N < 0 || D <= 0 || rotDim < 0 || rotDim > D ||
-      rotDim % 2 != 0)
-    fatal(fn,
-          "bad sizes B=%lld S=%lld N=%lld D=%lld rot_dim=%lld (rot_dim must "
-          "be even and <= D)",
-          (long long)B, (long long)S, (long long)N, (long long)D,
-          (long long)rotDim);
-  LOOMRT_CHECK(theta > 0.0f, "%s: theta %g must be positive", fn,
-               double(theta));
-  checkScaling(fn, scaling);
   const int64_t total = B * S * N * D;
   if (total == 0)
     return;
-  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
   const int64_t half = rotDim / 2;
   std::vector<float> invFreq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
@@ -110,14 +86,14 @@ void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
 }
 } // namespace
 
-extern "C" void
-loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
-                    int64_t D, int64_t rot_dim, float theta, int32_t scaling,
-                    float factor, float low_freq_factor, float high_freq_factor,
-                    int64_t original_max_positions, const int32_t *pos,
-                    const void *x, void *y) {
+void loomrt::backend::loomrt_rope_forward(
+    loomrt_dtype dtype, int64_t B, int64_t S, int64_t N, int64_t D,
+    int64_t rot_dim, float theta, int32_t scaling, float factor,
+    float low_freq_factor, float high_freq_factor,
+    int64_t original_max_positions, const int32_t *pos, const void *x,
+    void *y) {
   LOOMRT_DEVICE_CALL(pos, x, y);
-  rope(__func__, dtype, B, S, N, D, rot_dim, theta,
+  rope(dtype, B, S, N, D, rot_dim, theta,
        {scaling, factor, low_freq_factor, high_freq_factor,
         original_max_positions},
        pos, x, y, 1.0f);
@@ -125,27 +101,23 @@ loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
 
 // The rotation is orthogonal, so its transpose (rotation by -a) is the
 // gradient map.
-extern "C" void
-loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
-                     int64_t D, int64_t rot_dim, float theta, int32_t scaling,
-                     float factor, float low_freq_factor,
-                     float high_freq_factor, int64_t original_max_positions,
-                     const int32_t *pos, const void *dy, void *dx) {
+void loomrt::backend::loomrt_rope_backward(
+    loomrt_dtype dtype, int64_t B, int64_t S, int64_t N, int64_t D,
+    int64_t rot_dim, float theta, int32_t scaling, float factor,
+    float low_freq_factor, float high_freq_factor,
+    int64_t original_max_positions, const int32_t *pos, const void *dy,
+    void *dx) {
   LOOMRT_DEVICE_CALL(pos, dy, dx);
-  rope(__func__, dtype, B, S, N, D, rot_dim, theta,
+  rope(dtype, B, S, N, D, rot_dim, theta,
        {scaling, factor, low_freq_factor, high_freq_factor,
         original_max_positions},
        pos, dy, dx, -1.0f);
 }
 
-extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
-                                    int32_t eod, int32_t *doc) {
+void loomrt::backend::loomrt_document_ids(int64_t B, int64_t S,
+                                          const int32_t *tokens, int32_t eod,
+                                          int32_t *doc) {
   LOOMRT_DEVICE_CALL(tokens, doc);
-  LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
-               (long long)S);
-  if (B * S == 0)
-    return;
-  LOOMRT_CHECK(tokens && doc, "NULL tensor");
   for (int64_t b = 0; b < B; ++b) {
     int32_t id = 0;
     for (int64_t s = 0; s < S; ++s) {
@@ -156,14 +128,10 @@ extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
   }
 }
 
-extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
-                                    int32_t eod, int32_t reset, int32_t *pos) {
+void loomrt::backend::loomrt_position_ids(int64_t B, int64_t S,
+                                          const int32_t *tokens, int32_t eod,
+                                          int32_t reset, int32_t *pos) {
   LOOMRT_DEVICE_CALL(tokens, pos);
-  LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
-               (long long)S);
-  if (B * S == 0)
-    return;
-  LOOMRT_CHECK(pos && (tokens || !reset), "NULL tensor");
   for (int64_t b = 0; b < B; ++b) {
     int32_t p = 0;
     for (int64_t s = 0; s < S; ++s) {
@@ -174,20 +142,21 @@ extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
   }
 }
 
-extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
-                                          int64_t chunk, int32_t num_chunks,
-                                          const int64_t *order, int32_t *pos) {
+void loomrt::backend::loomrt_sequence_positions(int64_t B, int64_t L,
+                                                int64_t start, int64_t chunk,
+                                                int32_t /*num_chunks*/,
+                                                const int64_t *order,
+                                                int32_t *pos) {
   LOOMRT_DEVICE_CALL(pos);
-  if (loomrt::checkSequencePositions(B, L, start, chunk, num_chunks, pos))
-    loomrt::fillSequencePositions(B, L, start, chunk, order, pos);
+  if (B * L != 0)
+    fillSequencePositions(B, L, start, chunk, order, pos);
 }
 
-extern "C" void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
-                                        const int32_t *src, const int32_t *idx,
-                                        int32_t *dst) {
+void loomrt::backend::loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
+                                              const int32_t *src,
+                                              const int32_t *idx,
+                                              int32_t *dst) {
   LOOMRT_DEVICE_CALL(src, idx, dst);
-  if (!loomrt::checkGatherPositions(B, S, L, src, idx, dst))
-    return;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t i = 0; i < L; ++i) {
       int32_t j = idx[b * L + i];

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
 
@@ -23,7 +24,8 @@ using namespace loomrt;
 // Errors
 //===----------------------------------------------------------------------===//
 
-// fatal(), loomrt_abort and loomrt_dtype_size: runtime/common/Errors.cpp.
+// fatal(): runtime/common/Errors.cpp; the entry points' argument checks:
+// runtime/common/Rules.cpp.
 
 //===----------------------------------------------------------------------===//
 // f16 conversions
@@ -155,18 +157,17 @@ static int defaultThreads() {
   return threads;
 }
 
-extern "C" void loomrt_set_num_threads(int32_t n) {
+void loomrt::backend::loomrt_set_num_threads(int32_t n) {
   (void)kOpenBlasSingleThreaded;
   (void)defaultThreads(); // Capture the default before the first change.
   omp_set_num_threads(n > 0 ? int(n) : defaultThreads());
 }
 
-extern "C" int32_t loomrt_get_num_threads(void) {
+int32_t loomrt::backend::loomrt_get_num_threads() {
   return omp_get_max_threads();
 }
 
-extern "C" void *loomrt_alloc(int64_t bytes) {
-  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+void *loomrt::backend::loomrt_alloc(int64_t bytes) {
   if (contract::enabled())
     return contract::alloc(bytes);
   // aligned_alloc needs a multiple of the alignment; rounding up also makes
@@ -179,41 +180,31 @@ extern "C" void *loomrt_alloc(int64_t bytes) {
   return p;
 }
 
-extern "C" void loomrt_free(void *ptr) {
+void loomrt::backend::loomrt_free(void *ptr) {
   if (contract::enabled())
     contract::release(ptr);
   else
     std::free(ptr);
 }
 
-extern "C" void loomrt_copy(void *dst, const void *src, int64_t bytes) {
+void loomrt::backend::loomrt_copy(void *dst, const void *src, int64_t bytes) {
   LOOMRT_DEVICE_CALL();
-  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
   if (bytes)
     std::memcpy(dst, src, size_t(bytes));
 }
 
-extern "C" void loomrt_zero(void *dst, int64_t bytes) {
+void loomrt::backend::loomrt_zero(void *dst, int64_t bytes) {
   LOOMRT_DEVICE_CALL(dst);
-  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
   if (bytes)
     std::memset(dst, 0, size_t(bytes));
 }
 
-extern "C" void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
-                               int64_t src_stride, int64_t rows,
-                               int64_t row_bytes) {
+void loomrt::backend::loomrt_copy_2d(void *dst, int64_t dst_stride,
+                                     const void *src, int64_t src_stride,
+                                     int64_t rows, int64_t row_bytes) {
   LOOMRT_DEVICE_CALL(dst, src);
-  LOOMRT_CHECK(
-      rows >= 0 && row_bytes >= 0 &&
-          (rows <= 1 || (dst_stride >= row_bytes && src_stride >= row_bytes)),
-      "bad copy rows=%lld row_bytes=%lld dst_stride=%lld "
-      "src_stride=%lld",
-      (long long)rows, (long long)row_bytes, (long long)dst_stride,
-      (long long)src_stride);
   if (rows == 0 || row_bytes == 0)
     return;
-  LOOMRT_CHECK(dst && src, "NULL buffer");
 #pragma omp parallel for schedule(static) if (rows * row_bytes > (1 << 20))
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(static_cast<char *>(dst) + r * dst_stride,
@@ -221,7 +212,7 @@ extern "C" void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
                 size_t(row_bytes));
 }
 
-extern "C" double loomrt_wtime(void) {
+double loomrt::backend::loomrt_wtime() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }

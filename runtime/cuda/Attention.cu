@@ -20,9 +20,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cuda/Attention.h"
 #include "runtime/cuda/Common.h"
-#include "runtime/common/Checks.h"
 
 using namespace loomrt;
 
@@ -396,10 +396,7 @@ __global__ void attentionBackwardKV(loomrt_dtype dt, Dims d, float scale,
 
 } // namespace
 
-void loomrt::checkCudaAttention(const char *fn, loomrt_dtype dtype,
-                                const AttentionDims &d, const int32_t *qDoc,
-                                const int32_t *kDoc) {
-  checkAttention(fn, dtype, d, qDoc, kDoc);
+void loomrt::checkCudaAttention(const char *fn, const AttentionDims &d) {
   if (d.D > kMaxD)
     fatal(fn, "head dim %lld exceeds the cuda backend's limit of %d",
           (long long)d.D, kMaxD);
@@ -446,17 +443,13 @@ void loomrt::kernelAttentionForward(loomrt_dtype dtype, int64_t B, int64_t S,
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_attention_merge(loomrt_dtype dtype, int64_t B, int64_t S,
-                                       int64_t Nq, int64_t D, void *o_acc,
-                                       float *lse_acc, const void *o_part,
-                                       const float *lse_part) {
-  checkedDtypeSize(__func__, dtype);
-  LOOMRT_CHECK(B >= 0 && S >= 0 && Nq > 0 && D > 0,
-               "bad sizes B=%lld S=%lld Nq=%lld D=%lld", (long long)B,
-               (long long)S, (long long)Nq, (long long)D);
+void loomrt::backend::loomrt_attention_merge(loomrt_dtype dtype, int64_t B,
+                                             int64_t S, int64_t Nq, int64_t D,
+                                             void *o_acc, float *lse_acc,
+                                             const void *o_part,
+                                             const float *lse_part) {
   if (B * S == 0)
     return;
-  LOOMRT_CHECK(o_acc && lse_acc && o_part && lse_part, "NULL tensor");
   attentionMerge<<<gridFor(B * S * Nq * 32), kThreads, 0, stream()>>>(
       dtype, B, S, Nq, D, o_acc, lse_acc, o_part, lse_part);
   CUDA_CHECK_LAUNCH();

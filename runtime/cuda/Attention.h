@@ -4,24 +4,26 @@
 // and loomrt_attention_backward for every mask and dtype with its own
 // kernels; AttentionDispatch.cu, which owns the loomrt_* entry points, calls
 // them whenever cuDNN's fused attention (CudnnAttention.h) is not used.
-// Arguments and semantics are loomrt.h's, already checked by the caller.
+// Arguments and semantics are loomrt.h's, already checked by the ABI front
+// (runtime/common/Rules.cpp) and checkCudaAttention.
 //
 //===----------------------------------------------------------------------===//
 #ifndef LOOM_RUNTIME_CUDA_ATTENTION_H
 #define LOOM_RUNTIME_CUDA_ATTENTION_H
 
 #include "loomrt/loomrt.h"
-#include "runtime/common/Checks.h"
 
 #include <cstdint>
 
 namespace loomrt {
 
-/// The ABI's rules (runtime/common/Checks.h), then the kernels' limits
-/// (head dim, grid dimensions).
-void checkCudaAttention(const char *fn, loomrt_dtype dtype,
-                        const AttentionDims &d, const int32_t *qDoc,
-                        const int32_t *kDoc);
+/// The sizes of one attention call (q [B,S,Nq,D], k/v [B,Sk,Nkv,D]).
+struct AttentionDims {
+  int64_t B, S, Sk, Nq, Nkv, D;
+};
+
+/// The kernels' limits (head dim, grid dimensions), beyond the ABI's rules.
+void checkCudaAttention(const char *fn, const AttentionDims &d);
 
 void kernelAttentionForward(loomrt_dtype dtype, int64_t B, int64_t S,
                             int64_t Sk, int64_t Nq, int64_t Nkv, int64_t D,

@@ -23,6 +23,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cuda/Attention.h"
 #include "runtime/cuda/Common.h"
 #if LOOMRT_HAVE_CUDNN
@@ -282,16 +283,15 @@ bool fusedBackward(const cudnn::AttentionShape &s, const void *q, const void *k,
 
 } // namespace
 
-extern "C" void loomrt_attention_forward(
+void loomrt::backend::loomrt_attention_forward(
     loomrt_dtype dtype, int64_t B, int64_t S, int64_t Sk, int64_t Nq,
     int64_t Nkv, int64_t D, float scale, int32_t causal, const int32_t *q_pos,
     const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
     const void *q, const void *k, const void *v, void *o, float *lse) {
   const AttentionDims d{B, S, Sk, Nq, Nkv, D};
-  checkCudaAttention(__func__, dtype, d, q_doc, k_doc);
+  checkCudaAttention(__func__, d);
   if (B == 0 || S == 0)
     return;
-  LOOMRT_CHECK(q && o && lse && (Sk == 0 || (k && v)), "NULL tensor");
   (void)choice(); // an unknown LOOMRT_CUDA_ATTENTION fails on every build
 #if LOOMRT_HAVE_CUDNN
   cudnn::AttentionShape s;
@@ -303,7 +303,7 @@ extern "C" void loomrt_attention_forward(
                          k_pos, q_doc, k_doc, q, k, v, o, lse);
 }
 
-extern "C" void loomrt_attention_backward(
+void loomrt::backend::loomrt_attention_backward(
     loomrt_dtype dtype, int64_t B, int64_t S, int64_t Sk, int64_t Nq,
     int64_t Nkv, int64_t D, float scale, int32_t causal, const int32_t *q_pos,
     const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
@@ -311,12 +311,9 @@ extern "C" void loomrt_attention_backward(
     const float *lse, const void *dout, void *dq, void *dk, void *dv,
     int32_t accumulate) {
   const AttentionDims d{B, S, Sk, Nq, Nkv, D};
-  checkCudaAttention(__func__, dtype, d, q_doc, k_doc);
+  checkCudaAttention(__func__, d);
   if (B == 0 || (S == 0 && Sk == 0))
     return;
-  LOOMRT_CHECK((S == 0 || (q && o && lse && dout && dq)) &&
-                   (Sk == 0 || (k && v && dk && dv)),
-               "NULL tensor");
   (void)choice();
 #if LOOMRT_HAVE_CUDNN
   cudnn::AttentionShape s;

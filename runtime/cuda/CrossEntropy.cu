@@ -8,17 +8,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cuda/Common.h"
-#include "runtime/common/Checks.h"
 
 using namespace loomrt;
 
 namespace {
 constexpr int kRowThreads = 256;
 
-// The ABI's rules (runtime/common/Checks.h), then this backend's grid limit.
-void checkCudaCE(const char *fn, loomrt_dtype dtype, int64_t n, int64_t V) {
-  checkCE(fn, dtype, n, V);
+// This backend's grid limit, beyond the ABI's rules.
+void checkCudaCE(const char *fn, int64_t n) {
   if (n > INT32_MAX)
     fatal(fn, "%lld rows are too many for one grid", (long long)n);
 }
@@ -161,13 +160,10 @@ __global__ void lossFromParts(int64_t n, const float *rowMax,
 }
 } // namespace
 
-extern "C" void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n,
-                                             int64_t V, const void *logits,
-                                             const int32_t *labels,
-                                             const float *mask, float *loss,
-                                             float *row_loss) {
-  checkCudaCE(__func__, dtype, n, V);
-  LOOMRT_CHECK(loss, "loss is NULL");
+void loomrt::backend::loomrt_cross_entropy_forward(
+    loomrt_dtype dtype, int64_t n, int64_t V, const void *logits,
+    const int32_t *labels, const float *mask, float *loss, float *row_loss) {
+  checkCudaCE(__func__, n);
   Scratch result(sizeof(float) + sizeof(int));
   float *lossDev = result.as<float>();
   int *bad = reinterpret_cast<int *>(lossDev + 1);
@@ -176,7 +172,6 @@ extern "C" void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n,
     storeScalar(loss, lossDev);
     return;
   }
-  LOOMRT_CHECK(logits && labels, "NULL tensor");
   Scratch rlBuf(row_loss ? 0 : n * 4);
   float *rl = row_loss ? row_loss : rlBuf.as<float>();
   CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int), stream()));
@@ -196,15 +191,12 @@ extern "C" void loomrt_cross_entropy_forward(loomrt_dtype dtype, int64_t n,
 
 // Labels are not range-checked here (that would cost a host round trip);
 // the forward of the same batch has checked them.
-extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
-                                              int64_t V, const void *logits,
-                                              const int32_t *labels,
-                                              const float *mask, float dloss,
-                                              void *dlogits) {
-  checkCudaCE(__func__, dtype, n, V);
+void loomrt::backend::loomrt_cross_entropy_backward(
+    loomrt_dtype dtype, int64_t n, int64_t V, const void *logits,
+    const int32_t *labels, const float *mask, float dloss, void *dlogits) {
+  checkCudaCE(__func__, n);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && labels && dlogits, "NULL tensor");
   Scratch scale(sizeof(float));
   maskedSums<<<1, 1024, 0, stream()>>>(n, nullptr, mask, dloss, nullptr,
                                        nullptr, nullptr, scale.as<float>());
@@ -219,55 +211,47 @@ extern "C" void loomrt_cross_entropy_backward(loomrt_dtype dtype, int64_t n,
 // Vocab-parallel pieces
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_ce_local_max(loomrt_dtype dtype, int64_t n, int64_t Vl,
-                                    int64_t valid, const void *logits,
-                                    float *row_max) {
-  checkCudaCE(__func__, dtype, n, Vl);
-  checkValid(__func__, valid, Vl);
+void loomrt::backend::loomrt_ce_local_max(loomrt_dtype dtype, int64_t n,
+                                          int64_t Vl, int64_t valid,
+                                          const void *logits, float *row_max) {
+  checkCudaCE(__func__, n);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && row_max, "NULL tensor");
   rowKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
       RowMaxOnly, dtype, Vl, valid, logits, nullptr, nullptr, row_max, nullptr);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n,
-                                        int64_t Vl, int64_t valid,
-                                        const void *logits,
-                                        const float *row_max, float *sum_exp) {
-  checkCudaCE(__func__, dtype, n, Vl);
-  checkValid(__func__, valid, Vl);
+void loomrt::backend::loomrt_ce_local_sum_exp(loomrt_dtype dtype, int64_t n,
+                                              int64_t Vl, int64_t valid,
+                                              const void *logits,
+                                              const float *row_max,
+                                              float *sum_exp) {
+  checkCudaCE(__func__, n);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && row_max && sum_exp, "NULL tensor");
   rowKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
       RowSumExpOnly, dtype, Vl, valid, logits, nullptr, row_max, sum_exp,
       nullptr);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_ce_local_target(loomrt_dtype dtype, int64_t n,
-                                       int64_t Vl, const void *logits,
-                                       const int32_t *labels,
-                                       int64_t vocab_start, float *target) {
-  checkCudaCE(__func__, dtype, n, Vl);
+void loomrt::backend::loomrt_ce_local_target(loomrt_dtype dtype, int64_t n,
+                                             int64_t Vl, const void *logits,
+                                             const int32_t *labels,
+                                             int64_t vocab_start,
+                                             float *target) {
+  checkCudaCE(__func__, n);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && labels && target, "NULL tensor");
   localTarget<<<gridFor(n), kThreads, 0, stream()>>>(
       dtype, n, Vl, logits, labels, vocab_start, target);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
-                                          const float *sum_exp,
-                                          const float *target,
-                                          const float *mask, float *row_loss,
-                                          float *masked_sum, float *mask_sum) {
-  LOOMRT_CHECK(n >= 0, "negative row count %lld", (long long)n);
-  LOOMRT_CHECK(masked_sum && mask_sum, "NULL output");
-  LOOMRT_CHECK(n == 0 || (row_max && sum_exp && target), "NULL tensor");
+void loomrt::backend::loomrt_ce_loss_from_parts(
+    int64_t n, const float *row_max, const float *sum_exp, const float *target,
+    const float *mask, float *row_loss, float *masked_sum, float *mask_sum) {
   Scratch sums(2 * sizeof(float));
   Scratch rlBuf(row_loss ? 0 : n * 4);
   float *rl = row_loss ? row_loss : rlBuf.as<float>();
@@ -284,25 +268,21 @@ extern "C" void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
   storeScalar(mask_sum, sums.as<float>() + 1);
 }
 
-extern "C" void loomrt_mask_sum(int64_t n, const float *mask, float *sum) {
-  LOOMRT_CHECK(n >= 0, "negative row count %lld", (long long)n);
-  LOOMRT_CHECK(sum && (n == 0 || mask), "NULL tensor");
+void loomrt::backend::loomrt_mask_sum(int64_t n, const float *mask,
+                                      float *sum) {
   maskedSums<<<1, 1024, 0, stream()>>>(n, nullptr, mask, 0.0f, nullptr,
                                        nullptr, sum, nullptr);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_ce_vocab_parallel_backward(
+void loomrt::backend::loomrt_ce_vocab_parallel_backward(
     loomrt_dtype dtype, int64_t n, int64_t Vl, int64_t valid,
     const void *logits, const int32_t *labels, int64_t vocab_start,
     const float *row_max, const float *sum_exp, const float *mask,
     float grad_scale, void *dlogits) {
-  checkCudaCE(__func__, dtype, n, Vl);
-  checkValid(__func__, valid, Vl);
+  checkCudaCE(__func__, n);
   if (n == 0)
     return;
-  LOOMRT_CHECK(logits && labels && row_max && sum_exp && dlogits,
-               "NULL tensor");
   ceGradKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
       dtype, Vl, valid, logits, labels, vocab_start, row_max, sum_exp, mask,
       nullptr,

@@ -6,34 +6,25 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cuda/Common.h"
-#include "runtime/common/Checks.h"
 
 #include <cmath>
 
 using namespace loomrt;
 
-#define CHECK_N LOOMRT_CHECK_N
-#define CHECK_PTR LOOMRT_CHECK_PTR
-
 //===----------------------------------------------------------------------===//
 // Casts and checks
 //===----------------------------------------------------------------------===//
 
-extern "C" void loomrt_cast(loomrt_dtype src_dtype, const void *src,
-                            loomrt_dtype dst_dtype, void *dst, int64_t n) {
-  int64_t srcSize = checkedDtypeSize(__func__, src_dtype);
-  int64_t dstSize = checkedDtypeSize(__func__, dst_dtype);
-  CHECK_N(n);
+void loomrt::backend::loomrt_cast(loomrt_dtype src_dtype, const void *src,
+                                  loomrt_dtype dst_dtype, void *dst,
+                                  int64_t n) {
   if (n == 0)
     return;
-  CHECK_PTR(src);
-  CHECK_PTR(dst);
-  LOOMRT_CHECK(src != dst || srcSize == dstSize,
-               "in-place cast needs equal element sizes");
   if (src_dtype == dst_dtype) {
     if (src != dst)
-      CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n * srcSize),
+      CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n * dtypeSize(src_dtype)),
                                  cudaMemcpyDefault, stream()));
     return;
   }
@@ -58,13 +49,11 @@ __global__ void nonfiniteKernel(int size, uint16_t mask16, const void *x,
 }
 } // namespace
 
-extern "C" int32_t loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
-                                        int64_t n) {
-  int64_t size = checkedDtypeSize(__func__, dtype);
-  CHECK_N(n);
+int32_t loomrt::backend::loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
+                                              int64_t n) {
+  const int64_t size = dtypeSize(dtype);
   if (n == 0)
     return 0;
-  CHECK_PTR(x);
   // Non-finite means "all exponent bits set": test the bits, no conversion.
   Scratch flag(sizeof(int));
   CUDA_CHECK(cudaMemsetAsync(flag.as<int>(), 0, sizeof(int), stream()));
@@ -142,66 +131,46 @@ __global__ void sumPartials(const float *partial, int64_t count,
 }
 } // namespace
 
-extern "C" void loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
-                             float alpha) {
-  checkedDtypeSize(__func__, dtype);
-  CHECK_N(n);
+void loomrt::backend::loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
+                                   float alpha) {
   if (n == 0)
     return;
-  CHECK_PTR(x);
   scaleKernel<<<gridFor(n), kThreads, 0, stream()>>>(dtype, x, n, alpha);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
-                            const void *x, loomrt_dtype y_dtype, void *y) {
-  checkedDtypeSize(__func__, x_dtype);
-  checkedDtypeSize(__func__, y_dtype);
-  CHECK_N(n);
+void loomrt::backend::loomrt_axpy(int64_t n, float alpha, loomrt_dtype x_dtype,
+                                  const void *x, loomrt_dtype y_dtype,
+                                  void *y) {
   if (n == 0)
     return;
-  CHECK_PTR(x);
-  CHECK_PTR(y);
   axpyKernel<<<gridFor(n), kThreads, 0, stream()>>>(n, alpha, x_dtype, x,
                                                     y_dtype, y);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
-                           const void *b, void *out) {
-  checkedDtypeSize(__func__, dtype);
-  CHECK_N(n);
+void loomrt::backend::loomrt_add(loomrt_dtype dtype, int64_t n, const void *a,
+                                 const void *b, void *out) {
   if (n == 0)
     return;
-  CHECK_PTR(a);
-  CHECK_PTR(b);
-  CHECK_PTR(out);
   addKernel<<<gridFor(n), kThreads, 0, stream()>>>(dtype, n, a, b, out);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
-                                const void *x, const void *bias, void *out) {
-  checkedDtypeSize(__func__, dtype);
-  CHECK_N(rows);
-  CHECK_N(n);
+void loomrt::backend::loomrt_add_bias(loomrt_dtype dtype, int64_t rows,
+                                      int64_t n, const void *x,
+                                      const void *bias, void *out) {
   if (rows * n == 0)
     return;
-  CHECK_PTR(x);
-  CHECK_PTR(bias);
-  CHECK_PTR(out);
   addBiasKernel<<<gridFor(rows * n), kThreads, 0, stream()>>>(dtype, rows, n,
                                                               x, bias, out);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" float loomrt_sum_squares(loomrt_dtype dtype, const void *x,
-                                    int64_t n) {
-  checkedDtypeSize(__func__, dtype);
-  CHECK_N(n);
+float loomrt::backend::loomrt_sum_squares(loomrt_dtype dtype, const void *x,
+                                          int64_t n) {
   if (n == 0)
     return 0.0f;
-  CHECK_PTR(x);
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
   LOOMRT_CHECK(blocks <= INT32_MAX, "%lld elements are too many", (long long)n);
   Scratch partial((blocks + 1) * int64_t(sizeof(float)));
@@ -274,14 +243,10 @@ __global__ void actBackward(Act a, loomrt_dtype dt, int64_t n, const void *x,
   }
 }
 
-void launchAct(const char *fn, Act a, loomrt_dtype dtype, int64_t n,
-               const void *x, const void *dy, void *out) {
-  checkedDtypeSize(fn, dtype);
-  if (n < 0)
-    fatal(fn, "negative element count %lld", (long long)n);
+void launchAct(Act a, loomrt_dtype dtype, int64_t n, const void *x,
+               const void *dy, void *out) {
   if (n == 0)
     return;
-  LOOMRT_CHECK(x && out, "%s: NULL tensor", fn);
   if (dy)
     actBackward<<<gridFor(n), kThreads, 0, stream()>>>(a, dtype, n, x, dy, out);
   else
@@ -289,34 +254,33 @@ void launchAct(const char *fn, Act a, loomrt_dtype dtype, int64_t n,
   CUDA_CHECK_LAUNCH();
 }
 
-Act geluKind(const char *fn, int32_t approximate) {
-  if (approximate != LOOMRT_GELU_ERF && approximate != LOOMRT_GELU_TANH)
-    fatal(fn, "unknown gelu approximation %d", int(approximate));
+Act geluKind(int32_t approximate) {
   return approximate == LOOMRT_GELU_TANH ? GeluTanh : GeluErf;
 }
 } // namespace
 
-extern "C" void loomrt_gelu_forward(loomrt_dtype dtype, int32_t approximate,
-                                    int64_t n, const void *x, void *y) {
-  launchAct(__func__, geluKind(__func__, approximate), dtype, n, x, nullptr, y);
+void loomrt::backend::loomrt_gelu_forward(loomrt_dtype dtype,
+                                          int32_t approximate, int64_t n,
+                                          const void *x, void *y) {
+  launchAct(geluKind(approximate), dtype, n, x, nullptr, y);
 }
 
-extern "C" void loomrt_gelu_backward(loomrt_dtype dtype, int32_t approximate,
-                                     int64_t n, const void *x, const void *dy,
-                                     void *dx) {
-  LOOMRT_CHECK(n <= 0 || dy, "dy is NULL");
-  launchAct(__func__, geluKind(__func__, approximate), dtype, n, x, dy, dx);
+void loomrt::backend::loomrt_gelu_backward(loomrt_dtype dtype,
+                                           int32_t approximate, int64_t n,
+                                           const void *x, const void *dy,
+                                           void *dx) {
+  launchAct(geluKind(approximate), dtype, n, x, dy, dx);
 }
 
-extern "C" void loomrt_silu_forward(loomrt_dtype dtype, int64_t n,
-                                    const void *x, void *y) {
-  launchAct(__func__, Silu, dtype, n, x, nullptr, y);
+void loomrt::backend::loomrt_silu_forward(loomrt_dtype dtype, int64_t n,
+                                          const void *x, void *y) {
+  launchAct(Silu, dtype, n, x, nullptr, y);
 }
 
-extern "C" void loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
-                                     const void *x, const void *dy, void *dx) {
-  LOOMRT_CHECK(n <= 0 || dy, "dy is NULL");
-  launchAct(__func__, Silu, dtype, n, x, dy, dx);
+void loomrt::backend::loomrt_silu_backward(loomrt_dtype dtype, int64_t n,
+                                           const void *x, const void *dy,
+                                           void *dx) {
+  launchAct(Silu, dtype, n, x, dy, dx);
 }
 
 //===----------------------------------------------------------------------===//
@@ -348,28 +312,24 @@ __global__ void swigluBackward(loomrt_dtype dt, int64_t rows, int64_t F,
 
 } // namespace
 
-extern "C" void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
-                                      int64_t F, int64_t in_ld,
-                                      const void *gate, const void *up,
-                                      void *out) {
-  checkSwiglu(__func__, dtype, rows, F, in_ld);
+void loomrt::backend::loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows,
+                                            int64_t F, int64_t in_ld,
+                                            const void *gate, const void *up,
+                                            void *out) {
   if (rows == 0 || F == 0)
     return;
-  LOOMRT_CHECK(gate && up && out, "NULL tensor");
   swigluForward<<<gridFor(rows * F), kThreads, 0, stream()>>>(
       dtype, rows, F, in_ld, gate, up, out);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows,
-                                       int64_t F, int64_t in_ld,
-                                       const void *gate, const void *up,
-                                       const void *dout, void *dgate,
-                                       void *dup) {
-  checkSwiglu(__func__, dtype, rows, F, in_ld);
+void loomrt::backend::loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows,
+                                             int64_t F, int64_t in_ld,
+                                             const void *gate, const void *up,
+                                             const void *dout, void *dgate,
+                                             void *dup) {
   if (rows == 0 || F == 0)
     return;
-  LOOMRT_CHECK(gate && up && dout && dgate && dup, "NULL tensor");
   swigluBackward<<<gridFor(rows * F), kThreads, 0, stream()>>>(
       dtype, rows, F, in_ld, gate, up, dout, dgate, dup);
   CUDA_CHECK_LAUNCH();
@@ -414,19 +374,11 @@ __global__ void dropoutKernel(loomrt_dtype dt, int64_t rows, int64_t cols,
   }
 }
 
-void dropout(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t cols,
-             const void *x, void *y, float p, uint64_t seed, int64_t offset,
+void dropout(loomrt_dtype dtype, int64_t rows, int64_t cols, const void *x,
+             void *y, float p, uint64_t seed, int64_t offset,
              int64_t rowStride) {
-  checkedDtypeSize(fn, dtype);
-  if (rows < 0 || cols < 0 || offset < 0 || (rows > 1 && rowStride < cols))
-    fatal(fn, "bad view rows=%lld cols=%lld offset=%lld row_stride=%lld",
-          (long long)rows, (long long)cols, (long long)offset,
-          (long long)rowStride);
-  LOOMRT_CHECK(p >= 0.0f && p <= 1.0f, "%s: probability %g not in [0,1]", fn,
-               double(p));
   if (rows == 0 || cols == 0)
     return;
-  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
   const float keepScale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   dropoutKernel<<<gridFor(rows * cols), kThreads, 0, stream()>>>(
       dtype, rows, cols, x, y, p, seed, offset, rowStride, keepScale);
@@ -434,18 +386,20 @@ void dropout(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t cols,
 }
 } // namespace
 
-extern "C" void loomrt_dropout_forward(loomrt_dtype dtype, int64_t rows,
-                                       int64_t cols, const void *x, void *y,
-                                       float p, uint64_t seed, int64_t offset,
-                                       int64_t row_stride) {
-  dropout(__func__, dtype, rows, cols, x, y, p, seed, offset, row_stride);
+void loomrt::backend::loomrt_dropout_forward(loomrt_dtype dtype, int64_t rows,
+                                             int64_t cols, const void *x,
+                                             void *y, float p, uint64_t seed,
+                                             int64_t offset,
+                                             int64_t row_stride) {
+  dropout(dtype, rows, cols, x, y, p, seed, offset, row_stride);
 }
 
-extern "C" void loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
-                                        int64_t cols, const void *dy, void *dx,
-                                        float p, uint64_t seed, int64_t offset,
-                                        int64_t row_stride) {
-  dropout(__func__, dtype, rows, cols, dy, dx, p, seed, offset, row_stride);
+void loomrt::backend::loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
+                                              int64_t cols, const void *dy,
+                                              void *dx, float p, uint64_t seed,
+                                              int64_t offset,
+                                              int64_t row_stride) {
+  dropout(dtype, rows, cols, dy, dx, p, seed, offset, row_stride);
 }
 
 //===----------------------------------------------------------------------===//
@@ -472,15 +426,12 @@ __global__ void adamwKernel(int64_t n, float *param, const float *grad,
 }
 } // namespace
 
-extern "C" void loomrt_adamw(int64_t n, float *param, const float *grad,
-                             float *exp_avg, float *exp_avg_sq, float lr,
-                             float beta1, float beta2, float eps,
-                             float weight_decay, int64_t step) {
-  CHECK_N(n);
-  LOOMRT_CHECK(step >= 1, "step %lld must be >= 1", (long long)step);
+void loomrt::backend::loomrt_adamw(int64_t n, float *param, const float *grad,
+                                   float *exp_avg, float *exp_avg_sq, float lr,
+                                   float beta1, float beta2, float eps,
+                                   float weight_decay, int64_t step) {
   if (n == 0)
     return;
-  LOOMRT_CHECK(param && grad && exp_avg && exp_avg_sq, "NULL tensor");
   // The scalars are computed on the host exactly as the cpu backend does.
   const float biasCorrection1 = 1.0f - std::pow(beta1, float(step));
   const float biasCorrection2 = 1.0f - std::pow(beta2, float(step));

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cuda/Common.h"
-#include "runtime/common/Checks.h"
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -79,33 +79,26 @@ int significantBits(uint64_t v) {
 }
 } // namespace
 
-extern "C" void loomrt_embedding_forward(loomrt_dtype dtype, int64_t n,
-                                         int64_t H, const int32_t *ids,
-                                         int64_t vocab_start, int64_t vocab_end,
-                                         const void *table, void *out) {
-  checkEmbedding(__func__, dtype, n, H, vocab_start, vocab_end);
+void loomrt::backend::loomrt_embedding_forward(loomrt_dtype dtype, int64_t n,
+                                               int64_t H, const int32_t *ids,
+                                               int64_t vocab_start,
+                                               int64_t vocab_end,
+                                               const void *table, void *out) {
   if (n == 0)
     return;
-  LOOMRT_CHECK(ids && out && (table || vocab_end == vocab_start),
-               "NULL tensor");
   embeddingForward<<<gridFor(n * H), kThreads, 0, stream()>>>(
-      int(loomrt_dtype_size(dtype)), n, H, ids, vocab_start, vocab_end, table,
-      out);
+      int(dtypeSize(dtype)), n, H, ids, vocab_start, vocab_end, table, out);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_embedding_backward(loomrt_dtype dtype, int64_t n,
-                                          int64_t H, const int32_t *ids,
-                                          int64_t vocab_start,
-                                          int64_t vocab_end, const void *dout,
-                                          loomrt_dtype gdtype, void *dtable,
-                                          int32_t accumulate) {
-  checkEmbedding(__func__, dtype, n, H, vocab_start, vocab_end);
-  const int64_t gsz = checkedDtypeSize(__func__, gdtype);
+void loomrt::backend::loomrt_embedding_backward(
+    loomrt_dtype dtype, int64_t n, int64_t H, const int32_t *ids,
+    int64_t vocab_start, int64_t vocab_end, const void *dout,
+    loomrt_dtype gdtype, void *dtable, int32_t accumulate) {
+  const int64_t gsz = dtypeSize(gdtype);
   const int64_t rows = vocab_end - vocab_start;
   if (rows == 0)
     return;
-  LOOMRT_CHECK(dtable && (n == 0 || (ids && dout)), "NULL tensor");
   LOOMRT_CHECK(n <= INT32_MAX && rows < (int64_t(1) << 31),
                "n=%lld tokens or %lld rows are too many", (long long)n,
                (long long)rows);

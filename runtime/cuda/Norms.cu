@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/Backend.h"
 #include "runtime/cuda/Common.h"
-#include "runtime/common/Checks.h"
 
 using namespace loomrt;
 
@@ -114,10 +114,8 @@ __global__ void normParamGrads(loomrt_dtype dt, int64_t rows, int64_t H,
 void forward(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H,
              const void *x, const void *w, const void *b, float eps, bool rms,
              void *y) {
-  checkNorm(fn, dtype, rows, H);
   if (rows == 0)
     return;
-  LOOMRT_CHECK(x && w && y, "%s: NULL tensor", fn);
   LOOMRT_CHECK(rows <= INT32_MAX, "%s: too many rows", fn);
   normForward<<<unsigned(rows), kRowThreads, 0, stream()>>>(dtype, H, x, w, b,
                                                             eps, rms, y);
@@ -128,9 +126,6 @@ void backward(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H,
               const void *x, const void *w, const void *dy, float eps, bool rms,
               void *dx, loomrt_dtype gdtype, void *dw, void *db,
               bool accumulate) {
-  checkNorm(fn, dtype, rows, H);
-  checkedDtypeSize(fn, gdtype);
-  LOOMRT_CHECK(x && w && dy && dx && dw, "%s: NULL tensor", fn);
   LOOMRT_CHECK(rows <= INT32_MAX, "%s: too many rows", fn);
   Scratch stats(rows * int64_t(sizeof(Stats)));
   if (rows > 0) {
@@ -144,35 +139,35 @@ void backward(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H,
 }
 } // namespace
 
-extern "C" void loomrt_layer_norm_forward(loomrt_dtype dtype, int64_t rows,
-                                          int64_t H, const void *x,
-                                          const void *w, const void *b,
-                                          float eps, void *y) {
+void loomrt::backend::loomrt_layer_norm_forward(loomrt_dtype dtype,
+                                                int64_t rows, int64_t H,
+                                                const void *x, const void *w,
+                                                const void *b, float eps,
+                                                void *y) {
   forward(__func__, dtype, rows, H, x, w, b, eps, /*rms=*/false, y);
 }
 
-extern "C" void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows,
-                                           int64_t H, const void *x,
-                                           const void *w, const void *dy,
-                                           float eps, void *dx,
-                                           loomrt_dtype gdtype, void *dw,
-                                           void *db, int32_t accumulate) {
+void loomrt::backend::loomrt_layer_norm_backward(
+    loomrt_dtype dtype, int64_t rows, int64_t H, const void *x, const void *w,
+    const void *dy, float eps, void *dx, loomrt_dtype gdtype, void *dw,
+    void *db, int32_t accumulate) {
   backward(__func__, dtype, rows, H, x, w, dy, eps, /*rms=*/false, dx, gdtype,
            dw, db, accumulate != 0);
 }
 
-extern "C" void loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
-                                        int64_t H, const void *x, const void *w,
-                                        float eps, void *y) {
+void loomrt::backend::loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
+                                              int64_t H, const void *x,
+                                              const void *w, float eps,
+                                              void *y) {
   forward(__func__, dtype, rows, H, x, w, nullptr, eps, /*rms=*/true, y);
 }
 
-extern "C" void loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
-                                         int64_t H, const void *x,
-                                         const void *w, const void *dy,
-                                         float eps, void *dx,
-                                         loomrt_dtype gdtype, void *dw,
-                                         int32_t accumulate) {
+void loomrt::backend::loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
+                                               int64_t H, const void *x,
+                                               const void *w, const void *dy,
+                                               float eps, void *dx,
+                                               loomrt_dtype gdtype, void *dw,
+                                               int32_t accumulate) {
   backward(__func__, dtype, rows, H, x, w, dy, eps, /*rms=*/true, dx, gdtype,
            dw, nullptr, accumulate != 0);
 }

@@ -7,8 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/Common.h"
+#include "runtime/common/Backend.h"
 #include "runtime/common/SequencePositions.h"
+#include "runtime/cuda/Common.h"
 
 #include <vector>
 
@@ -74,33 +75,12 @@ __global__ void ropeKernel(loomrt_dtype dt, int64_t BS, int64_t S, int64_t N,
   }
 }
 
-void rope(const char *fn, loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
-          int64_t D, int64_t rotDim, float theta, const Scaling &scaling,
+void rope(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N, int64_t D,
+          int64_t rotDim, float theta, const Scaling &scaling,
           const int32_t *pos, const void *x, void *y, float sign) {
-  checkedDtypeSize(fn, dtype);
-  if (B < 0 || S < 0 || N < 0 || D <= 0 || rotDim < 0 || rotDim > D ||
-      rotDim % 2 != 0)
-    fatal(fn,
-          "bad sizes B=%lld S=%lld N=%lld D=%lld rot_dim=%lld (rot_dim must "
-          "be even and <= D)",
-          (long long)B, (long long)S, (long long)N, (long long)D,
-          (long long)rotDim);
-  LOOMRT_CHECK(theta > 0.0f, "%s: theta %g must be positive", fn,
-               double(theta));
-  if (scaling.kind != LOOMRT_ROPE_DEFAULT) {
-    LOOMRT_CHECK(scaling.kind == LOOMRT_ROPE_LLAMA3,
-                 "%s: unknown rope scaling %d", fn, int(scaling.kind));
-    LOOMRT_CHECK(scaling.factor > 0.0f && scaling.low > 0.0f &&
-                     scaling.high > scaling.low && scaling.original > 0,
-                 "%s: bad llama3 rope scaling factor=%g low_freq_factor=%g "
-                 "high_freq_factor=%g original_max_positions=%lld",
-                 fn, double(scaling.factor), double(scaling.low),
-                 double(scaling.high), (long long)scaling.original);
-  }
   const int64_t pairs = B * S * N * (rotDim / 2 + (D - rotDim));
   if (B * S * N == 0)
     return;
-  LOOMRT_CHECK(x && y, "%s: NULL tensor", fn);
   ropeKernel<<<gridFor(pairs), kThreads, 0, stream()>>>(
       dtype, B * S, S, N, D, rotDim, theta, scaling, pos, x, y, sign);
   CUDA_CHECK_LAUNCH();
@@ -145,13 +125,13 @@ __global__ void positionIds(int64_t B, int64_t S, const int32_t *tokens,
 }
 } // namespace
 
-extern "C" void
-loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
-                    int64_t D, int64_t rot_dim, float theta, int32_t scaling,
-                    float factor, float low_freq_factor, float high_freq_factor,
-                    int64_t original_max_positions, const int32_t *pos,
-                    const void *x, void *y) {
-  rope(__func__, dtype, B, S, N, D, rot_dim, theta,
+void loomrt::backend::loomrt_rope_forward(
+    loomrt_dtype dtype, int64_t B, int64_t S, int64_t N, int64_t D,
+    int64_t rot_dim, float theta, int32_t scaling, float factor,
+    float low_freq_factor, float high_freq_factor,
+    int64_t original_max_positions, const int32_t *pos, const void *x,
+    void *y) {
+  rope(dtype, B, S, N, D, rot_dim, theta,
        {scaling, factor, low_freq_factor, high_freq_factor,
         original_max_positions},
        pos, x, y, 1.0f);
@@ -159,59 +139,58 @@ loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
 
 // The rotation is orthogonal, so its transpose (rotation by -a) is the
 // gradient map.
-extern "C" void
-loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
-                     int64_t D, int64_t rot_dim, float theta, int32_t scaling,
-                     float factor, float low_freq_factor,
-                     float high_freq_factor, int64_t original_max_positions,
-                     const int32_t *pos, const void *dy, void *dx) {
-  rope(__func__, dtype, B, S, N, D, rot_dim, theta,
+void loomrt::backend::loomrt_rope_backward(
+    loomrt_dtype dtype, int64_t B, int64_t S, int64_t N, int64_t D,
+    int64_t rot_dim, float theta, int32_t scaling, float factor,
+    float low_freq_factor, float high_freq_factor,
+    int64_t original_max_positions, const int32_t *pos, const void *dy,
+    void *dx) {
+  rope(dtype, B, S, N, D, rot_dim, theta,
        {scaling, factor, low_freq_factor, high_freq_factor,
         original_max_positions},
        pos, dy, dx, -1.0f);
 }
 
-extern "C" void loomrt_document_ids(int64_t B, int64_t S, const int32_t *tokens,
-                                    int32_t eod, int32_t *doc) {
-  LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
-               (long long)S);
+void loomrt::backend::loomrt_document_ids(int64_t B, int64_t S,
+                                          const int32_t *tokens, int32_t eod,
+                                          int32_t *doc) {
   if (B * S == 0)
     return;
-  LOOMRT_CHECK(tokens && doc, "NULL tensor");
   documentIds<<<gridFor(B, 32), 32, 0, stream()>>>(B, S, tokens, eod, doc);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_position_ids(int64_t B, int64_t S, const int32_t *tokens,
-                                    int32_t eod, int32_t reset, int32_t *pos) {
-  LOOMRT_CHECK(B >= 0 && S >= 0, "negative size B=%lld S=%lld", (long long)B,
-               (long long)S);
+void loomrt::backend::loomrt_position_ids(int64_t B, int64_t S,
+                                          const int32_t *tokens, int32_t eod,
+                                          int32_t reset, int32_t *pos) {
   if (B * S == 0)
     return;
-  LOOMRT_CHECK(pos && (tokens || !reset), "NULL tensor");
   positionIds<<<gridFor(B, 32), 32, 0, stream()>>>(B, S, tokens, eod, reset,
                                                    pos);
   CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void loomrt_sequence_positions(int64_t B, int64_t L, int64_t start,
-                                          int64_t chunk, int32_t num_chunks,
-                                          const int64_t *order, int32_t *pos) {
-  if (!loomrt::checkSequencePositions(B, L, start, chunk, num_chunks, pos))
+void loomrt::backend::loomrt_sequence_positions(int64_t B, int64_t L,
+                                                int64_t start, int64_t chunk,
+                                                int32_t /*num_chunks*/,
+                                                const int64_t *order,
+                                                int32_t *pos) {
+  if (B * L == 0)
     return;
   // A few positions per step, computed on the host (order is a host array)
   // and copied once.
   std::vector<int32_t> host(size_t(B * L));
-  loomrt::fillSequencePositions(B, L, start, chunk, order, host.data());
+  fillSequencePositions(B, L, start, chunk, order, host.data());
   CUDA_CHECK(cudaMemcpyAsync(pos, host.data(), host.size() * sizeof(int32_t),
                              cudaMemcpyHostToDevice, stream()));
   CUDA_CHECK(syncStream(stream()));
 }
 
-extern "C" void loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
-                                        const int32_t *src, const int32_t *idx,
-                                        int32_t *dst) {
-  if (!loomrt::checkGatherPositions(B, S, L, src, idx, dst))
+void loomrt::backend::loomrt_gather_positions(int64_t B, int64_t S, int64_t L,
+                                              const int32_t *src,
+                                              const int32_t *idx,
+                                              int32_t *dst) {
+  if (B * L == 0)
     return;
   gatherPositions<<<gridFor(B * L), kThreads, 0, stream()>>>(B, S, L, src, idx,
                                                              dst);

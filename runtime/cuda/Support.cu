@@ -6,8 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/Common.h"
+#include "runtime/common/Backend.h"
 #include "runtime/common/Watchdog.h"
+#include "runtime/cuda/Common.h"
 
 #include <mpi.h>
 
@@ -23,7 +24,8 @@ using namespace loomrt;
 // Errors
 //===----------------------------------------------------------------------===//
 
-// fatal(), loomrt_abort and loomrt_dtype_size: runtime/common/Errors.cpp.
+// fatal(): runtime/common/Errors.cpp; the entry points' argument checks:
+// runtime/common/Rules.cpp.
 
 //===----------------------------------------------------------------------===//
 // Context
@@ -208,16 +210,15 @@ static int defaultThreads() {
 }
 static int numThreads = 0;
 
-extern "C" void loomrt_set_num_threads(int32_t n) {
+void loomrt::backend::loomrt_set_num_threads(int32_t n) {
   numThreads = n > 0 ? int(n) : defaultThreads();
 }
 
-extern "C" int32_t loomrt_get_num_threads(void) {
+int32_t loomrt::backend::loomrt_get_num_threads() {
   return numThreads > 0 ? numThreads : defaultThreads();
 }
 
-extern "C" void *loomrt_alloc(int64_t bytes) {
-  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+void *loomrt::backend::loomrt_alloc(int64_t bytes) {
   ctx();
   // cudaMalloc aligns to at least 256 bytes; a zero-byte request still gets
   // a real, unique pointer.
@@ -230,7 +231,7 @@ extern "C" void *loomrt_alloc(int64_t bytes) {
   return p;
 }
 
-extern "C" void loomrt_free(void *ptr) {
+void loomrt::backend::loomrt_free(void *ptr) {
   if (!ptr)
     return;
   // Work issued on our non-blocking streams may still use ptr.
@@ -238,8 +239,7 @@ extern "C" void loomrt_free(void *ptr) {
   CUDA_CHECK(cudaFree(ptr));
 }
 
-extern "C" void loomrt_copy(void *dst, const void *src, int64_t bytes) {
-  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+void loomrt::backend::loomrt_copy(void *dst, const void *src, int64_t bytes) {
   if (!bytes)
     return;
   // cudaMemcpyDefault infers the direction from the pointers (UVA), so any
@@ -250,25 +250,16 @@ extern "C" void loomrt_copy(void *dst, const void *src, int64_t bytes) {
   CUDA_CHECK(syncStream(stream()));
 }
 
-extern "C" void loomrt_zero(void *dst, int64_t bytes) {
-  LOOMRT_CHECK(bytes >= 0, "negative size %lld", (long long)bytes);
+void loomrt::backend::loomrt_zero(void *dst, int64_t bytes) {
   if (bytes)
     CUDA_CHECK(cudaMemsetAsync(dst, 0, size_t(bytes), stream()));
 }
 
-extern "C" void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
-                               int64_t src_stride, int64_t rows,
-                               int64_t row_bytes) {
-  LOOMRT_CHECK(
-      rows >= 0 && row_bytes >= 0 &&
-          (rows <= 1 || (dst_stride >= row_bytes && src_stride >= row_bytes)),
-      "bad copy rows=%lld row_bytes=%lld dst_stride=%lld "
-      "src_stride=%lld",
-      (long long)rows, (long long)row_bytes, (long long)dst_stride,
-      (long long)src_stride);
+void loomrt::backend::loomrt_copy_2d(void *dst, int64_t dst_stride,
+                                     const void *src, int64_t src_stride,
+                                     int64_t rows, int64_t row_bytes) {
   if (rows == 0 || row_bytes == 0)
     return;
-  LOOMRT_CHECK(dst && src, "NULL buffer");
   // A single row may come with any stride; cudaMemcpy2D insists on
   // pitch >= width.
   if (rows == 1) {
@@ -280,7 +271,7 @@ extern "C" void loomrt_copy_2d(void *dst, int64_t dst_stride, const void *src,
                                cudaMemcpyDefault, stream()));
 }
 
-extern "C" double loomrt_wtime(void) {
+double loomrt::backend::loomrt_wtime() {
   // Durations must cover the GPU work issued so far, not just its launch.
   if (contextCreated())
     syncAll(__func__);
