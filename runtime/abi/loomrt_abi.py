@@ -30,7 +30,7 @@
 #             the types imply, the entry point's own rule where it has one,
 #             then the backend's (or common code's) implementation.
 #
-#   loomrt_abi.py {calls,backend,common,args,front,list} loomrt.h OUTPUT
+#   loomrt_abi.py {calls,call-list,backend,common,args,front,list} loomrt.h OUTPUT
 #
 # The implementations keep the entry point's name (loomrt::backend::
 # loomrt_gemm): __func__ inside them is the name every error message and
