@@ -27,6 +27,7 @@
 #include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 #include "compiler/Pipelines/Pipelines.h"
+#include "runtime/manifest/Manifest.h"
 #include "rankgen/ContextParallelLayout.h"
 #include "rankgen/ParallelLayout.h"
 #include "rankgen/PipelineP2P.h"
@@ -49,7 +50,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -119,12 +119,12 @@ Expected<Placement> placementOf(StringRef name, tfm::DistAttr dist,
   return p;
 }
 
-StringRef dtypeName(Type t) {
+loomrt_dtype dtypeOf(Type t) {
   if (t.isF32())
-    return "f32";
+    return LOOMRT_F32;
   if (t.isBF16())
-    return "bf16";
-  return "f16";
+    return LOOMRT_BF16;
+  return LOOMRT_F16;
 }
 
 /// Rejects sizes below 1 and what the compiler cannot build yet, naming
@@ -260,21 +260,10 @@ std::optional<int64_t> savedActivationBytes(func::FuncOp func) {
   return total;
 }
 
-llvm::json::Array shapeJson(ArrayRef<int64_t> shape) {
-  llvm::json::Array a;
-  for (int64_t d : shape)
-    a.push_back(d);
-  return a;
-}
-
-llvm::json::Array groupsJson(const rankgen::GroupList &groups) {
-  llvm::json::Array out;
-  for (size_t g = 0; g < groups.numGroups(); ++g) {
-    llvm::json::Array ranks;
-    for (int64_t r : groups[g])
-      ranks.push_back(r);
-    out.push_back(std::move(ranks));
-  }
+std::vector<std::vector<int32_t>> groupsOf(const rankgen::GroupList &groups) {
+  std::vector<std::vector<int32_t>> out;
+  for (size_t g = 0; g < groups.numGroups(); ++g)
+    out.emplace_back(groups[g].begin(), groups[g].end());
   return out;
 }
 
@@ -299,19 +288,25 @@ Error writeFileAtomically(StringRef path, StringRef contents,
 /// arguments (batch inputs by their tfm.input, parameters, communicators),
 /// then the results that became out-params (the loss, then one gradient per
 /// parameter).
-FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
-  llvm::json::Array args;
+FailureOr<manifest::Entry> describeEntry(func::FuncOp f) {
+  manifest::Entry entry;
+  auto arg = [&](manifest::ArgKind kind, StringRef name = "") {
+    manifest::EntryArg &a = entry.args.emplace_back();
+    a.kind = kind;
+    a.name = name.str();
+    return &a;
+  };
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
     if (auto input = f.getArgAttrOfType<StringAttr>(i, tfm::kInputArgAttrName)) {
-      llvm::json::Object arg{{"kind", input.getValue()}};
+      manifest::ArgKind kind = manifest::parseArgKind(input.getValue().str());
+      manifest::EntryArg *a =
+          arg(kind, kind == manifest::ArgKind::Other ? input.getValue() : "");
       if (auto m = f.getArgAttrOfType<IntegerAttr>(i, tfm::kMicrobatchAttrName))
-        arg["microbatch"] = m.getInt();
-      args.push_back(std::move(arg));
+        a->microbatch = m.getInt();
       continue;
     }
     if (auto group = f.getArgAttrOfType<StringAttr>(i, tfm::kCommArgAttrName)) {
-      args.push_back(
-          llvm::json::Object{{"kind", "comm"}, {"group", group.getValue()}});
+      arg(manifest::ArgKind::Comm, group.getValue());
       continue;
     }
     auto name = f.getArgAttrOfType<StringAttr>(i, tfm::kParamArgAttrName);
@@ -319,8 +314,7 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
       return f.emitError() << "argument " << i << " of @" << f.getName()
                            << " is neither a batch input (tfm.input), a "
                               "parameter nor a communicator";
-    args.push_back(
-        llvm::json::Object{{"kind", "param"}, {"name", name.getValue()}});
+    arg(manifest::ArgKind::Param, name.getValue());
   }
   // The loss (a pipelined step's last stage: one per micro-batch), then
   // the gradients.
@@ -335,31 +329,29 @@ FailureOr<llvm::json::Object> describeEntry(func::FuncOp f) {
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
     auto micro = f.getResultAttrOfType<IntegerAttr>(i, tfm::kMicrobatchAttrName);
     if (i == 0 && !pipelined) {
-      args.push_back(llvm::json::Object{{"kind", "loss"}});
+      arg(manifest::ArgKind::Loss);
       continue;
     }
     if (micro) {
-      args.push_back(
-          llvm::json::Object{{"kind", "loss"}, {"microbatch", micro.getInt()}});
+      arg(manifest::ArgKind::Loss)->microbatch = micro.getInt();
       continue;
     }
     auto name = f.getResultAttrOfType<StringAttr>(i, tfm::kGradResultAttrName);
     if (!name)
       return f.emitError() << "result " << i << " of @" << f.getName()
                            << " is not a parameter gradient";
-    llvm::json::Object grad{{"kind", "grad"}, {"name", name.getValue()}};
+    manifest::EntryArg *grad = arg(manifest::ArgKind::Grad, name.getValue());
     // A pipelined step sums micro-batches in f32 whatever the parameter's
     // dtype: the buffer the rank program provides must say so.
     if (pipelined)
-      grad["dtype"] = dtypeName(
+      grad->dtype = dtypeOf(
           cast<ShapedType>(f.getResultTypes()[i]).getElementType());
     if (auto it = readyChunk.find(ret->getOperand(i)); it != readyChunk.end())
-      grad["chunk"] = it->second;
-    args.push_back(std::move(grad));
+      grad->chunk = it->second;
   }
-  auto symbol = f->getAttrOfType<StringAttr>(tfm::kEntryAttrName);
-  return llvm::json::Object{{"symbol", symbol.getValue()},
-                            {"args", std::move(args)}};
+  entry.symbol =
+      f->getAttrOfType<StringAttr>(tfm::kEntryAttrName).getValue().str();
+  return entry;
 }
 
 /// The entry points of a module (functions with tfm.entry), in module order.
@@ -661,9 +653,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = runPasses(module, buildTfmPrepareLoweringPipeline, "prepare"))
     return e;
   printAfter("prepare");
-  llvm::json::Object entries;
+  // The manifest (runtime/manifest), filled as the stages learn its
+  // fields; the entries first, whose arguments are fixed now.
+  manifest::Manifest mf;
   // Pipelined: each pp rank's entries.
-  std::vector<llvm::json::Object> stageEntries(size_t(config.pp));
+  if (config.pp > 1)
+    mf.stageEntries.emplace(size_t(config.pp));
   SmallVector<std::string> commKinds;
   for (func::FuncOp f : entryFuncs)
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
@@ -671,7 +666,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
         if (!llvm::is_contained(commKinds, g.getValue().str()))
           commKinds.push_back(g.getValue().str());
   for (func::FuncOp f : entryFuncs) {
-    FailureOr<llvm::json::Object> entry = describeEntry(f);
+    FailureOr<manifest::Entry> entry = describeEntry(f);
     if (failed(entry))
       return fail("@" + f.getName() + " is not an entry point loom-run "
                   "knows (see the diagnostics above)");
@@ -679,9 +674,9 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     // is called: a train step takes the loss scale.
     StringRef key = inputArgument(f, "grad_scale") ? "train_step" : "forward";
     if (auto r = f->getAttrOfType<IntegerAttr>(tfm::kPipelineRankAttrName))
-      stageEntries[size_t(r.getInt())][key] = std::move(*entry);
+      (*mf.stageEntries)[size_t(r.getInt())][key.str()] = std::move(*entry);
     else
-      entries[key] = std::move(*entry);
+      mf.entries[key.str()] = std::move(*entry);
   }
 
   // 5. Lower. The buffer plan is read off the lowered functions before they
@@ -731,37 +726,34 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
 
   // 8. Manifest and launcher.
   stage("manifest and launcher");
-  llvm::json::Object planJson{
-      {"tp", config.tp},       {"cp", config.cp},
-      {"dp", config.dp},       {"pp", config.pp},
-      {"vpp", plan.vpp},       {"ep", config.ep},
-      {"etp", config.etp},     {"sequence_parallel", plan.sequenceParallel},
-      {"order", config.order}};
-  llvm::json::Object groups;
+  mf.plan = {{"tp", config.tp}, {"cp", config.cp}, {"dp", config.dp},
+             {"pp", config.pp}, {"vpp", plan.vpp}, {"ep", config.ep},
+             {"etp", config.etp}};
+  mf.sequenceParallel = plan.sequenceParallel;
+  mf.order = config.order;
   for (const rankgen::GroupKind &kind : layout->kinds())
-    groups[kind.key] = groupsJson(kind.groups);
+    mf.groups[kind.key] = groupsOf(kind.groups);
   // The communicators the entries take (tfm-comms-to-args names them by the
   // mesh axes, e.g. "cp-dp") must be in the list the driver reads.
   for (const std::string &kind : commKinds)
-    if (!groups.get(kind)) {
+    if (!mf.groups.count(kind)) {
       auto list = layout->groupsFor(kind);
       if (!list)
         return fail("group kind '" + kind + "': " + list.error());
-      groups[kind] = groupsJson(*list);
+      mf.groups[kind] = groupsOf(*list);
     }
 
   // The loss is printed by data-parallel rank 0 of the last stage, tp and cp
   // rank 0: the rank whose dense coordinates are all 0 but pp.
-  llvm::json::Array ranks;
   for (int64_t r = 0; r < world; ++r) {
     auto info = layout->rankInfo(r);
     const rankgen::DimArray &c = info->dense;
-    bool logsLoss = info->lastStage &&
-                    c[size_t(rankgen::Dim::TP)] == 0 &&
+    manifest::RankInfo &rank = mf.ranks.emplace_back();
+    rank.rank = int32_t(r);
+    rank.binary = rankBinary(r);
+    rank.logsLoss = info->lastStage && c[size_t(rankgen::Dim::TP)] == 0 &&
                     c[size_t(rankgen::Dim::CP)] == 0 &&
                     c[size_t(rankgen::Dim::DP)] == 0;
-    llvm::json::Object rank{
-        {"rank", r}, {"binary", rankBinary(r)}, {"logs_loss", logsLoss}};
     // Context parallelism: the pieces of every sample's sequence this
     // rank's token buffers hold (Megatron's get_batch_on_this_cp_rank; the
     // batch inputs' distribution in the IR says the same).
@@ -770,37 +762,38 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
           paddedSeqLength, config.cp, c[size_t(rankgen::Dim::CP)]);
       if (!pieces)
         return fail(pieces.error());
-      llvm::json::Array ranges;
       for (const rankgen::TokenRange &t : *pieces)
-        ranges.push_back(llvm::json::Array{t.begin, t.end});
-      rank["sequence_ranges"] = std::move(ranges);
+        rank.sequenceRanges.push_back({t.begin, t.end});
     }
-    ranks.push_back(std::move(rank));
   }
 
-  llvm::json::Array paramsJson;
   // What each pp rank holds (all of it without pipelining).
   std::vector<int64_t> stageParamBytes(size_t(config.pp), 0);
   for (const ParamInfo &p : params) {
-    llvm::json::Object init{{"kind", tfm::stringifyInitKind(p.init)}};
+    manifest::ParamSpec &spec = mf.params.emplace_back();
+    spec.name = p.name;
+    spec.shape.assign(p.shape.begin(), p.shape.end());
+    spec.dtype = dtypeOf(p.elementType);
+    spec.init = p.init == tfm::InitKind::normal  ? manifest::InitKind::Normal
+                : p.init == tfm::InitKind::zeros ? manifest::InitKind::Zeros
+                                                 : manifest::InitKind::Ones;
     if (p.init == tfm::InitKind::normal)
-      init["std"] = p.std;
-    HfPlacement hf = hfPlacement(family, p.name, p.shape, hidden, unpaddedVocab);
+      spec.std = p.std;
+    spec.hf = hfPlacement(family, p.name, p.shape, hidden, unpaddedVocab);
     // Every rank holds it: whole, or split on one dim over some mesh axes,
     // the rank's position in their group giving its slice. The compact
     // "placement" form: a shard list would name every rank for every
     // parameter (240 MB for gpt3-175b on 1024 ranks).
     const Placement *placement = &placements[p.name];
     SmallVector<int64_t> local(p.shape);
-    llvm::json::Object placementJson{{"group", placement->group}};
+    manifest::Placement &where = spec.placement.emplace();
+    where.group = placement->group;
     if (config.pp > 1) {
-      llvm::json::Array stages;
-      for (int64_t r : paramStages.lookup(p.name))
-        stages.push_back(r);
-      placementJson["pp_ranks"] = std::move(stages);
+      std::set<int64_t> stages = paramStages.lookup(p.name);
+      where.ppRanks.emplace(stages.begin(), stages.end());
     }
     if (placement->splitDim) {
-      placementJson["split_dim"] = *placement->splitDim;
+      where.splitDim = *placement->splitDim;
       local[*placement->splitDim] /= placement->parts;
     }
     int64_t elements = 1;
@@ -810,65 +803,38 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     for (int64_t r = 0; r < config.pp; ++r)
       if (config.pp == 1 || paramStages.lookup(p.name).count(r))
         stageParamBytes[size_t(r)] += bytes;
-    llvm::json::Object hfJson{{"name", hf.name},
-                              {"shape", shapeJson(hf.shape)},
-                              {"transpose", hf.transpose},
-                              {"offset", shapeJson(hf.offset)}};
-    if (hf.fileRows)
-      hfJson["file_rows"] = hf.fileRows;
-    paramsJson.push_back(llvm::json::Object{
-        {"name", p.name},
-        {"shape", shapeJson(p.shape)},
-        {"dtype", dtypeName(p.elementType)},
-        {"init", std::move(init)},
-        {"hf", std::move(hfJson)},
-        {"placement", std::move(placementJson)}});
   }
 
-  llvm::json::Object manifest{
-      {"format", "loom-manifest"},
-      {"version", 1},
-      {"model", model ? llvm::json::Value(llvm::json::Object{}) : nullptr},
-      {"plan", std::move(planJson)},
-      {"world_size", world},
-      {"backend", o.backend},
-      {"micro_batch_size", tokensType.getDimSize(0)},
-      {"seq_length", seqLength},
-      {"num_microbatches", *numMicrobatches},
-      {"dtype", params.empty() ? "f32" : dtypeName(params.front().elementType)},
-      // The tokenizer's vocabulary (token ids the data may hold), not the
-      // padded one the tables have.
-      {"vocab_size", unpaddedVocab ? unpaddedVocab : vocab},
-      {"eod_token_id", eodMask ? llvm::json::Value(*eodMask) : nullptr},
-      {"groups", std::move(groups)},
-      {"gradient_group", gradientGroup},
-      {"ranks", std::move(ranks)},
-      {"params", std::move(paramsJson)},
-      {"entries", std::move(entries)}};
-  if (paddedSeqLength != seqLength)
-    manifest["padded_seq_length"] = paddedSeqLength;
-  if (config.pp > 1) {
-    llvm::json::Array byStage;
-    for (llvm::json::Object &e : stageEntries)
-      byStage.push_back(std::move(e));
-    manifest["stage_entries"] = std::move(byStage);
-  }
+  mf.worldSize = int32_t(world);
+  mf.backend = o.backend;
+  mf.microBatchSize = tokensType.getDimSize(0);
+  mf.seqLength = seqLength;
+  mf.paddedSeqLength = paddedSeqLength;
+  mf.numMicrobatches = *numMicrobatches;
+  mf.dtype = params.empty() ? LOOMRT_F32 : dtypeOf(params.front().elementType);
+  // The tokenizer's vocabulary (token ids the data may hold), not the
+  // padded one the tables have.
+  mf.vocabSize = unpaddedVocab ? unpaddedVocab : vocab;
+  mf.eodTokenId = eodMask;
+  mf.gradientGroup = gradientGroup;
   if (model) {
-    llvm::json::Object m;
+    mf.model.emplace();
     for (NamedAttribute a : model) {
+      std::string key = a.getName().getValue().str();
       if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
-        m[a.getName().getValue()] = i.getInt();
+        (*mf.model)[key] = i.getInt();
       else if (auto b = dyn_cast<BoolAttr>(a.getValue()))
-        m[a.getName().getValue()] = b.getValue();
-      else if (auto s = dyn_cast<StringAttr>(a.getValue()))
-        m[a.getName().getValue()] = s.getValue();
+        (*mf.model)[key] = b.getValue();
+      else if (auto s = dyn_cast<StringAttr>(a.getValue())) {
+        if (key == "family")
+          mf.family = s.getValue().str();
+        else
+          (*mf.model)[key] = s.getValue().str();
+      }
     }
-    manifest["model"] = std::move(m);
   }
 
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  std::string text = manifest::serialize(mf);
   SmallString<256> manifestPath(o.outputDir), launchPath(o.outputDir);
   llvm::sys::path::append(manifestPath, "manifest.json");
   llvm::sys::path::append(launchPath, "launch");

@@ -7,27 +7,17 @@
 #ifndef LOOM_COMPILER_DRIVER_HFNAMES_H
 #define LOOM_COMPILER_DRIVER_HFNAMES_H
 
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringRef.h"
+#include "runtime/manifest/Manifest.h"
 
-#include <string>
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
 
 namespace loom::driver {
 
 /// The parameter is hf[offset : offset + shape] of the Hugging Face tensor
-/// `name` (of full shape `shape`), or its transpose is (docs/MANIFEST.md).
-/// A vocabulary padded to a multiple (loom-import
-/// --make-vocab-size-divisible-by) gives the embedding and output tensors
-/// more rows than the Hugging Face file has: fileRows says how many are
-/// the model's (the rest are saved apart); 0 means all.
-struct HfPlacement {
-  std::string name;
-  llvm::SmallVector<int64_t> shape;
-  bool transpose = false;
-  llvm::SmallVector<int64_t> offset;
-  int64_t fileRows = 0;
-};
+/// `name` (of full shape `shape`), or its transpose is (the manifest's
+/// "hf", docs/MANIFEST.md).
+using manifest::HfPlacement;
 
 /// Maps a Loom parameter of the GPT-2 ("gpt2") or Llama family ("llama",
 /// "qwen2", "mistral") to its place in the family's Hugging Face checkpoint.
