@@ -45,6 +45,9 @@ void loom::buildTfmShardPipeline(OpPassManager &pm) {
 }
 
 void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
+  // Where each gradient is summed, on the entries as they will run
+  // (pipelined steps included), before their arguments change.
+  pm.addPass(sharding::createTfmMarkGradientGroups());
   pm.addNestedPass<func::FuncOp>(lowering::createTfmInlineBlocks());
   pm.addNestedPass<func::FuncOp>(lowering::createTfmExpandRingAttention());
   pm.addPass(lowering::createTfmParamsToArgs());

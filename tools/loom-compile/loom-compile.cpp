@@ -83,9 +83,16 @@ static cl::opt<std::string> backend(
     cl::desc("Runtime the rank executables link: cpu (OpenBLAS + MPI) or "
              "cuda (CUDA kernels, cuBLAS, NCCL; one GPU per rank)"),
     cl::value_desc("cpu|cuda"), cl::cat(category));
-static cl::opt<bool> report("report",
-                            cl::desc("Print per-rank memory and communication"),
-                            cl::cat(category));
+static cl::opt<bool> report(
+    "report",
+    cl::desc("Print each distinct rank program's memory and communication "
+             "per step, counted through every function it calls"),
+    cl::cat(category));
+static cl::opt<std::string> reportJson(
+    "report-json",
+    cl::desc("Write the report as JSON to this file (one object per "
+             "distinct rank program)"),
+    cl::value_desc("file"), cl::cat(category));
 static cl::opt<bool> keep("keep-intermediates",
                           cl::desc("Keep the object file and LLVM IR"),
                           cl::cat(category));
@@ -167,6 +174,7 @@ int main(int argc, char **argv) {
   options.outputDir = outputDir;
   options.keepIntermediates = keep;
   options.printIrAfter = printIrAfter;
+  options.reportJsonPath = reportJson;
   options.irOutput = &outs();
   if (!quiet)
     options.progress = [](StringRef line) { errs() << line << "\n"; };

@@ -220,6 +220,10 @@ int main(int argc, char **argv) {
   }
 
   std::vector<std::string> command;
+
+  /// A session directory base of this job's own (Open MPI).
+
+  SmallString<128> sessionBase;
   if (auto job = enclosingJob()) {
     if (job->second != world)
       return error("this job has " + Twine(job->second) + " rank" +
@@ -244,6 +248,16 @@ int main(int argc, char **argv) {
       if (::geteuid() == 0)
         command.push_back("--allow-run-as-root");
       command.push_back("--oversubscribe");
+      // Open MPI puts a session directory per host and user under the
+      // temporary directory; two launches that start at once race to create
+      // it (and each removes it when it ends), and one fails with "File
+      // exists". A job of its own gets a base of its own, removed after.
+      if (!optDryRun && !std::getenv("OMPI_MCA_orte_tmpdir_base") &&
+          !sys::fs::createUniqueDirectory("loom-run-ompi", sessionBase)) {
+        command.push_back("--mca");
+        command.push_back("orte_tmpdir_base");
+        command.push_back(sessionBase.str().str());
+      }
       if (optCheckDeviceContract) {
         command.push_back("-x");
         command.push_back("LOOMRT_CHECK_DEVICE_CONTRACT");
@@ -275,6 +289,8 @@ int main(int argc, char **argv) {
   SmallVector<StringRef> refs(command.begin(), command.end());
   std::string message;
   int rc = sys::ExecuteAndWait(refs[0], refs, std::nullopt, {}, 0, 0, &message);
+  if (!sessionBase.empty())
+    sys::fs::remove_directories(sessionBase);
   if (rc < 0)
     return error("cannot run '" + command[0] + "'" +
                  (message.empty() ? "" : ": " + message));
