@@ -104,7 +104,9 @@ void defineFlags(CLI::App &app, Options &o) {
   app.add_flag("-h,--help", o.help, "this text");
   text("--manifest", o.manifest, "PATH",
        "manifest.json (default: next to the executable)");
-  integer("--steps", o.steps, 0, "steps to run (default 1)");
+  integer("--steps,--train-iters", o.steps, 0,
+          "steps to run (default 1; --train-iters is Megatron's name, but "
+          "counts the steps of this run: a resumed run adds them)");
   text("--data", o.data, "FILE",
        "Megatron .bin/.idx (prefix or either file) or a raw token file "
        "(default: synthetic data)");
@@ -325,6 +327,14 @@ bool rankFlagTakesValue(const std::string &name) {
   defineFlags(app, o);
   const CLI::Option *opt = app.get_option_no_throw(name);
   return opt && opt->get_items_expected_min() > 0;
+}
+
+bool isRankFlag(const std::string &name) {
+  Options o;
+  CLI::App app;
+  defineFlags(app, o);
+  return name.rfind("--", 0) == 0 && name != "--help" &&
+         app.get_option_no_throw(name) != nullptr;
 }
 
 } // namespace loom::rank
