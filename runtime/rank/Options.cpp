@@ -144,6 +144,15 @@ void defineFlags(CLI::App &app, Options &o) {
                "as it starts (loom-trace: rank R F<micro>.<chunk>) and where "
                "each chunk's gradients are final and their data-parallel "
                "reduction starts (loom-trace: rank R G<chunk>)");
+  app.add_flag("--profile", o.profile,
+               "count and time the runtime's entry points in every step and "
+               "print, for one rank, a table by total time after the run "
+               "(from the second step on, when there is one)");
+  integer("--profile-rank", o.profileRank, 0,
+          "the rank --profile reports (default 0)");
+  text("--profile-json", o.profileJson, "FILE",
+       "with --profile: one JSON object per step (JSON lines): step, ms, "
+       "allocations, host_syncs and each entry point's count and ms");
   integer("--check-weight-hash-interval", o.checkWeightHashInterval, 0,
           "every N steps, check that all ranks holding the same part of a "
           "parameter hold the same bytes (default 0: never)");
@@ -299,6 +308,8 @@ Options parseOptions(const std::vector<std::string> &args) {
     throw Error("unknown flag '" + flag.substr(0, flag.find('=')) +
                 "' (see --help)");
   }
+  if (!o.profileJson.empty())
+    o.profile = true;
   checkCombinations(o, args);
   return o;
 }
