@@ -153,21 +153,6 @@ Error runPasses(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build
 constexpr StringLiteral kIrStages[] = {"plan",     "differentiate", "shard",
                                        "pipeline", "prepare",       "lower"};
 
-/// Writes `text` to `path` through a temporary file renamed into place.
-Error writeText(StringRef path, StringRef text) {
-  std::string tmp = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_Text);
-    if (ec)
-      return fail("cannot write '" + tmp + "': " + ec.message());
-    os << text;
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
-    return fail("cannot write '" + path + "': " + ec.message());
-  return Error::success();
-}
-
 } // namespace
 
 Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
@@ -423,7 +408,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     std::string text;
     llvm::raw_string_ostream os(text);
     os << llvm::formatv("{0:2}", reportJson(report)) << "\n";
-    if (Error e = writeText(o.reportJsonPath, text))
+    if (Error e = writeFileAtomically(o.reportJsonPath, text))
       return e;
   }
   return Error::success();

@@ -12,6 +12,8 @@
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace loom;
@@ -22,6 +24,23 @@ using llvm::Twine;
 
 Error loom::driver::fail(const Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+Error loom::driver::writeFileAtomically(StringRef path, StringRef contents,
+                                        bool executable) {
+  std::string tmp = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      return fail("cannot write '" + tmp + "': " + ec.message());
+    os << contents;
+  }
+  if (executable)
+    llvm::sys::fs::setPermissions(tmp, llvm::sys::fs::perms(0755));
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+    return fail("cannot write '" + path + "': " + ec.message());
+  return Error::success();
 }
 
 loomrt_dtype loom::driver::dtypeOf(Type t) {

@@ -32,6 +32,11 @@ namespace loom::driver {
 /// An error with `message` (the driver's errors are plain messages).
 llvm::Error fail(const llvm::Twine &message);
 
+/// Writes `contents` to `path` through a temporary file renamed into place,
+/// so a reader never sees half a file; `executable` sets mode 0755.
+llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents,
+                                bool executable = false);
+
 /// The runtime's dtype of an element type.
 loomrt_dtype dtypeOf(mlir::Type elementType);
 

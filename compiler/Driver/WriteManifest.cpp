@@ -30,23 +30,6 @@ std::vector<std::vector<int32_t>> groupsOf(const rankgen::GroupList &groups) {
   return out;
 }
 
-Error writeFileAtomically(StringRef path, StringRef contents,
-                          bool executable = false) {
-  std::string tmp = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec, llvm::sys::fs::OF_Text);
-    if (ec)
-      return fail("cannot write '" + tmp + "': " + ec.message());
-    os << contents;
-  }
-  if (executable)
-    llvm::sys::fs::setPermissions(tmp, llvm::sys::fs::perms(0755));
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
-    return fail("cannot write '" + path + "': " + ec.message());
-  return Error::success();
-}
-
 /// Runs the rank's program under mpirun or Slurm: picks the binary of the
 /// rank from the launcher's environment (docs/MANIFEST.md).
 constexpr const char *kLaunchScript = R"SH(#!/bin/sh
