@@ -315,6 +315,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   llvm::StringMap<int64_t> peaks;
   for (func::FuncOp f : entries)
     peaks[f.getName()] = peakBufferBytes(f);
+  addWorkspaces(mf, entries);
   entries.clear(); // the functions become llvm.func below
   if (Error e = run("lower", buildTfmBuffersToLLVMPipeline))
     return e;

@@ -6,6 +6,8 @@
 
 #include "compiler/Driver/Memory.h"
 
+#include "dialects/Tfm/TfmAttrs.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -23,7 +25,18 @@ class Peaks {
 public:
   explicit Peaks(ModuleOp module) : symbols(module) {}
 
-  int64_t of(func::FuncOp f) {
+  /// The function's workspace (which holds its callees' workspaces too)
+  /// plus, at the worst moment, the buffers it and its callees allocate
+  /// outside one.
+  int64_t of(func::FuncOp f) { return workspace(f) + outside(f); }
+
+private:
+  static int64_t workspace(func::FuncOp f) {
+    auto w = f->getAttrOfType<IntegerAttr>(loom::tfm::kWorkspaceAttrName);
+    return w ? w.getInt() : 0;
+  }
+
+  int64_t outside(func::FuncOp f) {
     if (auto it = peaks.find(f); it != peaks.end())
       return it->second;
     int64_t live = 0, peak = 0;
@@ -35,14 +48,13 @@ public:
       } else if (auto call = dyn_cast<func::CallOp>(op)) {
         auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
         if (callee && !callee.isExternal())
-          peak = std::max(peak, live + of(callee));
+          peak = std::max(peak, live + outside(callee));
       }
     });
     peaks[f] = peak;
     return peak;
   }
 
-private:
   SymbolTable symbols;
   llvm::DenseMap<func::FuncOp, int64_t> peaks;
 };

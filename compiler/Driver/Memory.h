@@ -24,7 +24,7 @@ namespace loom::driver {
 
 /// Peak bytes of `entry`'s buffers and those of the functions it calls, on
 /// lowered straight-line code (tfm-lower-to-runtime through
-/// tfm-plan-buffers: each function's arena and its callers' out-params).
+/// tfm-plan-buffers: each function's workspace and its callers' out-params).
 int64_t peakBufferBytes(mlir::func::FuncOp entry);
 
 } // namespace loom::driver

@@ -11,6 +11,7 @@
 #include "dialects/Tfm/TfmAttrs.h"
 #include "rankgen/ContextParallelLayout.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -88,6 +89,23 @@ Error loom::driver::addEntries(manifest::Manifest &mf,
       mf.entries[key.str()] = std::move(*entry);
   }
   return Error::success();
+}
+
+void loom::driver::addWorkspaces(manifest::Manifest &mf,
+                                 ArrayRef<func::FuncOp> entries) {
+  llvm::StringMap<int64_t> bytes;
+  for (func::FuncOp f : entries)
+    if (auto w = f->getAttrOfType<IntegerAttr>(tfm::kWorkspaceAttrName))
+      bytes[f->getAttrOfType<StringAttr>(tfm::kEntryAttrName).getValue()] =
+          w.getInt();
+  auto fill = [&](manifest::Entries &es) {
+    for (auto &[key, e] : es)
+      e.workspaceBytes = bytes.lookup(e.symbol);
+  };
+  fill(mf.entries);
+  if (mf.stageEntries)
+    for (manifest::Entries &es : *mf.stageEntries)
+      fill(es);
 }
 
 Error loom::driver::describeProgram(manifest::Manifest &mf,

@@ -33,6 +33,11 @@ std::string rankBinary(int64_t r);
 llvm::Error addEntries(manifest::Manifest &mf,
                        llvm::ArrayRef<mlir::func::FuncOp> entries, int64_t pp);
 
+/// After tfm-plan-buffers: each entry's workspace size (its tfm.workspace),
+/// for the rank program to allocate once.
+void addWorkspaces(manifest::Manifest &mf,
+                   llvm::ArrayRef<mlir::func::FuncOp> entries);
+
 /// What the manifest says besides the entries.
 struct ProgramFacts {
   const rankgen::Plan &plan;

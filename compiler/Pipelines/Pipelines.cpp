@@ -80,8 +80,9 @@ void loom::buildTfmLowerToBuffersPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(lowering::createTfmFreeBuffers());
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
-  // One arena per call, with offsets fixed at compile time.
-  pm.addNestedPass<func::FuncOp>(lowering::createTfmPlanBuffers());
+  // One workspace per function, with offsets fixed at compile time: an
+  // entry's is provided by the rank program, a callee's by its caller.
+  pm.addPass(lowering::createTfmPlanBuffers());
 }
 
 void loom::buildTfmBuffersToLLVMPipeline(OpPassManager &pm) {

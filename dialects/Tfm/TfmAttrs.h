@@ -55,6 +55,10 @@ inline constexpr llvm::StringLiteral kGradGroupAttrName = "tfm.grad_group";
 /// Entry argument or result of a pipelined step (tfm-schedule-pipeline):
 /// the micro-batch whose batch input or loss it carries.
 inline constexpr llvm::StringLiteral kMicrobatchAttrName = "tfm.microbatch";
+/// Function: its last argument is its workspace, this many bytes that hold
+/// every temporary at offsets fixed at compile time (tfm-plan-buffers);
+/// the caller provides it, and keeps it from call to call.
+inline constexpr llvm::StringLiteral kWorkspaceAttrName = "tfm.workspace";
 /// Function: the pipeline rank whose step it is (tfm-schedule-pipeline).
 inline constexpr llvm::StringLiteral kPipelineRankAttrName =
     "tfm.pipeline_rank";

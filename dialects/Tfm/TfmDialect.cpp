@@ -74,6 +74,16 @@ LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << name << " belongs on a function";
     return expectName(op, attr);
   }
+  if (name == kWorkspaceAttrName) {
+    auto f = dyn_cast<FunctionOpInterface>(op);
+    if (!f)
+      return op->emitError() << name << " belongs on a function";
+    if (f.getNumArguments() == 0)
+      return op->emitError() << name
+                             << " names the last argument, but the function "
+                                "has none";
+    return expectIndex(op, attr);
+  }
   if (name == kPipelineRankAttrName) {
     if (!isa<FunctionOpInterface>(op))
       return op->emitError() << name << " belongs on a function";

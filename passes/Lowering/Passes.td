@@ -184,32 +184,41 @@ def TfmFreeBuffers : Pass<"tfm-free-buffers", "mlir::func::FuncOp"> {
   }];
 }
 
-def TfmPlanBuffers : Pass<"tfm-plan-buffers", "mlir::func::FuncOp"> {
-  let summary = "place a function's temporary buffers in one arena at compile time";
+def TfmPlanBuffers : Pass<"tfm-plan-buffers", "mlir::ModuleOp"> {
+  let summary = "place each function's temporary buffers in one workspace at compile time";
   let description = [{
-    Input: straight-line code where every temporary is a static
+    Input: straight-line functions where every temporary is a static
     `memref.alloc` freed by one `memref.dealloc` in the same block (what
-    the buffer deallocation passes produce). Output: one arena allocated at
-    the start of the function and freed before it returns; each temporary is
-    a `memref.view` at a fixed offset. Offsets come from the buffers' live
-    ranges (from the alloc to the last op that uses the buffer or a pointer
-    taken from it), placed largest first at the lowest offset that does not
-    overlap a buffer live at the same time, 64-byte aligned. Allocs without
-    a matching dealloc in the block (results) are left alone.
+    the buffer deallocation passes produce). Each function gets a workspace
+    as its new last argument, `memref<Nxi8>`, and `tfm.workspace = N`;
+    each temporary becomes a `memref.view` at a fixed offset in it. Offsets
+    come from the buffers' live ranges (from the alloc to the last op that
+    uses the buffer or a pointer taken from it), placed largest first at the
+    lowest offset that does not overlap a buffer live at the same time,
+    64-byte aligned. Allocs without a matching dealloc in the block
+    (results) are left alone; a function without temporaries gets no
+    workspace.
+
+    Callees are planned first: each call of one gets the callee's workspace
+    as a temporary of the caller, allocated before the call and freed after
+    it, which the caller then places with its own. An entry point's
+    workspace is the caller's (the rank program's) to provide: allocated
+    once and kept, a step allocates nothing.
 
     ```mlir
-    %a = memref.alloc() : memref<4x8xf32>   ... memref.dealloc %a
-    %b = memref.alloc() : memref<16xf32>    ... memref.dealloc %b
+    func.func @f() {
+      %a = memref.alloc() : memref<4x8xf32>   ... memref.dealloc %a
+      %b = memref.alloc() : memref<16xf32>    ... memref.dealloc %b
     // becomes
-    %arena = memref.alloc() {alignment = 64 : i64} : memref<128xi8>
-    %a = memref.view %arena[%c0][] : memref<128xi8> to memref<4x8xf32>
-    %b = memref.view %arena[%c0][] : memref<128xi8> to memref<16xf32>  // a is dead
-    memref.dealloc %arena
+    func.func @f(%ws: memref<128xi8>) attributes {tfm.workspace = 128 : i64} {
+      %a = memref.view %ws[%c0][] : memref<128xi8> to memref<4x8xf32>
+      %b = memref.view %ws[%c0][] : memref<128xi8> to memref<16xf32>  // a is dead
     ```
   }];
   let statistics = [
-    Statistic<"numPlanned", "planned-buffers", "Buffers placed in the arena">,
-    Statistic<"arenaBytes", "arena-bytes", "Size of the arena in bytes">,
+    Statistic<"numPlanned", "planned-buffers", "Buffers placed in workspaces">,
+    Statistic<"arenaBytes", "workspace-bytes",
+              "Size of the functions' workspaces in bytes">,
     Statistic<"unplannedBytes", "unplanned-bytes",
               "Bytes the buffers would take without reuse">
   ];

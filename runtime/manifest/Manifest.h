@@ -198,6 +198,10 @@ struct EntryArg {
 struct Entry {
   std::string symbol;
   std::vector<EntryArg> args;
+  /// Bytes of the workspace the entry takes after `args` (its temporaries,
+  /// at offsets fixed at compile time); 0: none. The caller allocates it
+  /// once and passes the same one to every call.
+  int64_t workspaceBytes = 0;
   bool hasArg(ArgKind kind) const;
   /// A pipelined step: one call runs every micro-batch of the step
   /// (loom-compile --pp), its batch inputs and losses one per micro-batch.

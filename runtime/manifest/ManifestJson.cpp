@@ -215,6 +215,8 @@ Entries parseEntries(const Reader &r, const json &v, const std::string &path,
     for (size_t i = 0; i < args.size(); ++i)
       e.args.push_back(parseArg(r, args[i], at(at(ep, "args"), i),
                                 isRunEntry(it.key()), numMicrobatches));
+    if (const json *w = r.optMember(it.value(), "workspace_bytes"))
+      e.workspaceBytes = r.positive(*w, at(ep, "workspace_bytes"));
     entries[it.key()] = std::move(e);
   }
   return entries;
@@ -493,6 +495,8 @@ json entriesJson(const Entries &entries) {
       args.push_back(std::move(arg));
     }
     out[name] = {{"symbol", e.symbol}, {"args", std::move(args)}};
+    if (e.workspaceBytes > 0)
+      out[name]["workspace_bytes"] = e.workspaceBytes;
   }
   return out;
 }

@@ -316,6 +316,18 @@ BoundEntry Run::bind(const Entry &entry) {
                   "provide");
     }
   }
+  if (entry.workspaceBytes > 0) {
+    // One workspace for every entry of this rank (they never run at once),
+    // as large as the largest needs, allocated at the first bind and kept:
+    // a step allocates nothing.
+    if (!workspace.get()) {
+      int64_t bytes = 0;
+      for (const auto &[name, e] : me->entries)
+        bytes = std::max(bytes, e.workspaceBytes);
+      workspace = DeviceBuffer(bytes);
+    }
+    b.args.push_back(workspace.get());
+  }
   return b;
 }
 

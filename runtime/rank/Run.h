@@ -220,6 +220,9 @@ private:
     std::vector<DeviceBuffer> tokens, labels, lossMask, loss, gradScale;
     DeviceBuffer scalar;
   } dev;
+  /// The entries' workspace (Entry::workspaceBytes): the largest any entry
+  /// of this rank needs, allocated once by bind().
+  DeviceBuffer workspace;
   /// Each micro-batch's loss tokens on this rank, as readBatch found them.
   std::vector<double> microTokens;
   float loss = 0.0f;

@@ -126,3 +126,19 @@ func.func @f(%x: tensor<6xf32>) {
   %y = tfm.permute_chunks %x dim 0 order [0, 2, 1, 3] : tensor<6xf32> -> tensor<6xf32>
   return
 }
+
+// -----
+
+// Test: tfm.workspace names a function's last argument
+// expected-error @+1 {{tfm.workspace names the last argument, but the function has none}}
+func.func @no_workspace() attributes {tfm.workspace = 64 : i64} {
+  return
+}
+
+// -----
+
+// Test: a workspace's size is a byte count
+// expected-error @+1 {{tfm.workspace must be a non-negative integer}}
+func.func @bad_workspace(%ws: memref<64xi8>) attributes {tfm.workspace = "big"} {
+  return
+}
