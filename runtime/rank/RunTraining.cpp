@@ -327,11 +327,16 @@ double Run::globalGradNorm() {
   // gradients after the all-reduce) or, with the distributed optimizer, by
   // the slices of that holder's data-parallel group; the world sums the
   // parts.
-  double local = 0.0;
+  // Adjacent counted pieces form one run of the flat buffer, and each run
+  // is one reduction (one host wait on a device), not one per parameter.
+  std::vector<FlatRun> runs;
   for (const FlatPiece &pc : owned)
     if (trained[pc.param].countsInNorm)
-      local += double(loomrt_sum_squares(
-          LOOMRT_F32, ownGrads + (pc.flatOffset - ownBegin), pc.n));
+      runs.push_back({pc.flatOffset, pc.flatOffset + pc.n});
+  double local = 0.0;
+  for (const FlatRun &r : mergeRuns(std::move(runs)))
+    local += double(loomrt_sum_squares(
+        LOOMRT_F32, ownGrads + (r.begin - ownBegin), r.end - r.begin));
   float sum = float(local);
   if (worldSize > 1)
     sum = allReduceScalar(loomrt_comm_world(), LOOMRT_SUM, sum);
