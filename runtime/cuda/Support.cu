@@ -60,6 +60,15 @@ Context &loomrt::ctx() {
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->comm, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->reduce, cudaStreamNonBlocking));
+  // Scratch (cudaMallocAsync) comes from the device's default pool, whose
+  // release threshold 0 hands freed memory back to the driver at every
+  // synchronization, so the next step's scratch is a new driver allocation.
+  // Keep it: the pool holds at most a step's peak scratch.
+  cudaMemPool_t pool;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, c->device));
+  uint64_t keep = UINT64_MAX;
+  CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                                     &keep));
   CUBLAS_CHECK(cublasCreate(&c->blas));
   CUBLAS_CHECK(cublasSetStream(c->blas, c->compute));
   // Plain f32 GEMMs stay IEEE f32 (no TF32), as on the cpu backend.
