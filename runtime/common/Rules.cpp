@@ -630,3 +630,7 @@ void rules::check(const Adamw &a) {
 void rules::check(const ProfileEndStep &a) {
   REQUIRE(a.out, "NULL out");
 }
+
+void rules::check(const SafeDivide &a) {
+  REQUIRE(a.num && a.den && a.out, "NULL scalar");
+}

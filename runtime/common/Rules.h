@@ -47,6 +47,7 @@ void check(const args::Scale &);
 void check(const args::Axpy &);
 void check(const args::Add &);
 void check(const args::AddBias &);
+void check(const args::SafeDivide &);
 void check(const args::SumSquares &);
 
 // GEMM and linear layers.

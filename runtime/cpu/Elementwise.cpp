@@ -137,6 +137,12 @@ void loomrt::backend::loomrt_add_bias(loomrt_dtype dtype, int64_t rows,
   });
 }
 
+void loomrt::backend::loomrt_safe_divide(const float *num, const float *den,
+                                         float *out) {
+  LOOMRT_DEVICE_CALL(num, den, out);
+  *out = *den == 0.0f ? 0.0f : *num / *den;
+}
+
 float loomrt::backend::loomrt_sum_squares(loomrt_dtype dtype, const void *x,
                                           int64_t n) {
   LOOMRT_DEVICE_CALL(x);

@@ -131,6 +131,20 @@ __global__ void sumPartials(const float *partial, int64_t count,
 }
 } // namespace
 
+namespace {
+__global__ void safeDivideKernel(const float *num, const float *den,
+                                 float *out) {
+  float d = *den;
+  *out = d == 0.0f ? 0.0f : *num / d;
+}
+} // namespace
+
+void loomrt::backend::loomrt_safe_divide(const float *num, const float *den,
+                                         float *out) {
+  safeDivideKernel<<<1, 1, 0, stream()>>>(num, den, out);
+  CUDA_CHECK_LAUNCH();
+}
+
 void loomrt::backend::loomrt_scale(loomrt_dtype dtype, void *x, int64_t n,
                                    float alpha) {
   if (n == 0)

@@ -6,8 +6,9 @@
 //
 // The cross-entropy's kernels, each on [n, V] logits (a slice of the
 // vocabulary when it is split, Megatron's vocab-parallel cross-entropy) and
-// [n] f32 row statistics; the loss's masked mean and token count, whose
-// scalars cross to the host through loomrt_copy.
+// [n] f32 row statistics; the loss's masked mean and token count (divided
+// on the device, loomrt_safe_divide); the backward's scale, whose scalars
+// cross to the host through loomrt_copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,8 +95,9 @@ LogicalResult lower(CrossEntropyOp op, CrossEntropyOp::Adaptor a, Emitter &e) {
                              .row_loss = e.null(),
                              .masked_sum = e.ptr(maskedSum),
                              .mask_sum = e.ptr(maskSum)});
-  Value num = e.load(maskedSum);
-  e.store(e.safeDivide(num, e.load(maskSum)), loss);
+  e.call(rt::SafeDivide{.num = e.ptr(maskedSum),
+                        .den = e.ptr(maskSum),
+                        .out = e.ptr(loss)});
   return success();
 }
 
@@ -152,8 +154,10 @@ LogicalResult lower(CeLossSumOp op, CeLossSumOp::Adaptor a, Emitter &e) {
 template <>
 LogicalResult lower(LossMeanOp op, LossMeanOp::Adaptor a, Emitter &e) {
   Value loss = e.result(0);
-  Value num = e.loadAt(a.getParts(), 0);
-  e.store(e.safeDivide(num, e.loadAt(a.getParts(), 1)), loss);
+  e.call(rt::SafeDivide{
+      .num = e.ptr(a.getParts()),
+      .den = e.offsetPtr(e.ptr(a.getParts()), sizeof(float)),
+      .out = e.ptr(loss)});
   return success();
 }
 

@@ -171,6 +171,11 @@ void loomrt_add(loomrt_dtype dtype, int64_t n, const void *a, const void *b,
 void loomrt_add_bias(loomrt_dtype dtype, int64_t rows, int64_t n,
                      const void *x, const void *bias, void *out);
 
+/* *out = *num / *den, or 0 when *den is 0 (a loss over no tokens), all
+ * three f32 scalars in backend memory: the loss's mean stays on the device
+ * (no host wait). out may alias num or den. */
+void loomrt_safe_divide(const float *num, const float *den, float *out);
+
 /* Returns sum(x[i]^2) accumulated in f32 partial sums (per block) and
  * double across blocks: the local part of a gradient norm. */
 float loomrt_sum_squares(loomrt_dtype dtype, const void *x, int64_t n);

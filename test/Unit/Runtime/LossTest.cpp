@@ -295,3 +295,16 @@ TEST(AdamWTest, ThreeStepsMatchTorchFormula) {
   expectClose(m, M, 1e-7, 1e-5, "exp_avg");
   expectClose(v, Vv, 1e-8, 1e-5, "exp_avg_sq");
 }
+
+TEST(CrossEntropyTest, SafeDivideTakesTheMeanOnTheDevice) {
+  // The loss's mean from its parts: num / den, 0 over no tokens, and the
+  // result may overwrite an operand.
+  float parts[2] = {7.5f, 3.0f}, out = -1.0f;
+  loomrt_safe_divide(&parts[0], &parts[1], &out);
+  EXPECT_FLOAT_EQ(out, 2.5f);
+  float none[2] = {0.0f, 0.0f};
+  loomrt_safe_divide(&none[0], &none[1], &out);
+  EXPECT_EQ(out, 0.0f);
+  loomrt_safe_divide(&parts[0], &parts[1], &parts[0]);
+  EXPECT_FLOAT_EQ(parts[0], 2.5f);
+}

@@ -117,6 +117,7 @@ constexpr int kSkip = 77;
   X(loomrt_rms_norm_forward)                                                   \
   X(loomrt_rope_backward)                                                      \
   X(loomrt_rope_forward)                                                       \
+  X(loomrt_safe_divide)                                                        \
   X(loomrt_scale)                                                              \
   X(loomrt_send)                                                               \
   X(loomrt_set_num_threads)                                                    \
@@ -419,6 +420,16 @@ void testChecksAndHelpers() {
                be.loomrt_sum_squares(dt, d.get(), 100)}};
     });
   }
+  check("safe_divide", 0.0, [&](Backend &be) -> Outs {
+    // The loss's mean on the device; 0 over no tokens.
+    Dev parts(be, LOOMRT_F32, std::vector<float>{7.5f, 3.0f, 2.0f, 0.0f});
+    Dev out(be, nullptr, 2 * sizeof(float));
+    be.loomrt_safe_divide(parts.as<float>(), parts.as<float>() + 1,
+                          out.as<float>());
+    be.loomrt_safe_divide(parts.as<float>() + 2, parts.as<float>() + 3,
+                          out.as<float>() + 1);
+    return {out.read(LOOMRT_F32)};
+  });
   check("copy_2d", 0.0, [&](Backend &be) -> Outs {
     // Split a fused [M, 3H] into its middle [M, H] and concatenate back.
     const int64_t M = 37, H = 20;
