@@ -617,6 +617,7 @@ void rules::check(const CeVocabParallelBackward &a) {
     return;
   REQUIRE(a.logits && a.labels && a.row_max && a.sum_exp && a.dlogits,
           "NULL tensor");
+  REQUIRE(a.grad_scale, "NULL grad_scale");
 }
 
 void rules::check(const Adamw &a) {

@@ -179,10 +179,12 @@ void loomrt::backend::loomrt_ce_vocab_parallel_backward(
     loomrt_dtype dtype, int64_t n, int64_t Vl, int64_t valid,
     const void *logits, const int32_t *labels, int64_t vocab_start,
     const float *row_max, const float *sum_exp, const float *mask,
-    float grad_scale, void *dlogits) {
-  LOOMRT_DEVICE_CALL(logits, labels, row_max, sum_exp, mask, dlogits);
+    const float *grad_scale_ptr, void *dlogits) {
+  LOOMRT_DEVICE_CALL(logits, labels, row_max, sum_exp, mask, grad_scale_ptr,
+                     dlogits);
   if (n == 0)
     return;
+  const float grad_scale = *grad_scale_ptr;
   In x(dtype, logits, n * Vl);
   Out g(dtype, dlogits, n * Vl, false);
 #pragma omp parallel for schedule(static) if (n * Vl > kMinParallelWork)

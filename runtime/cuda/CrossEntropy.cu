@@ -279,13 +279,12 @@ void loomrt::backend::loomrt_ce_vocab_parallel_backward(
     loomrt_dtype dtype, int64_t n, int64_t Vl, int64_t valid,
     const void *logits, const int32_t *labels, int64_t vocab_start,
     const float *row_max, const float *sum_exp, const float *mask,
-    float grad_scale, void *dlogits) {
+    const float *grad_scale, void *dlogits) {
   checkCudaCE(__func__, n);
   if (n == 0)
     return;
   ceGradKernel<<<unsigned(n), kRowThreads, 0, stream()>>>(
       dtype, Vl, valid, logits, labels, vocab_start, row_max, sum_exp, mask,
-      nullptr,
-      grad_scale, dlogits);
+      grad_scale, 0.0f, dlogits);
   CUDA_CHECK_LAUNCH();
 }

@@ -6,9 +6,9 @@
 //
 // The cross-entropy's kernels, each on [n, V] logits (a slice of the
 // vocabulary when it is split, Megatron's vocab-parallel cross-entropy) and
-// [n] f32 row statistics; the loss's masked mean and token count (divided
-// on the device, loomrt_safe_divide); the backward's scale, whose scalars
-// cross to the host through loomrt_copy.
+// [n] f32 row statistics; the loss's masked mean and token count, and the
+// backward's scale, all divided on the device (loomrt_safe_divide), so the
+// loss never waits for the host.
 //
 //===----------------------------------------------------------------------===//
 
@@ -181,17 +181,19 @@ LogicalResult lower(CrossEntropyGradOp op, CrossEntropyGradOp::Adaptor a,
   if (failed(slice))
     return failure();
   // The tokens the loss averages: given (with the tokens split, the whole
-  // batch's), or this op's mask's sum.
-  Value maskSum;
-  if (a.getCount()) {
-    maskSum = e.load(a.getCount());
-  } else {
-    Value count = e.allocF32(-1);
+  // batch's), or this op's mask's sum. The scale, dloss over them, is
+  // computed on the device: no host wait.
+  Value count = a.getCount();
+  if (!count) {
+    count = e.allocF32(-1);
     e.call(rt::MaskSum{.n = e.i64(n),
                        .mask = e.ptr(a.getLossMask()),
                        .sum = e.ptr(count)});
-    maskSum = e.load(count);
   }
+  Value scale = e.allocF32(-1);
+  e.call(rt::SafeDivide{.num = e.ptr(a.getGrad()),
+                        .den = e.ptr(count),
+                        .out = e.ptr(scale)});
   auto valid = validColumns(vl, op.getUnpaddedVocabSizeAttr(), e);
   if (failed(valid))
     return failure();
@@ -206,7 +208,7 @@ LogicalResult lower(CrossEntropyGradOp op, CrossEntropyGradOp::Adaptor a,
       .row_max = e.ptr(a.getRowMax()),
       .sum_exp = e.ptr(a.getSumExp()),
       .mask = e.ptr(a.getLossMask()),
-      .grad_scale = rt::F32(e.safeDivide(e.load(a.getGrad()), maskSum)),
+      .grad_scale = e.ptr(scale),
       .dlogits = e.ptr(out)});
   return success();
 }

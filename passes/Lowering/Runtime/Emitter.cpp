@@ -59,10 +59,6 @@ Type typeOf(MLIRContext *ctx, rt::Kind kind) {
   }
   llvm_unreachable("unknown kind");
 }
-
-int64_t scalarBytes(Type type) {
-  return int64_t(type.getIntOrFloatBitWidth() / 8);
-}
 } // namespace
 
 Emitter::Emitter(Operation *op, ValueRange operands,
@@ -174,13 +170,6 @@ Value Emitter::selectLess(Value lhs, Value rhs, Value ifLess, Value otherwise) {
       b.create<arith::CmpIOp>(theLoc, arith::CmpIPredicate::slt, lhs, rhs);
   return b.create<arith::SelectOp>(theLoc, less, ifLess, otherwise);
 }
-Value Emitter::safeDivide(Value num, Value den) {
-  Value zero = f32(0.0);
-  Value isZero =
-      b.create<arith::CmpFOp>(theLoc, arith::CmpFPredicate::OEQ, den, zero);
-  Value q = b.create<arith::DivFOp>(theLoc, num, den);
-  return b.create<arith::SelectOp>(theLoc, isZero, zero, q);
-}
 
 //===----------------------------------------------------------------------===//
 // Buffers
@@ -214,27 +203,6 @@ Value Emitter::zeros(Type type) {
       numElements(out) * (cast<ShapedType>(type).getElementTypeBitWidth() / 8);
   call(rt::Zero{.dst = ptr(out), .bytes = i64(bytes)});
   return out;
-}
-Value Emitter::load(Value scalarMemref) {
-  Type type = cast<MemRefType>(scalarMemref.getType()).getElementType();
-  return loadFrom(ptr(scalarMemref), type);
-}
-Value Emitter::loadAt(Value memref, int64_t i) {
-  Type type = cast<MemRefType>(memref.getType()).getElementType();
-  return loadFrom(offsetPtr(ptr(memref), i * scalarBytes(type)), type);
-}
-Value Emitter::loadFrom(rt::Ptr src, Type type) {
-  Value slot = b.create<memref::AllocaOp>(theLoc, MemRefType::get({}, type));
-  call(rt::Copy{.dst = ptr(slot), .src = src, .bytes = i64(scalarBytes(type))});
-  return b.create<memref::LoadOp>(theLoc, slot, ValueRange());
-}
-void Emitter::store(Value value, Value scalarMemref) {
-  Type type = value.getType();
-  Value slot = b.create<memref::AllocaOp>(theLoc, MemRefType::get({}, type));
-  b.create<memref::StoreOp>(theLoc, value, slot, ValueRange());
-  call(rt::Copy{.dst = ptr(scalarMemref),
-                .src = ptr(slot),
-                .bytes = i64(scalarBytes(type))});
 }
 
 //===----------------------------------------------------------------------===//

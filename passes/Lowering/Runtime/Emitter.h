@@ -86,9 +86,6 @@ public:
   /// `lhs < rhs ? ifLess : otherwise` (signed).
   mlir::Value selectLess(mlir::Value lhs, mlir::Value rhs, mlir::Value ifLess,
                          mlir::Value otherwise);
-  /// `num / den` as an f32 value, or 0 when `den` is 0 (an all-masked
-  /// batch).
-  mlir::Value safeDivide(mlir::Value num, mlir::Value den);
 
   // Buffers.
   /// A fresh, uninitialized buffer for a value of tensor type `type`.
@@ -98,16 +95,6 @@ public:
   /// A fresh copy of `buffer` (of tensor type `type`) and a zeroed buffer.
   mlir::Value copyOf(mlir::Value buffer, mlir::Type type);
   mlir::Value zeros(mlir::Type type);
-  // Scalars the compiled code computes with on the host (the loss, its
-  // token count, grad_scale) live in backend memory like every tensor, so
-  // they cross through loomrt_copy and a host stack slot: the code never
-  // dereferences backend memory (a GPU's, on the cuda backend).
-  mlir::Value load(mlir::Value scalarMemref);
-  /// Element `i` of a 1-d memref.
-  mlir::Value loadAt(mlir::Value memref, int64_t i);
-  void store(mlir::Value value, mlir::Value scalarMemref);
-  /// The `type` value at backend pointer `src`.
-  mlir::Value loadFrom(rt::Ptr src, mlir::Type type);
 
   // Calls.
   template <typename Call> void call(const Call &c) {

@@ -590,7 +590,8 @@ void loomrt_ce_loss_from_parts(int64_t n, const float *row_max,
  *   dlogits[i,j] = (exp(logits[i,j] - row_max[i]) / sum_exp[i]
  *                   - [labels[i] == vocab_start + j]) * mask_i * grad_scale
  * and 0 for the padding columns j >= valid, where the caller passes
- * grad_scale = dloss / (global) sum(mask). */
+ * *grad_scale = dloss / (global) sum(mask), one f32 in backend memory
+ * (computed there by loomrt_safe_divide: no host wait). */
 /* *sum = sum_i mask[i] over n elements (the loss's token count). */
 void loomrt_mask_sum(int64_t n, const float *mask, float *sum);
 void loomrt_ce_vocab_parallel_backward(loomrt_dtype dtype, int64_t n,
@@ -600,7 +601,7 @@ void loomrt_ce_vocab_parallel_backward(loomrt_dtype dtype, int64_t n,
                                        int64_t vocab_start,
                                        const float *row_max,
                                        const float *sum_exp, const float *mask,
-                                       float grad_scale, void *dlogits);
+                                       const float *grad_scale, void *dlogits);
 
 /*===----------------------------------------------------------------------===*
  * Optimizer

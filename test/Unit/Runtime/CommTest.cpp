@@ -275,11 +275,12 @@ TEST(CommTest, VocabParallelCrossEntropyMatchesFullLoss) {
   EXPECT_NEAR(num / den, full, 1e-5);
 
   std::vector<float> dfull(size_t(n * V)), dlocal(size_t(n * Vl));
+  const float scale = 1.0f / den;
   loomrt_cross_entropy_backward(LOOMRT_F32, n, V, logits.data(), labels.data(),
                                 mask.data(), 1.0f, dfull.data());
   loomrt_ce_vocab_parallel_backward(
       LOOMRT_F32, n, Vl, Vl, local.data(), labels.data(), me * Vl, mx.data(),
-      se.data(), mask.data(), 1.0f / den, dlocal.data());
+      se.data(), mask.data(), &scale, dlocal.data());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < Vl; ++j)
       EXPECT_NEAR(dlocal[i * Vl + j], dfull[i * V + me * Vl + j], 1e-6);

@@ -177,12 +177,13 @@ TEST(CrossEntropyTest, VocabParallelPiecesReproduceTheFullLoss) {
   loomrt_cross_entropy_backward(LOOMRT_F32, kN, kV, roundedLogits.data(),
                                 t.labels.data(), t.mask.data(), 2.0f,
                                 full.data());
+  const float scale = 2.0f / maskSum; // in backend memory: the host's here
   for (int r = 0; r < 3; ++r) {
     const int64_t Vl = bounds[r + 1] - bounds[r];
     Buf d(LOOMRT_BF16, size_t(kN * Vl)); // dlogits share the logits' dtype
     loomrt_ce_vocab_parallel_backward(
         LOOMRT_BF16, kN, Vl, Vl, shard(r).data(), t.labels.data(), bounds[r],
-        gmax.data(), gsum.data(), t.mask.data(), 2.0f / maskSum, d.data());
+        gmax.data(), gsum.data(), t.mask.data(), &scale, d.data());
     std::vector<float> dv = d.values();
     for (int64_t i = 0; i < kN; ++i)
       for (int64_t j = 0; j < Vl; ++j)
@@ -241,12 +242,12 @@ TEST(CrossEntropyTest, PaddingColumnsStayOutOfTheSoftmax) {
   loomrt_cross_entropy_backward(LOOMRT_F32, kN, kV, t.logits.data(),
                                 t.labels.data(), t.mask.data(), 1.0f,
                                 full.data());
+  const float scale = 1.0f / maskSum; // in backend memory: the host's here
   for (int r = 0; r < 2; ++r) {
     std::vector<float> d(size_t(kN * kVl), 7.0f);
     loomrt_ce_vocab_parallel_backward(
         LOOMRT_F32, kN, kVl, valid[r], shard(r).data(), t.labels.data(),
-        r * kVl, gmax.data(), gsum.data(), t.mask.data(), 1.0f / maskSum,
-        d.data());
+        r * kVl, gmax.data(), gsum.data(), t.mask.data(), &scale, d.data());
     for (int64_t i = 0; i < kN; ++i)
       for (int64_t j = 0; j < kVl; ++j) {
         int64_t col = r * kVl + j;

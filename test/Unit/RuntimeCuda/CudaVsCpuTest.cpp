@@ -1039,9 +1039,11 @@ void testCrossEntropy() {
                                          tg.as<float>(), m.as<float>(),
                                          rl.as<float>(), sums.as<float>(),
                                          sums.as<float>() + 1);
+            Dev scale(be, LOOMRT_F32, std::vector<float>{0.25f});
             be.loomrt_ce_vocab_parallel_backward(
                 dt, n, Vl, valid, shard.get(), lb.as<int32_t>(), v0,
-                mx.as<float>(), se.as<float>(), m.as<float>(), 0.25f, g.get());
+                mx.as<float>(), se.as<float>(), m.as<float>(),
+                scale.as<float>(), g.get());
             return {mx.read(LOOMRT_F32),   se.read(LOOMRT_F32),
                     tg.read(LOOMRT_F32),   rl.read(LOOMRT_F32),
                     sums.read(LOOMRT_F32), g.read(dt)};
