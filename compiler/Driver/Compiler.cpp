@@ -554,13 +554,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // function, proven to match and progress before anything else is built.
   std::optional<rankgen::PipelineSchedule> pipelineSchedule;
   if (config.pp > 1) {
-    if (Error e = runPasses(
-            module,
-            [&](OpPassManager &pm) {
-              pm.addPass(pipeline::createTfmSchedulePipeline());
-              pm.addPass(pipeline::createTfmVerifyPipelineP2P());
-            },
-            "pipeline"))
+    if (Error e = runPasses(module, buildTfmPipelinePipeline, "pipeline"))
       return e;
     printAfter("pipeline");
     // The report's timeline and bubble: the schedule the pass built, a
