@@ -60,7 +60,7 @@ func.func @bad(%x: tensor<4xf32>) {
 
 // An orphan send: rank 0 sends an activation rank 1 never receives.
 mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["pp"]}
-// expected-error @below {{pipeline p2p of @step (ranks are pp ranks): channel pp 0->1: rank 0 sends 1 messages but rank 1 receives 0; the first unmatched is rank 0 unit 0 (batch 0 of @step_pp0): act mb 0 of stage 0 [4 f32] to rank 1 on pp}}
+// expected-error @below {{pipeline p2p of @step (ranks are pp ranks): channel pp 0->1: rank 0 sends 1 messages but rank 1 receives 0; the first unmatched is rank 0 unit 0 (batch 0 of @step_pp0): send_next act mb 0 of stage 0 [4 f32] to rank 1 on pp}}
 func.func @step_pp0(%x: tensor<4xf32>) attributes {tfm.pipeline_rank = 0 : i64} {
   tfm.pipeline_p2p sends(%x : tensor<4xf32>) to [1] recvs from [] payloads [0, 0, 0] -> [] on @dense axis "pp"
   return
@@ -75,7 +75,7 @@ func.func @step_pp1() attributes {tfm.pipeline_rank = 1 : i64} {
 // receives from the previous one, rank 2's next being rank 0; under
 // rendezvous semantics none of the sends completes.
 mesh.mesh @dense(shape = 3) {tfm.mesh_axes = ["pp"]}
-// expected-error @below {{pipeline p2p of @step (ranks are pp ranks): deadlock: rank 0 blocks in unit 0 (batch 0 of @step_pp0) of 2 on act mb 0 of stage 0 [4 f32] to rank 1 on pp (its partner is rank 1 unit 1 (batch 1 of @step_pp1)); rank 1 blocks in unit 0 (batch 0 of @step_pp1) of 2 on act mb 0 of stage 1 [4 f32] to rank 2 on pp (its partner is rank 2 unit 1 (batch 1 of @step_pp2)); rank 2 blocks in unit 0 (batch 0 of @step_pp2) of 2 on act mb 0 of stage 2 [4 f32] to rank 0 on pp (its partner is rank 0 unit 1 (batch 1 of @step_pp0))}}
+// expected-error @below {{pipeline p2p of @step (ranks are pp ranks): deadlock: rank 0 blocks in unit 0 (batch 0 of @step_pp0) of 2 on send_next act mb 0 of stage 0 [4 f32] to rank 1 on pp (its partner is rank 1 unit 1 (batch 1 of @step_pp1)); rank 1 blocks in unit 0 (batch 0 of @step_pp1) of 2 on send_next act mb 0 of stage 1 [4 f32] to rank 2 on pp (its partner is rank 2 unit 1 (batch 1 of @step_pp2)); rank 2 blocks in unit 0 (batch 0 of @step_pp2) of 2 on send_next act mb 0 of stage 2 [4 f32] to rank 0 on pp (its partner is rank 0 unit 1 (batch 1 of @step_pp0))}}
 func.func @step_pp0(%x: tensor<4xf32>) -> tensor<4xf32> attributes {tfm.pipeline_rank = 0 : i64} {
   tfm.pipeline_p2p sends(%x : tensor<4xf32>) to [1] recvs from [] payloads [0, 0, 0] -> [] on @dense axis "pp"
   %r = tfm.pipeline_p2p sends() to [] recvs from [-1] payloads [] -> [0, 0, 2] on @dense axis "pp" : tensor<4xf32>
