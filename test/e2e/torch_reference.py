@@ -345,6 +345,82 @@ def cmd_check(args):
     print("loss matches PyTorch within %.0e" % args.rtol)
 
 
+def cmd_trace(args):
+    """A pipelined run's data trace (loom-run --trace-pipeline, the
+    "D<m>.<c> tokens|loss" lines): every micro-batch the first stage's
+    forward step traced must hold the tokens the data order gives that
+    micro-batch of that step (a checksum of this rank's piece: its dp
+    replica's samples, its cp rank's sequence ranges), and every loss the
+    last stage traced in the first step must be PyTorch's loss of that
+    micro-batch from the checkpoint. So a schedule that ran its steps in
+    order on the wrong micro-batch's data fails here."""
+    torch.set_grad_enabled(False)
+    cfg = Config(args.config)
+    with open(args.manifest) as f:
+        manifest = json.load(f)
+    B, S = manifest["micro_batch_size"], manifest["seq_length"]
+    padded = manifest.get("padded_seq_length") or S
+    nmb = manifest.get("num_microbatches", 1)
+    dp_groups = manifest.get("groups", {}).get("dp") or [[0]]
+    dp = len(dp_groups[0])
+    dp_rank = {r: i for g in dp_groups for i, r in enumerate(g)}
+    ranges = {r["rank"]: r.get("sequence_ranges") for r in manifest["ranks"]}
+    eod = manifest.get("eod_token_id")
+    W = {k: v.to(torch.float64) for k, v in read_safetensors(args.checkpoint).items()
+         if not k.endswith(PADDING)}
+    stream = read_tokens(args.data, args.data_format)
+    forward = gpt2_logits if cfg.family == "gpt2" else llama_logits
+    seen = {}  # (rank, kind, micro-batch) -> times traced: the step index
+    tokens_ok, losses, worst = 0, 0, 0.0
+    reference_loss = {}
+    with open(args.trace) as f:
+        lines = [l.split() for l in f if l.startswith("loom-trace: rank ")]
+    for fields in lines:
+        if len(fields) != 6:
+            continue
+        rank, (m, _), kind = int(fields[2]), fields[3][1:].split("."), fields[4]
+        m = int(m)
+        step = seen.get((rank, kind, m), 0)
+        seen[(rank, kind, m)] = step + 1
+        d = dp_rank[rank]
+        tokens, labels, mask = micro_batch(stream, step, m, d, dp, nmb, B, S, eod)
+        if kind == "tokens":
+            full = torch.zeros(B, padded, dtype=torch.int64)
+            full[:, :S] = tokens
+            piece = (torch.cat([full[:, a:b] for a, b in ranges[rank]], dim=1)
+                     if ranges.get(rank) else full)
+            flat = piece.reshape(-1)
+            want = int((flat * torch.arange(1, flat.numel() + 1)).sum())
+            if int(fields[5]) != want:
+                fail("rank %d step %d micro-batch %d: traced tokens %s, the data "
+                     "order gives %d (dp rank %d, sequence ranges %s)"
+                     % (rank, step + 1, m, fields[5], want, d, ranges.get(rank)))
+            tokens_ok += 1
+        elif step == 0:  # the loss from the checkpoint's weights
+            if (m, d) not in reference_loss:
+                pos, doc = positions_and_docs(tokens, args.eod_token_id,
+                                              args.reset_position_ids,
+                                              args.reset_attention_mask)
+                reference_loss[(m, d)] = float(masked_mean_ce(
+                    forward(cfg, W, tokens, pos, doc), labels, mask))
+            rel = relative_scalar(float(fields[5]), reference_loss[(m, d)])
+            worst = max(worst, rel)
+            if not rel <= args.rtol:
+                fail("rank %d micro-batch %d: traced loss %s, PyTorch's %.8e "
+                     "(relative %.2e > %.0e)" % (rank, m, fields[5],
+                                                 reference_loss[(m, d)], rel,
+                                                 args.rtol))
+            losses += 1
+    want_tokens = sum(1 for (_, kind, _), n in seen.items() if kind == "tokens")
+    if not tokens_ok or not losses or want_tokens < nmb:
+        fail("%s: %d token checksums and %d first-step losses traced, of %d "
+             "micro-batches: was the run traced (--trace-pipeline)?"
+             % (args.trace, tokens_ok, losses, nmb))
+    print("trace: %d micro-batch token checksums match the data order, %d "
+          "first-step micro-batch losses match PyTorch within %.1e"
+          % (tokens_ok, losses, worst))
+
+
 def global_batches(args, manifest, stream, step):
     """The micro-batches of every data-parallel rank for step `step`."""
     B, S = manifest["micro_batch_size"], manifest["seq_length"]
@@ -361,13 +437,20 @@ def global_batches(args, manifest, stream, step):
             yield tokens, labels, mask, pos, doc
 
 
-def step_loss(args, cfg, manifest, W, stream, step):
-    """The loss loom-run logs: the mean over micro-batches and dp ranks of
-    the masked mean cross-entropy of each micro-batch."""
+def step_loss(args, cfg, manifest, W, stream, step, logged=False):
+    """The loss the gradients are of: the mean over micro-batches and dp
+    ranks of the masked mean cross-entropy of each micro-batch. With
+    logged, also the loss loom-run logs, as Megatron reports it: the
+    micro-batch means weighted by their unmasked tokens (the same unless
+    the loss masks differ, e.g. with --eod-mask-loss)."""
     forward = gpt2_logits if cfg.family == "gpt2" else llama_logits
-    losses = [masked_mean_ce(forward(cfg, W, t, p, d), l, m)
-              for t, l, m, p, d in global_batches(args, manifest, stream, step)]
-    return sum(losses) / len(losses)
+    parts = [(masked_mean_ce(forward(cfg, W, t, p, d), l, m), float(m.sum()))
+             for t, l, m, p, d in global_batches(args, manifest, stream, step)]
+    loss = sum(l for l, _ in parts) / len(parts)
+    if not logged:
+        return loss
+    return loss, (sum(float(l) * n for l, n in parts)
+                  / max(sum(n for _, n in parts), 1e-300))
 
 
 PADDING = ".vocab_padding"
@@ -602,7 +685,8 @@ def cmd_train(args):
     worst = 0.0
     for step in range(args.steps):
         opt.zero_grad()
-        loss = step_loss(args, cfg, manifest, W, stream, args.first_step + step)
+        loss, logged_loss = step_loss(args, cfg, manifest, W, stream,
+                                      args.first_step + step, logged=True)
         loss.backward()
         for k, w in W.items():
             g = w.grad.abs()
@@ -619,12 +703,12 @@ def cmd_train(args):
         if entry["grad_norm"] is None or entry["loss"] is None:
             sys.exit("FAIL: loom skipped step %d (non-finite gradients), "
                      "which this reference does not model" % entry["step"])
-        rel = relative_scalar(entry["loss"], float(loss))
+        rel = relative_scalar(entry["loss"], logged_loss)
         worst = max(worst, rel)
         norm_rel = relative_scalar(entry["grad_norm"], norm)
         print("step %d: loom %.8e torch %.8e relative difference %.2e | "
               "lr loom %.6e torch %.6e | grad norm loom %.6e torch %.6e"
-              % (entry["step"], entry["loss"], float(loss), rel, entry["lr"],
+              % (entry["step"], entry["loss"], logged_loss, rel, entry["lr"],
                  lr, entry["grad_norm"], norm))
         if abs(entry["lr"] - lr) > 1e-12 * max(1.0, lr) or not norm_rel <= args.grad_norm_rtol:
             sys.exit("FAIL: step %d: lr or grad norm differ" % entry["step"])
@@ -870,6 +954,19 @@ def main():
     c.add_argument("--eod-token-id", type=int)
     c.add_argument("--reset-position-ids", action="store_true")
     c.add_argument("--reset-attention-mask", action="store_true")
+    r = sub.add_parser("trace", help="check a pipelined run's traced "
+                       "micro-batch data (cmd_trace)")
+    r.add_argument("--config", required=True)
+    r.add_argument("--manifest", required=True)
+    r.add_argument("--checkpoint", required=True,
+                   help="the weights the traced run started from")
+    r.add_argument("--data", required=True)
+    r.add_argument("--data-format", choices=["int32", "uint16"])
+    r.add_argument("--trace", required=True, help="loom-run --trace-pipeline's stderr")
+    r.add_argument("--rtol", type=float, default=1e-5)
+    r.add_argument("--eod-token-id", type=int)
+    r.add_argument("--reset-position-ids", action="store_true")
+    r.add_argument("--reset-attention-mask", action="store_true")
     g = sub.add_parser("grads", help="compare --dump-grads with autograd")
     t = sub.add_parser("train", help="compare a loom-run --train run")
     for q in (g, t):
@@ -941,7 +1038,7 @@ def main():
         args.lr_decay_steps = args.first_step + args.steps
     if args.cmd == "train" and args.grad_norm_rtol is None:
         args.grad_norm_rtol = args.rtol
-    {"tokens": cmd_tokens, "check": cmd_check, "grads": cmd_grads,
+    {"tokens": cmd_tokens, "check": cmd_check, "grads": cmd_grads, "trace": cmd_trace,
      "train": cmd_train, "falls": cmd_falls, "compare": cmd_compare}[args.cmd](args)
 
 
