@@ -77,7 +77,26 @@ def random_kill(job, rank_dir, trial, rng, trials, run_time):
             os.kill(victim, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    job.communicate()
+
+
+def finish(job, rank_dir, timeout):
+    """Waits for a trial's job; its stderr ("" when not captured), or None
+    when it hung: Open MPI's mpirun has been seen to wait forever (in a
+    futex) after one of its ranks was SIGKILLed, which is the launcher's
+    failure, not the checkpoint's. A hung job is killed (loom-run, its
+    mpirun, the ranks) and its trial not counted."""
+    try:
+        return job.communicate(timeout=timeout)[1] or ""
+    except subprocess.TimeoutExpired:
+        children = subprocess.run(["pgrep", "-P", str(job.pid)],
+                                  capture_output=True, text=True).stdout.split()
+        for p in [int(c) for c in children] + rank_pids(rank_dir) + [job.pid]:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        job.communicate()
+        return None
 
 
 def main():
@@ -109,7 +128,7 @@ def main():
     run_time = time.monotonic() - begin
 
     rng = random.Random(int(os.environ.get("KILL_SAVES_SEED", "1")))
-    trials = completed = resumed_mid = in_save = 0
+    trials = completed = resumed_mid = in_save = hung = 0
     deadline = time.monotonic() + seconds
     hooks = list(hook_at)
     while hooks or trials < 4 or time.monotonic() < deadline:
@@ -124,10 +143,11 @@ def main():
             env["LOOM_TEST_KILL_BETWEEN_RENAMES"] = str(hook)
         job = subprocess.Popen(
             [loom_run, rank_dir, *flags, "--steps", str(steps), "--save", ck,
-             "--save-interval", "1"], env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             "--save-interval", "1"], env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE if hook is not None else subprocess.DEVNULL,
+            text=True)
         if hook is not None:
-            err = job.communicate()[1]
+            err = finish(job, rank_dir, 60 + 10 * run_time)
             if job.returncode == 0 or "killed between the renames" not in err:
                 sys.exit("trial %d: the test hook did not kill the save of "
                          "iteration %d (exit %d):\n%s"
@@ -142,6 +162,9 @@ def main():
         # milliseconds, longer than a small save).
         else:
             random_kill(job, rank_dir, trial, rng, trials, run_time)
+            if finish(job, rank_dir, 60 + 10 * run_time) is None:
+                hung += 1
+                continue
         for p in rank_pids(rank_dir):  # nothing may outlive the job
             os.kill(p, signal.SIGKILL)
         # Killed inside a save: a staged file is left behind.
@@ -175,8 +198,9 @@ def main():
         in_save += torn
         shutil.rmtree(trial)
     print("kill_saves: %d trials, %d resumed mid-run, %d killed inside a save, "
-          "%d completed an interrupted save, all equal the uninterrupted run" %
-          (trials, resumed_mid, in_save, completed))
+          "%d completed an interrupted save, all equal the uninterrupted run%s" %
+          (trials, resumed_mid, in_save, completed,
+           " (%d hung in mpirun, not counted)" % hung if hung else ""))
     if resumed_mid < min_resumed or in_save < min_in_save:
         sys.exit("FAIL: %d trials resumed mid-run (at least %d wanted), %d were "
                  "killed inside a save (at least %d wanted): the trials did not "
