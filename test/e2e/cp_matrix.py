@@ -96,6 +96,7 @@ B, S, VOCAB = 2, 32, 512
 # elements below f32 resolution moved by 1e-4 of the lr sum (0.06 with
 # epsilon 1e-8).
 STEPS, LR, ADAM_EPS = 5, 1e-4, 1e-5
+ELEM = 4  # bytes an activation element: 2 with --dtype bf16
 # Cosine decay: the matrices and families.py were calibrated with it (the
 # default became Megatron's linear later; lr-schedules.test covers styles).
 OPT = ["--lr", str(LR), "--min-lr", "1e-5", "--lr-decay-style", "cosine",
@@ -106,11 +107,28 @@ OPT = ["--lr", str(LR), "--min-lr", "1e-5", "--lr-decay-style", "cosine",
 # (relative), first-step gradients and final parameters (normwise per
 # tensor); and what cp 1 must match PyTorch within (torch_reference.py
 # grads --rtol, train flags). bf16: see TOLERANCES_BF16_NOTE.
+TOLERANCES_BF16_NOTE = """
+bf16 (llama-tiny pretrained in bf16, documents, every comm type at cp 2
+and 4 against cp 1 in bf16; measured on the CPU backend): a plan's losses
+differ from cp 1's by up to 5.4e-3, its first-step gradients by 2.6e-2
+and its final parameters by 8e-4 (normwise per tensor): bf16 rounds every
+activation to 8 bits of mantissa (4e-3), and a plan sums in another
+order. The tolerances are about twice that (3e-3 for the parameters). cp
+1 against the float64 reference: losses 4e-3, grad norms 1.2e-2,
+gradients 3e-2, the f32 main parameters' movement within 0.1 of
+PyTorch's (--delta-rtol 0.2). At these tolerances no part of AdamW shows
+(weight decay moves the parameters by 3.2e-4): the f32 matrix checks the
+optimizer, and bf16's negative control reads the data shifted by one
+token, which its comparison with cp 1 must reject.
+"""
 TOLERANCES = {
     "f32": {"curve": 1e-5, "grads": 1e-5, "params": 1e-5,
             "reference_grads": 1e-5, "reference_train": []},
-    "bf16": {"curve": 1e-5, "grads": 1e-5, "params": 1e-5,
-             "reference_grads": 2e-2, "reference_train": []},
+    "bf16": {"curve": 1e-2, "grads": 5e-2, "params": 3e-3,
+             "reference_grads": 5e-2,
+             "reference_train": ["--rtol", "1e-2", "--grad-norm-rtol", "3e-2",
+                                 "--param-rtol", "2e-2", "--unresolved-bound", "1.5",
+                                 "--delta-rtol", "0.2", "--min-sensitivity", "0"]},
 }
 # Pretraining: bigger micro-batches (the parameters do not depend on them)
 # and a high learning rate.
@@ -266,7 +284,7 @@ def ring_analytic(config, plan):
     # blocks of the same bytes (twice the tokens, half the heads).
     hierarchical = sum(1 for t in comms if t == "a2a+p2p") if plan.cp > 1 else 0
     local_kv = max(kv // plan.tp, 1)  # kv heads repeated when tp exceeds them
-    tensor = B * (padded_length(plan) // plan.cp) * local_kv * (hidden // heads) * 4
+    tensor = B * (padded_length(plan) // plan.cp) * local_kv * (hidden // heads) * ELEM
     hops = rings * (plan.cp - 1) + hierarchical * (plan.cp // 2 - 1)
     return {"forward": (2 * hops, 2 * hops * tensor),
             "backward": (4 * hops, 4 * hops * tensor)}
@@ -297,7 +315,7 @@ def a2a_analytic(config, plan):
         return {"forward": (0, 0), "backward": (0, 0)}
     L = padded_length(plan) // plan.cp
     nq, nkv = heads // plan.tp, max(kv // plan.tp, 1)
-    row = B * L * d * 4  # one head's [B, L, D] in f32
+    row = B * L * d * ELEM  # one head's [B, L, D] in the model's dtype
     fwd, bwd = [0, 0], [0, 0]
     for t in comms:
         if t == "a2a" or (t == "a2a+p2p" and plan.cp == 2):
@@ -382,6 +400,8 @@ def main():
                          % ", ".join(CONTROLS))
     args = ap.parse_args()
     S = args.seq_length
+    global ELEM
+    ELEM = 2 if args.dtype == "bf16" else 4
     sys.stdout.reconfigure(line_buffering=True)  # in order with the FAIL lines
     comms = [c for c in args.comm_types.split(",") if c]
     tol = TOLERANCES[args.dtype]
@@ -570,17 +590,26 @@ def main():
                 # update, which only the parameters show).
                 c = train(p, out, kind)
                 if kind == "one-step-fewer":
-                    curve = 0.0  # one step fewer logged, by design
+                    curve = gworst = 0.0  # one step fewer logged, by design
                     try:
                         pworst = compare_files("parameters", c[1], base[p.dp][1], show=0)
                     except SystemExit as e:
                         sys.exit("FAIL: control %s: %s" % (name, e.code))
                 else:
-                    curve, _, pworst = differences(p, c, base[p.dp])
+                    curve, gworst, pworst = differences(p, c, base[p.dp])
                 print("control %s with %s: parameters differ from cp 1 by %.2e "
-                      "(%.1fx the tolerance), losses and grad norms by %.2e"
-                      % (name, kind, pworst, pworst / tol["params"], curve))
-                if not pworst > tol["params"]:
+                      "(%.1fx the tolerance), losses and grad norms by %.2e, "
+                      "gradients by %.2e" % (name, kind, pworst,
+                                             pworst / tol["params"], curve,
+                                             gworst))
+                # Shifted data is another computation: any part of the
+                # comparison must reject it (in bf16 the parameters move by
+                # less than their tolerance in 5 steps at lr 1e-4). The
+                # optimizer's parts show in the parameters alone.
+                seen = pworst > tol["params"] or (
+                    kind == "shifted-data" and
+                    (curve > tol["curve"] or gworst > tol["grads"]))
+                if not seen:
                     sys.exit("FAIL: control %s with %s passes the comparison "
                              "with cp 1: it cannot see that change" % (name, kind))
     print("context-parallel matrix passes: %d plans ran, %d rejected as expected, "
