@@ -27,7 +27,8 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
-tools = ["loom-opt", "loom-import", "loom-ranks", "loom-compile", "loom-run", "mlir-translate"]
+tools = ["loom-opt", "loom-import", "loom-ranks", "loom-compile", "loom-run", "loom-train",
+         "mlir-translate"]
 llvm_config.add_tool_substitutions(
     [ToolSubst(t, unresolved="ignore") for t in tools], tool_dirs)
 
@@ -55,7 +56,7 @@ if _python_has("torch"):
 # exception: CI machines have none).
 if os.environ.get("CI") == "true":
     _missing = [f for f in ("mpi", "torch") if f not in config.available_features]
-    _missing += [t for t in ("loom-compile", "loom-run", "loom-import")
+    _missing += [t for t in ("loom-compile", "loom-run", "loom-import", "loom-train")
                  if not os.path.exists(os.path.join(config.loom_tools_dir, t))]
     if _missing:
         lit_config.fatal("CI=true but %s missing: the tests that need them "

@@ -5,9 +5,13 @@
 # f32 main weights, AdamW, clipping), once with attention on cuDNN (the
 # default) and once on Loom's own kernels (LOOMRT_CUDA_ATTENTION=loom), and
 # the same model in PyTorch (bf16 autocast, f32 weights, fused AdamW,
-# clipping), eager and torch.compile, all in this run. Prints tokens/s, MFU
-# against the H100's 989 TFLOP/s dense bf16 peak, and the ratio of Loom (on
-# cuDNN) to each.
+# clipping), eager and torch.compile, all in this run: no dropout on either,
+# the vocabulary padded to a multiple of 128 on both, weight decay 0.1 of
+# matrices on both (torch_train.py). Prints tokens/s, MFU against the H100's
+# 989 TFLOP/s dense bf16 peak, and the ratio of Loom (on cuDNN) to each;
+# then a short profiled run of Loom (loom-run --profile: the entry points by
+# time, allocations and host syncs per step), its JSON lines in
+# <model>/profile.jsonl.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../env.sh"
@@ -23,7 +27,7 @@ while read -r name batch seq; do
   for attn in auto loom; do
     impl=loom; [ $attn = loom ] && impl=loom-own-attn
     LOOMRT_CUDA_ATTENTION=$attn "$m/rank-00000" --manifest "$m/manifest.json" \
-      --train --steps $((steps + 3)) --lr 3e-4 --clip-grad 1.0 \
+      --train --steps $((steps + 3)) --lr 3e-4 --clip-grad 1.0 --weight-decay 0.1 \
       --metrics-jsonl "$m/metrics-$attn.jsonl" > "$m/log-$attn" 2>&1 ||
       { echo "$name: $impl failed:"; tail -5 "$m/log-$attn"; continue; }
     grep 'Loom.s kernels for' "$m/log-$attn" | head -3
@@ -40,6 +44,11 @@ PY
       "$("$python" -c "print($tps * $fpt / 989e12 * 100)")" "-"
   done
   [ -n "$loom_tps" ] || continue
+  # Profiled apart, so the events it records do not touch the timed steps.
+  "$m/rank-00000" --manifest "$m/manifest.json" --train --steps 4 --lr 3e-4 \
+    --clip-grad 1.0 --weight-decay 0.1 --profile --profile-json "$m/profile.jsonl" \
+    > "$m/log-profile" 2>&1 && sed -n '/^loom profile/,$p' "$m/log-profile" | head -25 ||
+    { echo "$name: profiled run failed:"; tail -5 "$m/log-profile"; }
   for mode in eager compile; do
     flag=(); [ $mode = compile ] && flag=(--compile)
     r=$("$python" "$here/torch_train.py" --config "$here/$name.json" --batch "$batch" --seq "$seq" --steps "$steps" "${flag[@]}" 2>"$m/torch-$mode.err" | tail -1)

@@ -4,6 +4,14 @@ model built from its Hugging Face config.json, on one GPU, in bf16 autocast
 with f32 weights, fused AdamW and gradient clipping (what Loom's bf16 plan
 with f32 main weights does), eager or torch.compile'd.
 
+The same function as Loom's benchmark program: no dropout (Loom imports the
+models without --hidden-dropout; the configs' attn/resid/embd_pdrop are
+ignored here), the vocabulary padded as loom-compile pads it (to a multiple
+of 128, Megatron's --make-vocab-size-divisible-by; the padding logits are
+left out of the loss, as Loom keeps them out of the softmax), and AdamW
+decaying only matrices (Loom's rule: >1-D non-bias parameters) with the
+weight decay run.sh gives Loom as well.
+
   torch_train.py --config gpt2-124m.json --batch 8 --seq 1024 [--compile]
 
 Prints one JSON line: tokens/s, step ms (median of the timed steps), peak
@@ -17,6 +25,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+VOCAB_MULTIPLE = 128  # loom-compile's --make-vocab-size-divisible-by default
+
+
+def padded_vocab(c):
+    return -(-c["vocab_size"] // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
 class Gpt2Block(nn.Module):
     def __init__(s, c):
         super().__init__()
@@ -25,7 +40,7 @@ class Gpt2Block(nn.Module):
         s.qkv, s.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         inner = c.get("n_inner") or 4 * d
         s.fc, s.out = nn.Linear(d, inner), nn.Linear(inner, d)
-        s.pa, s.pr = c.get("attn_pdrop", 0.0), c.get("resid_pdrop", 0.0)
+        s.pa = s.pr = 0.0  # no dropout, as Loom's program
 
     def forward(s, x):
         B, S, D = x.shape
@@ -40,10 +55,10 @@ class Gpt2Block(nn.Module):
 class Gpt2(nn.Module):
     def __init__(s, c):
         super().__init__()
-        s.wte, s.wpe = nn.Embedding(c["vocab_size"], c["n_embd"]), nn.Embedding(c["n_positions"], c["n_embd"])
+        s.wte, s.wpe = nn.Embedding(padded_vocab(c), c["n_embd"]), nn.Embedding(c["n_positions"], c["n_embd"])
         s.blocks = nn.ModuleList(Gpt2Block(c) for _ in range(c["n_layer"]))
         s.ln = nn.LayerNorm(c["n_embd"], eps=c["layer_norm_epsilon"])
-        s.pe = c.get("embd_pdrop", 0.0)
+        s.pe = 0.0  # no dropout, as Loom's program
 
     def forward(s, tokens):
         x = F.dropout(s.wte(tokens) + s.wpe(torch.arange(tokens.shape[1], device=tokens.device)), s.pe, s.training)
@@ -87,12 +102,12 @@ class LlamaBlock(nn.Module):
 class Llama(nn.Module):
     def __init__(s, c):
         super().__init__()
-        s.emb = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        s.emb = nn.Embedding(padded_vocab(c), c["hidden_size"])
         s.blocks = nn.ModuleList(LlamaBlock(c) for _ in range(c["num_hidden_layers"]))
         s.norm = nn.RMSNorm(c["hidden_size"], eps=c["rms_norm_eps"])
         s.tied = c.get("tie_word_embeddings", False)
         if not s.tied:
-            s.head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+            s.head = nn.Linear(c["hidden_size"], padded_vocab(c), bias=False)
 
     def forward(s, tokens):
         x = s.emb(tokens)
@@ -124,6 +139,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--weight-decay", type=float, default=0.1,
+                    help="AdamW weight decay of matrices (run.sh gives Loom the same)")
     ap.add_argument("--flops-only", action="store_true",
                     help="print the model FLOPs per token and exit")
     a = ap.parse_args()
@@ -138,12 +155,17 @@ def main():
         if isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, std=c.get("initializer_range", 0.02))
     fpt = flops_per_token(c, model, a.seq)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+    # Loom's AdamW decays >1-D parameters only (not norms or biases).
+    groups = [{"params": [p for p in model.parameters() if p.dim() > 1], "weight_decay": a.weight_decay},
+              {"params": [p for p in model.parameters() if p.dim() <= 1], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=3e-4, fused=True)
     fwd = torch.compile(model) if a.compile else model
 
     def step(tokens, labels):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = fwd(tokens)
+        # The padding logits stay out of the loss, as in Loom's softmax.
+        logits = logits[..., : c["vocab_size"]]
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -66,6 +66,8 @@ struct CompileOptions {
   /// differentiate, shard, prepare, lower); empty: none.
   std::string printIrAfter;
   llvm::raw_ostream *irOutput = nullptr;
+  /// Where --report-json writes the report as JSON (empty: nowhere).
+  std::string reportJsonPath;
 };
 
 /// Compiles `module` (tfm IR at global shapes with a @forward function) for

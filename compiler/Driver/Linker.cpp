@@ -49,8 +49,8 @@ Expected<std::string> loom::driver::backendLibrary(StringRef backend) {
               "cuda backend skipped' in the CMake output)");
 }
 
-Error loom::driver::linkExecutable(StringRef objectPath, StringRef outputPath,
-                                   StringRef backend) {
+Expected<SmallVector<std::string, 2>>
+loom::driver::runtimeLibraries(StringRef backend) {
   Expected<std::string> backendFile = backendLibrary(backend);
   if (!backendFile)
     return backendFile.takeError();
@@ -62,6 +62,17 @@ Error loom::driver::linkExecutable(StringRef objectPath, StringRef outputPath,
     if (!sys::fs::exists(lib))
       return fail("runtime library '" + lib +
                   "' is missing (build the runtime, or set LOOM_RUNTIME_DIR)");
+  return SmallVector<std::string, 2>{mainLib.str().str(),
+                                     backendLib.str().str()};
+}
+
+Error loom::driver::linkExecutable(StringRef objectPath, StringRef outputPath,
+                                   StringRef backend) {
+  Expected<SmallVector<std::string, 2>> libs = runtimeLibraries(backend);
+  if (!libs)
+    return libs.takeError();
+  const std::string &mainLib = (*libs)[0], &backendLib = (*libs)[1];
+  std::string dir = runtimeDirOverride().value_or(kRuntimeDir);
 
   ErrorOr<std::string> cxx = sys::findProgramByName("c++");
   if (!cxx)
@@ -74,8 +85,8 @@ Error loom::driver::linkExecutable(StringRef objectPath, StringRef outputPath,
       objectPath.str(),
       // The driver finds the entry points with dlsym.
       "-Wl,--export-dynamic",
-      mainLib.str().str(),
-      backendLib.str().str(),
+      mainLib,
+      backendLib,
       "-Wl,-rpath," + dir};
   for (StringRef lib : kRuntimeExtraLibs)
     if (!lib.empty())

@@ -7,6 +7,7 @@
 #ifndef LOOM_COMPILER_DRIVER_LINKER_H
 #define LOOM_COMPILER_DRIVER_LINKER_H
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -21,6 +22,12 @@ namespace loom::driver {
 /// The file name of `backend`'s runtime library ("cpu" or "cuda"), or an
 /// error naming an unknown backend or one this build did not produce.
 llvm::Expected<std::string> backendLibrary(llvm::StringRef backend);
+
+/// The runtime libraries a program of `backend` links: libloomrt_main.a
+/// and the backend's shared library (this build's, or LOOM_RUNTIME_DIR's),
+/// or an error naming one that is missing.
+llvm::Expected<llvm::SmallVector<std::string, 2>>
+runtimeLibraries(llvm::StringRef backend);
 
 llvm::Error linkExecutable(llvm::StringRef objectPath,
                            llvm::StringRef outputPath,

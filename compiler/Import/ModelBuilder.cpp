@@ -27,6 +27,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
@@ -406,4 +407,18 @@ loom::buildModelModule(MLIRContext &context, const ModelConfig &config,
                               "bf16 or f16)",
                               o.dtype));
   return ModelBuilder(context, config, o, elt).build();
+}
+
+Expected<OwningOpRef<ModuleOp>> loom::importModel(MLIRContext &context,
+                                                  llvm::StringRef configPath,
+                                                  const ImportOptions &o) {
+  Expected<ModelConfig> config = readModelConfig(configPath);
+  if (!config)
+    return config.takeError();
+  Expected<OwningOpRef<ModuleOp>> module = buildModelModule(context, *config, o);
+  if (!module)
+    return module.takeError();
+  if (failed(verify(**module)))
+    return fail("the imported module does not verify (importer bug)");
+  return module;
 }

@@ -112,6 +112,12 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 buildModelModule(mlir::MLIRContext &context, const ModelConfig &config,
                  const ImportOptions &options);
 
+/// Reads the config file at `configPath` and builds its verified module
+/// (what loom-import writes, and what loom-train compiles).
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importModel(mlir::MLIRContext &context, llvm::StringRef configPath,
+            const ImportOptions &options);
+
 } // namespace loom
 
 #endif // LOOM_COMPILER_IMPORT_MODELIMPORTER_H

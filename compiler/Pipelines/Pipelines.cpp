@@ -52,6 +52,9 @@ void loom::buildTfmPipelinePipeline(OpPassManager &pm) {
 }
 
 void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
+  // Where each gradient is summed, on the entries as they will run
+  // (pipelined steps included), before their arguments change.
+  pm.addPass(sharding::createTfmMarkGradientGroups());
   pm.addNestedPass<func::FuncOp>(lowering::createTfmInlineBlocks());
   pm.addNestedPass<func::FuncOp>(lowering::createTfmExpandRingAttention());
   // The ring's hops, sections and level exchanges keep the distributions

@@ -5,10 +5,11 @@
 //===----------------------------------------------------------------------===//
 //
 // Megatron-LM's parallel-plan flags, registered once for every tool that
-// takes a plan (loom-compile, loom-ranks), with Loom's short names and
-// Megatron's long names as aliases, and read into one rankgen::Plan: the
-// names of comm types and p2p modes are parsed into enums here, and nothing
-// downstream sees them as strings again.
+// takes a plan (loom-compile and loom-train through CompileFlags,
+// loom-ranks), with Loom's short names and Megatron's long names as
+// aliases, and read into one rankgen::Plan: the names of comm types and p2p
+// modes are parsed into enums here, and nothing downstream sees them as
+// strings again.
 //
 //   static llvm::cl::OptionCategory category("loom-compile options");
 //   static loom::PlanFlags planFlags(category, "loom-compile", /*dp=*/1);

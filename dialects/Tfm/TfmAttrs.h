@@ -49,6 +49,9 @@ inline constexpr llvm::StringLiteral kParamArgAttrName = "tfm.param";
 inline constexpr llvm::StringLiteral kCommArgAttrName = "tfm.comm";
 /// Entry result: the parameter whose gradient it is.
 inline constexpr llvm::StringLiteral kGradResultAttrName = "tfm.grad";
+/// Entry result: the process-group kind its gradient is summed over
+/// (tfm-mark-gradient-groups), e.g. "dp" or "dp-cp".
+inline constexpr llvm::StringLiteral kGradGroupAttrName = "tfm.grad_group";
 /// Entry argument or result of a pipelined step (tfm-schedule-pipeline):
 /// the micro-batch whose batch input or loss it carries.
 inline constexpr llvm::StringLiteral kMicrobatchAttrName = "tfm.microbatch";

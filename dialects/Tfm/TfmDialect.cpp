@@ -107,9 +107,10 @@ LogicalResult TfmDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                    unsigned argIndex,
                                                    NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  // tfm.grad: a gradient's out-param (bufferization moves results there).
+  // tfm.grad, tfm.grad_group: a gradient's out-param (bufferization moves
+  // results there).
   if (name == kParamArgAttrName || name == kCommArgAttrName ||
-      name == kGradResultAttrName)
+      name == kGradResultAttrName || name == kGradGroupAttrName)
     return expectName(op, attr);
   if (name == kMicrobatchAttrName)
     return expectIndex(op, attr);
@@ -128,9 +129,10 @@ LogicalResult TfmDialect::verifyRegionArgAttribute(Operation *op, unsigned,
 LogicalResult TfmDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                       unsigned,
                                                       NamedAttribute attr) {
-  if (attr.getName().getValue() == kGradResultAttrName)
+  StringRef name = attr.getName().getValue();
+  if (name == kGradResultAttrName || name == kGradGroupAttrName)
     return expectName(op, attr);
-  if (attr.getName().getValue() == kMicrobatchAttrName)
+  if (name == kMicrobatchAttrName)
     return expectIndex(op, attr);
   return op->emitError() << "unknown result attribute "
                          << attr.getName().getValue() << " of the tfm dialect";

@@ -97,9 +97,10 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
       SmallVector<Attribute> kept;
       for (Attribute a : all) {
         NamedAttrList attrs(cast<DictionaryAttr>(a));
-        for (StringRef name : {tfm::kParamArgAttrName, tfm::kGradResultAttrName,
-                               tfm::kCommArgAttrName, tfm::kInputArgAttrName,
-                               tfm::kMicrobatchAttrName})
+        for (StringRef name :
+             {tfm::kParamArgAttrName, tfm::kGradResultAttrName,
+              tfm::kGradGroupAttrName, tfm::kCommArgAttrName,
+              tfm::kInputArgAttrName, tfm::kMicrobatchAttrName})
           attrs.erase(name);
         kept.push_back(attrs.getDictionary(ctx));
       }

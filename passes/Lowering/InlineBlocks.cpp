@@ -20,6 +20,16 @@ using namespace loom;
 
 namespace {
 
+/// "embedding", "layer 3", "layer 3 backward", "head backward".
+StringAttr blockName(tfm::BlockOp block) {
+  std::string name = tfm::stringifyBlockKind(block.getKind()).str();
+  if (std::optional<uint64_t> index = block.getIndex())
+    name += " " + std::to_string(*index);
+  if (block.getBackward())
+    name += " backward";
+  return StringAttr::get(block.getContext(), name);
+}
+
 struct InlineBlocksPass
     : lowering::impl::TfmInlineBlocksBase<InlineBlocksPass> {
   void runOnOperation() override {
@@ -38,6 +48,13 @@ struct InlineBlocksPass
                               : v);
       }
       rewriter.eraseOp(yield);
+      // The ops keep where they came from in their locations ("layer 3
+      // backward"), for reports that count a step's forward and backward
+      // apart (loom-compile --report) and for messages.
+      StringAttr name = blockName(block);
+      body.walk([&](Operation *op) {
+        op->setLoc(NameLoc::get(name, op->getLoc()));
+      });
       rewriter.inlineBlockBefore(&body, block, block.getInputs());
       rewriter.replaceOp(block, results);
     }
@@ -45,3 +62,13 @@ struct InlineBlocksPass
 };
 
 } // namespace
+
+bool lowering::isFromBackwardBlock(Location loc) {
+  bool backward = false;
+  loc->walk([&](Location l) {
+    if (auto name = dyn_cast<NameLoc>(l))
+      backward |= name.getName().getValue().ends_with(" backward");
+    return WalkResult::advance();
+  });
+  return backward;
+}

@@ -50,6 +50,10 @@ mlir::FailureOr<std::string> groupKindOf(mlir::Operation *collective,
 mlir::FailureOr<std::optional<std::pair<std::string, int64_t>>>
 ringGroupOf(mlir::Operation *op);
 
+/// Whether `loc` is that of an op tfm-inline-blocks took out of a backward
+/// block (its NameLoc says "... backward").
+bool isFromBackwardBlock(mlir::Location loc);
+
 #define GEN_PASS_DECL
 #include "passes/Lowering/Passes.h.inc"
 

@@ -158,4 +158,27 @@ def TfmVerifyDistribution
   let dependentDialects = ["loom::tfm::TfmDialect", "mlir::mesh::MeshDialect"];
 }
 
+def TfmMarkGradientGroups
+    : Pass<"tfm-mark-gradient-groups", "mlir::ModuleOp"> {
+  let summary = "record on each gradient the process group it is summed over";
+  let description = [{
+    The rank program sums each parameter gradient over the ranks that hold
+    the same slice of the parameter but computed it from other data: the
+    data-parallel replicas, and the mesh axes over which the gradient leaves
+    the step a partial sum (context parallelism: each cp rank saw other
+    tokens). The pass writes that group's kind, as the rank generator names
+    it, on every entry result that is a gradient:
+
+    ```mlir
+    func.func @train_step(...) -> (tensor<64xf32, #tfm.dist<@dense, partial = sum[cp]>>
+        {tfm.grad = "ln.weight", tfm.grad_group = "dp-cp"})
+    ```
+    so the manifest takes the group from the IR, per gradient (experts'
+    gradients will name their expert-data-parallel group). Input: sharded
+    entries (tfm.entry) whose gradient results carry distributions. A
+    gradient partial by another reduction than a sum is an error naming it.
+  }];
+  let dependentDialects = ["loom::tfm::TfmDialect", "mlir::mesh::MeshDialect"];
+}
+
 #endif // LOOM_PASSES_SHARDING_PASSES_TD

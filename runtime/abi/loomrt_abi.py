@@ -26,9 +26,11 @@
 #             (namespace loomrt::args), what an entry point's own rule takes
 #             (runtime/common/Rules.h).
 #   front     Front.inc for the runtime: the extern "C" definition of every
-#             entry point (runtime/common/Front.cpp): the argument checks
-#             the types imply, the entry point's own rule where it has one,
-#             then the backend's (or common code's) implementation.
+#             entry point (runtime/common/Front.cpp): the profiler's scope
+#             (runtime/common/Profile.h; not for the UNTIMED list), the
+#             argument checks the types imply, the entry point's own rule
+#             where it has one, then the backend's (or common code's)
+#             implementation.
 #
 #   loomrt_abi.py {calls,call-list,backend,common,args,front,list} loomrt.h OUTPUT
 #
@@ -237,6 +239,18 @@ COMMON = {
     # Trace.cpp
     "loomrt_set_trace", "loomrt_pipeline_step", "loomrt_pipeline_tokens",
     "loomrt_pipeline_loss", "loomrt_set_grads_ready_hook", "loomrt_grads_ready",
+    # Profile.cpp
+    "loomrt_profile_begin_step", "loomrt_profile_end_step",
+}
+
+# Entry points the profiler does not time: its own, and queries that only
+# read host state (on the cuda backend timing one would cost two events
+# for nothing the device does).
+UNTIMED = {
+    "loomrt_profile_begin_step", "loomrt_profile_end_step",
+    "loomrt_dtype_size", "loomrt_world_rank", "loomrt_world_size",
+    "loomrt_get_num_threads", "loomrt_wtime", "loomrt_comm_world",
+    "loomrt_comm_rank", "loomrt_comm_size", "loomrt_comm_world_rank_of",
 }
 
 # The check a parameter's type implies, by C type: the front runs it for
@@ -270,6 +284,8 @@ def check_lists(entries):
     params = {(e.name, p.name) for e in entries for p in e.params}
     for n in sorted(COMMON - names):
         raise AbiError("COMMON lists %s, which loomrt.h does not declare" % n)
+    for n in sorted(UNTIMED - names):
+        raise AbiError("UNTIMED lists %s, which loomrt.h does not declare" % n)
     for key in sorted(set(UNCHECKED) - params):
         raise AbiError("UNCHECKED lists %s(%s), which loomrt.h does not "
                        "declare" % key)
@@ -325,11 +341,18 @@ def emit_args(entries):
 
 def emit_front(entries):
     """The extern "C" definition of every entry point."""
-    out = [HEADER, "// The ABI front: included by runtime/common/Front.cpp.", ""]
-    for e in entries:
+    out = [HEADER, "// The ABI front: included by runtime/common/Front.cpp.", "",
+           "// The profiler's names of the entry points, by index.",
+           "const char *const ::loomrt::profile::kEntryNames[] = {"]
+    out += ['    "%s",' % e.name for e in entries]
+    out += ["};", "const int32_t ::loomrt::profile::kNumEntries = %d;"
+            % len(entries), ""]
+    for index, e in enumerate(entries):
         args = ", ".join(p.name for p in e.params)
         out.append("// loomrt.h:%d" % e.line)
         out.append('extern "C" %s {' % signature(e))
+        if e.name not in UNTIMED:
+            out.append("  ::loomrt::profile::Scope profile(%d);" % index)
         for p in e.params:
             check = TYPE_CHECKS.get(p.ctype)
             if check and (e.name, p.name) not in UNCHECKED:

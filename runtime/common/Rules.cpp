@@ -626,3 +626,7 @@ void rules::check(const Adamw &a) {
     return;
   REQUIRE(a.param && a.grad && a.exp_avg && a.exp_avg_sq, "NULL tensor");
 }
+
+void rules::check(const ProfileEndStep &a) {
+  REQUIRE(a.out, "NULL out");
+}

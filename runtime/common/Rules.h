@@ -101,6 +101,9 @@ void check(const args::MaskSum &);
 void check(const args::CeVocabParallelBackward &);
 void check(const args::Adamw &);
 
+// Profiling.
+void check(const args::ProfileEndStep &);
+
 } // namespace loomrt::rules
 
 #endif // LOOM_RUNTIME_COMMON_RULES_H

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/common/Backend.h"
+#include "runtime/common/Profile.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
 
@@ -43,6 +44,7 @@ void loomrt::backend::loomrt_cast(loomrt_dtype src_dtype, const void *src,
 int32_t loomrt::backend::loomrt_has_nonfinite(loomrt_dtype dtype, const void *x,
                                               int64_t n) {
   LOOMRT_DEVICE_CALL(x);
+  profile::hostSync(); // the answer is the host's
   const int64_t size = dtypeSize(dtype);
   if (n == 0)
     return 0;
@@ -138,6 +140,7 @@ void loomrt::backend::loomrt_add_bias(loomrt_dtype dtype, int64_t rows,
 float loomrt::backend::loomrt_sum_squares(loomrt_dtype dtype, const void *x,
                                           int64_t n) {
   LOOMRT_DEVICE_CALL(x);
+  profile::hostSync(); // the sum is the host's
   if (n == 0)
     return 0.0f;
   const int64_t numBlocks = (n + kBlock - 1) / kBlock;

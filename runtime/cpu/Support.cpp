@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/common/Backend.h"
+#include "runtime/common/Profile.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
 
@@ -17,6 +18,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 using namespace loomrt;
 
@@ -168,6 +170,7 @@ int32_t loomrt::backend::loomrt_get_num_threads() {
 }
 
 void *loomrt::backend::loomrt_alloc(int64_t bytes) {
+  profile::allocation();
   if (contract::enabled())
     return contract::alloc(bytes);
   // aligned_alloc needs a multiple of the alignment; rounding up also makes
@@ -181,6 +184,8 @@ void *loomrt::backend::loomrt_alloc(int64_t bytes) {
 }
 
 void loomrt::backend::loomrt_free(void *ptr) {
+  // A device backend waits for queued work before it frees.
+  profile::hostSync();
   if (contract::enabled())
     contract::release(ptr);
   else
@@ -189,6 +194,8 @@ void loomrt::backend::loomrt_free(void *ptr) {
 
 void loomrt::backend::loomrt_copy(void *dst, const void *src, int64_t bytes) {
   LOOMRT_DEVICE_CALL();
+  // Complete on return (loomrt.h): a device backend waits for it.
+  profile::hostSync();
   if (bytes)
     std::memcpy(dst, src, size_t(bytes));
 }
@@ -215,4 +222,30 @@ void loomrt::backend::loomrt_copy_2d(void *dst, int64_t dst_stride,
 double loomrt::backend::loomrt_wtime() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+//===----------------------------------------------------------------------===//
+// The profiler's timeline: host clock stamps (every call is synchronous)
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::vector<std::chrono::steady_clock::time_point> &marks() {
+  static std::vector<std::chrono::steady_clock::time_point> m;
+  return m;
+}
+} // namespace
+
+void loomrt::backend::profiling::reset() { marks().clear(); }
+
+int32_t loomrt::backend::profiling::mark() {
+  marks().push_back(std::chrono::steady_clock::now());
+  return int32_t(marks().size() - 1);
+}
+
+void loomrt::backend::profiling::finish() {}
+
+double loomrt::backend::profiling::elapsedMs(int32_t a, int32_t b) {
+  return std::chrono::duration<double, std::milli>(marks()[size_t(b)] -
+                                                   marks()[size_t(a)])
+      .count();
 }

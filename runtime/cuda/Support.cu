@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/common/Backend.h"
+#include "runtime/common/Profile.h"
 #include "runtime/common/Watchdog.h"
 #include "runtime/cuda/Common.h"
 
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 using namespace loomrt;
 
@@ -93,7 +95,10 @@ void loomrt::noteCollective(const char *fn, const char *name, uint64_t seq,
   lastCollective.members = members;
 }
 
-cudaError_t loomrt::syncStream(cudaStream_t s) {
+namespace {
+/// cudaStreamSynchronize under the watchdog; syncStream and syncAll count
+/// the host's wait for the profiler, once each.
+cudaError_t waitStream(cudaStream_t s) {
   if (watchdog::timeout() == 0)
     return cudaStreamSynchronize(s);
   if (lastCollective.members.empty())
@@ -107,14 +112,21 @@ cudaError_t loomrt::syncStream(cudaStream_t s) {
   });
   return err;
 }
+} // namespace
+
+cudaError_t loomrt::syncStream(cudaStream_t s) {
+  profile::hostSync();
+  return waitStream(s);
+}
 
 void loomrt::syncAll(const char *fn) {
+  profile::hostSync();
   Context &c = ctx();
-  cudaError_t err = syncStream(c.compute);
+  cudaError_t err = waitStream(c.compute);
   if (err == cudaSuccess)
-    err = syncStream(c.comm);
+    err = waitStream(c.comm);
   if (err == cudaSuccess)
-    err = syncStream(c.reduce);
+    err = waitStream(c.reduce);
   if (err != cudaSuccess)
     fatal(fn, "asynchronous CUDA error: %s", cudaGetErrorString(err));
 }
@@ -126,6 +138,7 @@ void loomrt::syncAll(const char *fn) {
 Scratch::Scratch(int64_t bytes) {
   if (bytes <= 0)
     return;
+  profile::allocation();
   cudaError_t err = cudaMallocAsync(&ptr, size_t(bytes), stream());
   if (err != cudaSuccess)
     fatal("loomrt_cuda", "scratch allocation of %lld bytes failed: %s",
@@ -220,6 +233,7 @@ int32_t loomrt::backend::loomrt_get_num_threads() {
 
 void *loomrt::backend::loomrt_alloc(int64_t bytes) {
   ctx();
+  profile::allocation();
   // cudaMalloc aligns to at least 256 bytes; a zero-byte request still gets
   // a real, unique pointer.
   void *p = nullptr;
@@ -277,4 +291,46 @@ double loomrt::backend::loomrt_wtime() {
     syncAll(__func__);
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+//===----------------------------------------------------------------------===//
+// The profiler's timeline: events on the compute stream, kept across steps
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct Timeline {
+  std::vector<cudaEvent_t> events; // created once, reused every step
+  size_t used = 0;
+};
+Timeline &timeline() {
+  static Timeline t;
+  return t;
+}
+} // namespace
+
+void loomrt::backend::profiling::reset() { timeline().used = 0; }
+
+int32_t loomrt::backend::profiling::mark() {
+  Timeline &t = timeline();
+  if (t.used == t.events.size()) {
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreate(&e));
+    t.events.push_back(e);
+  }
+  CUDA_CHECK(cudaEventRecord(t.events[t.used], stream()));
+  return int32_t(t.used++);
+}
+
+void loomrt::backend::profiling::finish() {
+  Timeline &t = timeline();
+  if (t.used)
+    CUDA_CHECK(cudaEventSynchronize(t.events[t.used - 1]));
+}
+
+double loomrt::backend::profiling::elapsedMs(int32_t a, int32_t b) {
+  Timeline &t = timeline();
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, t.events[size_t(a)],
+                                  t.events[size_t(b)]));
+  return double(ms);
 }

@@ -104,7 +104,9 @@ void defineFlags(CLI::App &app, Options &o) {
   app.add_flag("-h,--help", o.help, "this text");
   text("--manifest", o.manifest, "PATH",
        "manifest.json (default: next to the executable)");
-  integer("--steps", o.steps, 0, "steps to run (default 1)");
+  integer("--steps,--train-iters", o.steps, 0,
+          "steps to run (default 1; --train-iters is Megatron's name, but "
+          "counts the steps of this run: a resumed run adds them)");
   text("--data", o.data, "FILE",
        "Megatron .bin/.idx (prefix or either file) or a raw token file "
        "(default: synthetic data)");
@@ -142,6 +144,15 @@ void defineFlags(CLI::App &app, Options &o) {
                "as it starts (loom-trace: rank R F<micro>.<chunk>) and where "
                "each chunk's gradients are final and their data-parallel "
                "reduction starts (loom-trace: rank R G<chunk>)");
+  app.add_flag("--profile", o.profile,
+               "count and time the runtime's entry points in every step and "
+               "print, for one rank, a table by total time after the run "
+               "(from the second step on, when there is one)");
+  integer("--profile-rank", o.profileRank, 0,
+          "the rank --profile reports (default 0)");
+  text("--profile-json", o.profileJson, "FILE",
+       "with --profile: one JSON object per step (JSON lines): step, ms, "
+       "allocations, host_syncs and each entry point's count and ms");
   integer("--check-weight-hash-interval", o.checkWeightHashInterval, 0,
           "every N steps, check that all ranks holding the same part of a "
           "parameter hold the same bytes (default 0: never)");
@@ -297,6 +308,8 @@ Options parseOptions(const std::vector<std::string> &args) {
     throw Error("unknown flag '" + flag.substr(0, flag.find('=')) +
                 "' (see --help)");
   }
+  if (!o.profileJson.empty())
+    o.profile = true;
   checkCombinations(o, args);
   return o;
 }
@@ -325,6 +338,14 @@ bool rankFlagTakesValue(const std::string &name) {
   defineFlags(app, o);
   const CLI::Option *opt = app.get_option_no_throw(name);
   return opt && opt->get_items_expected_min() > 0;
+}
+
+bool isRankFlag(const std::string &name) {
+  Options o;
+  CLI::App app;
+  defineFlags(app, o);
+  return name.rfind("--", 0) == 0 && name != "--help" &&
+         app.get_option_no_throw(name) != nullptr;
 }
 
 } // namespace loom::rank

@@ -43,6 +43,12 @@ struct Options {
   // lasts longer ends the job with a report (loomrt_set_timeout).
   double distributedTimeoutMinutes = 10;
   bool tracePipeline = false; // loomrt_set_trace
+  // The runtime's profiler (loomrt_profile_begin_step): rank profileRank
+  // prints a table of entry points per step after the run, and writes one
+  // JSON object per step to profileJson. --profile-json implies --profile.
+  bool profile = false;
+  int32_t profileRank = 0;
+  std::string profileJson;
   // Every N steps, check that all holders of a parameter box hold the same
   // bytes (Megatron's --check-weight-hash-across-dp-replicas-interval, over
   // every kind of replica); 0: never.

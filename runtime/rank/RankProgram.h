@@ -1,13 +1,13 @@
-//===- RankProgram.h - What loom-run needs of the rank program --*- C++ -*-===//
+//===- RankProgram.h - What the tools need of the rank program --*- C++ -*-===//
 //
 // Part of the Loom project.
 //
 //===----------------------------------------------------------------------===//
 //
-// loom-run reads the manifest and the rank flags with the rank program's
-// own code (Manifest.cpp, Options.cpp), so each has one definition; this
-// interface has no exceptions: loom-run is built like LLVM, with
-// -fno-exceptions.
+// loom-run and loom-train read the manifest and the rank flags with the rank
+// program's own code (Manifest.cpp, Options.cpp), so each has one
+// definition; this interface has no exceptions: the tools are built like
+// LLVM, with -fno-exceptions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +31,10 @@ std::string checkRankFlags(const std::vector<std::string> &args);
 /// Whether the rank flag `name` ("--steps") takes a value; false for flags
 /// without one and for names that are not rank flags.
 bool rankFlagTakesValue(const std::string &name);
+
+/// Whether `name` ("--steps", "--train-iters") is one of the rank program's
+/// flags (their long names; "-h" and "--help" are the tools' own).
+bool isRankFlag(const std::string &name);
 
 /// What loom-run needs of a manifest.
 struct LaunchFacts {

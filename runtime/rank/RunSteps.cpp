@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/rank/Run.h"
+#include "runtime/rank/StepProfile.h"
 
 
 #include <algorithm>
@@ -299,12 +300,24 @@ void Run::runSteps() {
     std::fflush(stdout);
   }
 
+  std::unique_ptr<StepProfile> profiler;
+  if (opts.profile) {
+    if (opts.profileRank >= worldSize)
+      throw Error("--profile-rank " + std::to_string(opts.profileRank) +
+                  " but the job has " + std::to_string(worldSize) + " rank" +
+                  (worldSize == 1 ? "" : "s"));
+    profiler = std::make_unique<StepProfile>(rank == opts.profileRank, rank,
+                                             opts.profileJson);
+  }
+
   // A resumed run continues the iteration count and the sample stream.
   int64_t firstIteration = state.iteration;
   int64_t firstDataStep = state.consumedSamples / samplesPerStep;
   int64_t lastIteration = firstIteration + opts.steps;
   for (int64_t step = 0; step < opts.steps; ++step) {
     double start = loomrt_wtime();
+    if (profiler)
+      profiler->beginStep();
     StepResult result;
     if (opts.train) {
       trainStep(entry, firstDataStep + step, step == 0, result);
@@ -314,6 +327,8 @@ void Run::runSteps() {
     state.iteration += 1;
     state.consumedSamples += samplesPerStep;
     float stepLoss = entry.producesLoss ? meanLoss(result.loss) : 0.0f;
+    if (profiler)
+      profiler->endStep(state.iteration);
     double seconds = loomrt_wtime() - start;
     // Validation after the step, untimed; the last step's too.
     std::optional<float> validLoss;
@@ -336,6 +351,8 @@ void Run::runSteps() {
     std::fclose(metrics);
     metrics = nullptr;
   }
+  if (profiler)
+    profiler->print(stdout);
 }
 
 } // namespace loom::rank

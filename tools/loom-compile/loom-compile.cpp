@@ -13,8 +13,8 @@
 #include "compiler/Support/ShortHelp.h"
 #include "compiler/Driver/Compiler.h"
 #include "compiler/InitAll/InitAll.h"
+#include "compiler/Support/CompileFlags.h"
 #include "compiler/Support/ListFlags.h"
-#include "compiler/Support/PlanFlags.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -41,51 +41,21 @@ static cl::opt<std::string> outputDir("o", cl::init("out"),
                                       cl::desc("Output directory (default out)"),
                                       cl::value_desc("dir"), cl::cat(category));
 
-// The plan's flags (sizes, context parallelism, the pipeline), declared once
-// for every tool that takes a plan, with Megatron-LM's long names as aliases.
-static loom::PlanFlags planFlags(category, "loom-compile", /*defaultDp=*/1);
-static cl::opt<int64_t> globalBatchSize(
-    "global-batch-size",
-    cl::desc("Sequences per step over all data-parallel ranks (Megatron's "
-             "flag): micro-batches = global / (micro-batch size x dp)"),
+// Everything that changes the program: the plan's flags (sizes, context
+// parallelism, the pipeline, with Megatron-LM's long names as aliases) and
+// the program's (global batch, recomputation, --train, the backend),
+// declared once for every tool that compiles (compiler/Support/CompileFlags.h).
+static loom::CompileFlags compileFlags(category, "loom-compile");
+static cl::opt<bool> report(
+    "report",
+    cl::desc("Print each distinct rank program's memory and communication "
+             "per step, counted through every function it calls"),
     cl::cat(category));
-static cl::opt<bool> eodMaskLoss(
-    "eod-mask-loss",
-    cl::desc("Leave end-of-document tokens out of the loss (Megatron's "
-             "--eod-mask-loss; the id given to loom-import --eod-token-id)"),
-    cl::cat(category));
-static cl::opt<bool> train(
-    "train",
-    cl::desc("Also compile @train_step: forward, backward and every "
-             "parameter gradient (tfm-differentiate)"),
-    cl::cat(category));
-static cl::opt<bool> recomputeActivations(
-    "recompute-activations",
-    cl::desc("Megatron's flag: the same as --recompute-granularity selective"),
-    cl::cat(category));
-static cl::opt<std::string> recomputeGranularity(
-    "recompute-granularity",
-    cl::desc("Recompute in backward instead of keeping activations: full "
-             "(whole layers, see --recompute-method) or selective (the core "
-             "attention of every layer)"),
-    cl::value_desc("full|selective"), cl::cat(category));
-static cl::opt<std::string> recomputeMethod(
-    "recompute-method",
-    cl::desc("With full: uniform (every layer, the default) or block (the "
-             "first --recompute-num-layers layers)"),
-    cl::value_desc("uniform|block"), cl::cat(category));
-static cl::opt<int64_t> recomputeNumLayers(
-    "recompute-num-layers",
-    cl::desc("With full: layers recomputed by block (uniform: 1)"),
-    cl::cat(category));
-static cl::opt<std::string> backend(
-    "backend", cl::init("cpu"),
-    cl::desc("Runtime the rank executables link: cpu (OpenBLAS + MPI) or "
-             "cuda (CUDA kernels, cuBLAS, NCCL; one GPU per rank)"),
-    cl::value_desc("cpu|cuda"), cl::cat(category));
-static cl::opt<bool> report("report",
-                            cl::desc("Print per-rank memory and communication"),
-                            cl::cat(category));
+static cl::opt<std::string> reportJson(
+    "report-json",
+    cl::desc("Write the report as JSON to this file (one object per "
+             "distinct rank program)"),
+    cl::value_desc("file"), cl::cat(category));
 static cl::opt<bool> keep("keep-intermediates",
                           cl::desc("Keep the object file and LLVM IR"),
                           cl::cat(category));
@@ -109,7 +79,7 @@ int main(int argc, char **argv) {
   // Megatron's list flags take space-separated values.
   std::vector<std::string> storage;
   std::vector<const char *> args = loom::joinListFlags(
-      argc, argv, loom::PlanFlags::listFlags(), storage);
+      argc, argv, loom::CompileFlags::listFlags(), storage);
   loom::ShortHelpArgs parsed(int(args.size()), args.data());
   cl::ParseCommandLineOptions(
       parsed.argc(), parsed.argv(),
@@ -137,36 +107,15 @@ int main(int argc, char **argv) {
   if (!module)
     return error("cannot parse '" + inputPath + "'");
 
-  loom::driver::CompileOptions options;
-  options.backend = backend;
-  auto plan = planFlags.plan();
-  if (!plan)
-    return error(plan.error());
-  options.plan = plan.take();
-  options.eodMaskLoss = eodMaskLoss;
-  options.microbatchesGiven = planFlags.numMicrobatches.getNumOccurrences() > 0;
-  if (globalBatchSize.getNumOccurrences())
-    options.globalBatchSize = globalBatchSize;
-  options.train = train;
-  options.recomputeGranularity = recomputeGranularity;
-  if (recomputeActivations) {
-    if (!options.recomputeGranularity.empty() &&
-        options.recomputeGranularity != "selective")
-      return error("--recompute-activations (selective) conflicts with "
-                  "--recompute-granularity " +
-                  options.recomputeGranularity);
-    options.recomputeGranularity = "selective";
-  }
-  options.recomputeMethod = recomputeMethod;
-  if (recomputeNumLayers.getNumOccurrences()) {
-    if (recomputeNumLayers < 1)
-      return error("--recompute-num-layers " +
-                  std::to_string(recomputeNumLayers) + " must be at least 1");
-    options.recomputeNumLayers = recomputeNumLayers;
-  }
+  Expected<loom::driver::CompileOptions> compileOptions =
+      compileFlags.options();
+  if (!compileOptions)
+    return error(toString(compileOptions.takeError()));
+  loom::driver::CompileOptions &options = *compileOptions;
   options.outputDir = outputDir;
   options.keepIntermediates = keep;
   options.printIrAfter = printIrAfter;
+  options.reportJsonPath = reportJson;
   options.irOutput = &outs();
   if (!quiet)
     options.progress = [](StringRef line) { errs() << line << "\n"; };

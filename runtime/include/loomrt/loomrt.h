@@ -773,6 +773,41 @@ void loomrt_barrier(loomrt_comm comm);
  * message is ever sent. */
 void loomrt_set_timeout(double seconds);
 
+/* Profiling (loom-run --profile): between loomrt_profile_begin_step and
+ * loomrt_profile_end_step every entry point called from outside the runtime
+ * (compiled code, the rank program) is counted and timed; calls an entry
+ * point makes to others inside the runtime are part of its own time. The
+ * cpu backend times with the host clock (its calls are synchronous); the
+ * cuda backend with events on its compute stream, read once at the end of
+ * the step, so a call's time is the device time between its start and end
+ * on that stream. A step also counts:
+ *   allocations  backend allocations made during it (loomrt_alloc and a
+ *                backend's own scratch);
+ *   host_syncs   the times the host waited for the device (cuda: each
+ *                stream or device synchronization; cpu, which has no
+ *                device: each call that would wait on one, i.e. whose
+ *                result is complete on the host on return: loomrt_copy,
+ *                loomrt_free, loomrt_sum_squares, loomrt_has_nonfinite).
+ * The profiler's own wait at the end of the step is not counted. Outside a
+ * step nothing is recorded and an entry point pays one predictable branch.
+ * Steps do not nest. loomrt_profile_end_step fills `out`; its `entries`
+ * (the entry points called at least once, in ABI order) stay valid until
+ * the next loomrt_profile_begin_step. */
+typedef struct {
+  const char *name;
+  int64_t count;
+  double ms;
+} loomrt_profile_entry;
+typedef struct {
+  double ms;
+  int64_t allocations;
+  int64_t host_syncs;
+  int32_t num_entries;
+  const loomrt_profile_entry *entries;
+} loomrt_profile_step;
+void loomrt_profile_begin_step(void);
+void loomrt_profile_end_step(loomrt_profile_step *out);
+
 /* Failure model: communicators use MPI_ERRORS_RETURN, and a failed MPI call
  * aborts the job with "loomrt: rank R: MPI_<Call>: failed: <MPI message>".
  * When a rank dies (signal, abort, exit without loomrt_finalize) mpirun

@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(tfm-inline-blocks))' | FileCheck %s
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(tfm-inline-blocks))' --mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
 
 // Blocks disappear; their inputs replace the region arguments and the
 // yielded values replace their results.
@@ -39,4 +40,25 @@ func.func @passthrough(%x: tensor<2x4xi32>) -> tensor<2x4xi32> {
     tfm.yield %a : tensor<2x4xi32>
   }
   return %y : tensor<2x4xi32>
+}
+
+// Each op keeps the block it came from in its location: the report tells a
+// step's forward and backward apart by it.
+// LOC-LABEL: func.func @from_blocks
+// LOC: tfm.silu {{.*}} loc(#[[FWD:loc[0-9]+]])
+// LOC: tfm.add {{.*}} loc(#[[BWD:loc[0-9]+]])
+// LOC-DAG: #[[FWD]] = loc("layer 3"(
+// LOC-DAG: #[[BWD]] = loc("layer 3 backward"(
+func.func @from_blocks(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %y = tfm.block layer 3 ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    %s = tfm.silu %a : tensor<2x4x8xf32>
+    tfm.yield %s : tensor<2x4x8xf32>
+  }
+  %d = tfm.block layer 3 backward ins(%y : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    %r = tfm.add %a, %a : tensor<2x4x8xf32>
+    tfm.yield %r : tensor<2x4x8xf32>
+  }
+  return %d : tensor<2x4x8xf32>
 }

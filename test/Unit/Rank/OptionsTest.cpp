@@ -104,6 +104,13 @@ TEST(Options, RankFlagsForLoomRun) {
   EXPECT_TRUE(rankFlagTakesValue("--distributed-timeout-minutes"));
   EXPECT_FALSE(rankFlagTakesValue("--train"));
   EXPECT_FALSE(rankFlagTakesValue("--stpes"));
+  EXPECT_TRUE(isRankFlag("--steps"));
+  EXPECT_TRUE(isRankFlag("--train-iters")); // Megatron's name, an alias
+  EXPECT_TRUE(isRankFlag("--train"));
+  EXPECT_FALSE(isRankFlag("--stpes"));
+  EXPECT_FALSE(isRankFlag("--help")); // the tools' own
+  EXPECT_FALSE(isRankFlag("steps"));
+  EXPECT_EQ(parseOptions({"--train-iters", "7"}).steps, 7);
 
   // Every flag the help shows is one the parser takes, with a value exactly
   // when the help shows one.
@@ -115,6 +122,7 @@ TEST(Options, RankFlagsForLoomRun) {
     std::string name = (*it)[1];
     bool showsValue = (*it)[2].matched;
     EXPECT_EQ(rankFlagTakesValue(name), showsValue) << name;
+    EXPECT_EQ(isRankFlag(name), name != "--help") << name;
     std::string error = checkRankFlags(
         showsValue ? std::vector<std::string>{name, "1"}
                    : std::vector<std::string>{name});

@@ -1,0 +1,152 @@
+//===- Communication.cpp - What a rank program communicates ------*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Driver/Communication.h"
+
+#include "dialects/Tfm/TfmOps.h"
+#include "passes/Lowering/Passes.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::driver;
+
+CollectiveVolume &CollectiveVolume::operator+=(const CollectiveVolume &o) {
+  allReduce += o.allReduce;
+  allGather += o.allGather;
+  reduceScatter += o.reduceScatter;
+  allToAll += o.allToAll;
+  send += o.send;
+  return *this;
+}
+
+CollectiveVolume CollectiveVolume::times(int64_t k) const {
+  return {allReduce.times(k), allGather.times(k), reduceScatter.times(k),
+          allToAll.times(k), send.times(k)};
+}
+
+std::string CollectiveVolume::str() const {
+  std::string s = llvm::formatv("{0} all-reduce(s) of {1} bytes in all",
+                                allReduce.count, allReduce.bytes);
+  if (allGather.count || reduceScatter.count)
+    s += llvm::formatv(", {0} all-gather(s) of {1} bytes, {2} "
+                       "reduce-scatter(s) of {3} bytes",
+                       allGather.count, allGather.bytes, reduceScatter.count,
+                       reduceScatter.bytes);
+  if (allToAll.count)
+    s += llvm::formatv(", {0} all-to-all(s) of {1} bytes", allToAll.count,
+                       allToAll.bytes);
+  if (send.count)
+    s += llvm::formatv(", {0} p2p send(s) of {1} bytes", send.count,
+                       send.bytes);
+  return s;
+}
+
+llvm::json::Object CollectiveVolume::json() const {
+  return llvm::json::Object{{"all_reduce", allReduce.json()},
+                            {"all_gather", allGather.json()},
+                            {"reduce_scatter", reduceScatter.json()},
+                            {"all_to_all", allToAll.json()},
+                            {"p2p_send", send.json()}};
+}
+
+EntryVolume EntryVolume::times(int64_t k) const {
+  EntryVolume v = *this;
+  v.forward = forward.times(k);
+  v.backward = backward.times(k);
+  v.pipelineSends = pipelineSends.times(k);
+  return v;
+}
+
+namespace {
+
+int64_t bytesOf(Value v) {
+  auto t = cast<ShapedType>(v.getType());
+  return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+}
+
+int64_t bytesOf(ValueRange values) {
+  int64_t total = 0;
+  for (Value v : values)
+    total += bytesOf(v);
+  return total;
+}
+
+/// The communication of one op that is not a call, into `v`; pipeline
+/// sends into `pipeline`.
+void count(Operation *op, CollectiveVolume &v, Traffic &pipeline) {
+  if (auto c = dyn_cast<mesh::AllReduceOp>(op))
+    v.allReduce += {1, bytesOf(c.getResult())};
+  else if (auto c = dyn_cast<mesh::AllGatherOp>(op))
+    v.allGather += {1, bytesOf(c.getResult())};
+  else if (auto c = dyn_cast<mesh::ReduceScatterOp>(op))
+    v.reduceScatter += {1, bytesOf(c.getInput())};
+  else if (auto c = dyn_cast<mesh::AllToAllOp>(op))
+    v.allToAll += {1, bytesOf(c.getInput())};
+  else if (auto c = dyn_cast<tfm::LevelAllToAllOp>(op))
+    v.allToAll += {1, bytesOf(c.getInput())};
+  else if (auto c = dyn_cast<tfm::RingShiftOp>(op))
+    // Every input goes to the next rank of the ring.
+    v.send += {int64_t(c.getInputs().size()), bytesOf(c.getInputs())};
+  else if (auto c = dyn_cast<tfm::PipelineP2POp>(op))
+    pipeline += {int64_t(c.getSends().size()), bytesOf(c.getSends())};
+}
+
+class Counter {
+public:
+  explicit Counter(ModuleOp module) : symbols(module) {}
+
+  EntryVolume of(func::FuncOp f) {
+    auto it = counted.find(f);
+    if (it != counted.end())
+      return it->second;
+    EntryVolume v;
+    // Forward until a step marker or a backward block's op says otherwise;
+    // what follows the first backward op stays backward.
+    bool backward = false;
+    f.walk([&](Operation *op) {
+      if (auto step = dyn_cast<tfm::PipelineStepOp>(op)) {
+        backward = step.getBackward();
+        v.hasBackward |= backward;
+        return;
+      }
+      if (!backward && lowering::isFromBackwardBlock(op->getLoc()))
+        v.hasBackward = backward = true;
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+        if (!callee || callee.isExternal())
+          return;
+        EntryVolume c = of(callee);
+        v.hasBackward |= c.hasBackward;
+        if (backward) {
+          v.backward += c.total();
+        } else {
+          v.forward += c.forward;
+          v.backward += c.backward;
+        }
+        v.pipelineSends += c.pipelineSends;
+        return;
+      }
+      count(op, backward ? v.backward : v.forward, v.pipelineSends);
+    });
+    counted[f] = v;
+    return v;
+  }
+
+private:
+  SymbolTable symbols;
+  llvm::DenseMap<func::FuncOp, EntryVolume> counted;
+};
+
+} // namespace
+
+EntryVolume loom::driver::countCommunication(func::FuncOp entry) {
+  return Counter(entry->getParentOfType<ModuleOp>()).of(entry);
+}

@@ -1,0 +1,93 @@
+//===- CompileFlags.cpp - The compiler's flags, declared once ---*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Support/CompileFlags.h"
+
+using namespace llvm;
+using namespace loom;
+
+static Error fail(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
+                           bool trainFlag)
+    : plan(category, tool, /*defaultDp=*/1),
+      globalBatchSize(
+          "global-batch-size",
+          cl::desc("Sequences per step over all data-parallel ranks "
+                   "(Megatron's flag): micro-batches = global / (micro-batch "
+                   "size x dp)"),
+          cl::cat(category)),
+      eodMaskLoss(
+          "eod-mask-loss",
+          cl::desc("Leave end-of-document tokens out of the loss (Megatron's "
+                   "--eod-mask-loss; the id given to loom-import "
+                   "--eod-token-id)"),
+          cl::cat(category)),
+      recomputeActivations(
+          "recompute-activations",
+          cl::desc("Megatron's flag: the same as --recompute-granularity "
+                   "selective"),
+          cl::cat(category)),
+      recomputeGranularity(
+          "recompute-granularity",
+          cl::desc("Recompute in backward instead of keeping activations: "
+                   "full (whole layers, see --recompute-method) or selective "
+                   "(the core attention of every layer)"),
+          cl::value_desc("full|selective"), cl::cat(category)),
+      recomputeMethod(
+          "recompute-method",
+          cl::desc("With full: uniform (every layer, the default) or block "
+                   "(the first --recompute-num-layers layers)"),
+          cl::value_desc("uniform|block"), cl::cat(category)),
+      recomputeNumLayers(
+          "recompute-num-layers",
+          cl::desc("With full: layers recomputed by block (uniform: 1)"),
+          cl::cat(category)),
+      backend("backend", cl::init("cpu"),
+              cl::desc("Runtime the rank executables link: cpu (OpenBLAS + "
+                       "MPI) or cuda (CUDA kernels, cuBLAS, NCCL; one GPU per "
+                       "rank)"),
+              cl::value_desc("cpu|cuda"), cl::cat(category)) {
+  if (trainFlag)
+    train = std::make_unique<cl::opt<bool>>(
+        "train",
+        cl::desc("Also compile @train_step: forward, backward and every "
+                 "parameter gradient (tfm-differentiate)"),
+        cl::cat(category));
+}
+
+Expected<driver::CompileOptions> CompileFlags::options() const {
+  driver::CompileOptions options;
+  options.backend = backend;
+  auto p = plan.plan();
+  if (!p)
+    return fail(p.error());
+  options.plan = p.take();
+  options.eodMaskLoss = eodMaskLoss;
+  options.microbatchesGiven = plan.numMicrobatches.getNumOccurrences() > 0;
+  if (globalBatchSize.getNumOccurrences())
+    options.globalBatchSize = globalBatchSize;
+  options.train = !train || *train;
+  options.recomputeGranularity = recomputeGranularity;
+  if (recomputeActivations) {
+    if (!options.recomputeGranularity.empty() &&
+        options.recomputeGranularity != "selective")
+      return fail("--recompute-activations (selective) conflicts with "
+                  "--recompute-granularity " +
+                  options.recomputeGranularity);
+    options.recomputeGranularity = "selective";
+  }
+  options.recomputeMethod = recomputeMethod;
+  if (recomputeNumLayers.getNumOccurrences()) {
+    if (recomputeNumLayers < 1)
+      return fail("--recompute-num-layers " +
+                  std::to_string(recomputeNumLayers) + " must be at least 1");
+    options.recomputeNumLayers = recomputeNumLayers;
+  }
+  return options;
+}

@@ -1,0 +1,50 @@
+"""Checks loom-run --profile-json output of gpt-tiny trained with tp 2.
+
+usage: profile_check.py PROFILE.jsonl CONFIG.json RANK STEPS
+
+Every step has the required keys; the calls are the ones the model makes
+(one linear_forward per projection, one adamw per parameter tensor); the
+steps after the first make the same calls, allocations and host waits (the
+program is the same every step); no call is longer than its step.
+"""
+import json
+import sys
+
+path, config_path, rank, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+config = json.load(open(config_path))
+layers = config["n_layer"]
+rows = [json.loads(line) for line in open(path)]
+errors = []
+if [r.get("step") for r in rows] != list(range(1, steps + 1)):
+    errors.append("steps %s, expected 1..%d" % ([r.get("step") for r in rows], steps))
+for r in rows:
+    for key in ("step", "rank", "ms", "allocations", "host_syncs", "calls"):
+        if key not in r:
+            errors.append("step %s: no %s" % (r.get("step"), key))
+    if r.get("rank") != rank:
+        errors.append("step %s: rank %s, expected %d" % (r["step"], r.get("rank"), rank))
+    calls = r.get("calls", {})
+    for name, c in calls.items():
+        if not name.startswith("loomrt_") or c["count"] < 1 or c["ms"] < 0:
+            errors.append("step %s: bad record %s %s" % (r["step"], name, c))
+    total = sum(c["ms"] for c in calls.values())
+    if total > r["ms"] * 1.01 + 0.05:
+        errors.append("step %s: calls take %.3f ms of a %.3f ms step" % (r["step"], total, r["ms"]))
+    # GPT-2: q, k, v, attention projection, fc, mlp projection per layer,
+    # and the output layer; 16 parameter tensors per layer and 4 more.
+    want = {"loomrt_linear_forward": 6 * layers + 1, "loomrt_adamw": 16 * layers + 4}
+    for name, n in want.items():
+        got = calls.get(name, {}).get("count")
+        if got != n:
+            errors.append("step %s: %s called %s times, expected %d" % (r["step"], name, got, n))
+steady = rows[1:]
+for r in steady[1:]:
+    a, b = steady[0], r
+    if {k: v["count"] for k, v in a["calls"].items()} != {k: v["count"] for k, v in b["calls"].items()}:
+        errors.append("steps %d and %d make different calls" % (a["step"], b["step"]))
+    if (a["allocations"], a["host_syncs"]) != (b["allocations"], b["host_syncs"]):
+        errors.append("steps %d and %d differ in allocations or host syncs" % (a["step"], b["step"]))
+for e in errors:
+    print("error:", e)
+print("profile: %d steps, %s" % (len(rows), "ok" if not errors else "%d errors" % len(errors)))
+sys.exit(1 if errors else 0)
