@@ -263,10 +263,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // Pipeline parallelism: the stages, and each pp rank's schedule as one
   // function, proven to match and progress before anything else is built.
   if (config.pp > 1)
-    if (Error e = run("pipeline", [&](OpPassManager &pm) {
-          pm.addPass(pipeline::createTfmSchedulePipeline());
-          pm.addPass(pipeline::createTfmVerifyPipelineP2P());
-        }))
+    if (Error e = run("pipeline", buildTfmPipelinePipeline))
       return e;
   Expected<SmallVector<ParamInfo>> params = describeParams(module, config.pp);
   if (!params)

@@ -20,6 +20,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -32,6 +33,7 @@
 void loom::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<loom::tfm::TfmDialect, mlir::arith::ArithDialect,
                   mlir::bufferization::BufferizationDialect,
+                  mlir::cf::ControlFlowDialect,
                   mlir::func::FuncDialect, mlir::LLVM::LLVMDialect,
                   mlir::linalg::LinalgDialect, mlir::memref::MemRefDialect,
                   mlir::mesh::MeshDialect, mlir::scf::SCFDialect,

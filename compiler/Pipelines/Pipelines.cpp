@@ -7,6 +7,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 
 #include "passes/Lowering/Passes.h"
+#include "passes/Pipeline/Passes.h"
 #include "passes/Plan/Passes.h"
 #include "passes/Sharding/Passes.h"
 
@@ -44,14 +45,26 @@ void loom::buildTfmShardPipeline(OpPassManager &pm) {
   pm.addPass(sharding::createTfmVerifyDistribution());
 }
 
+void loom::buildTfmPipelinePipeline(OpPassManager &pm) {
+  pm.addPass(pipeline::createTfmSchedulePipeline());
+  pm.addPass(pipeline::createTfmVerifyPipelineP2P());
+  pm.addPass(sharding::createTfmVerifyDistribution());
+}
+
 void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
   // Where each gradient is summed, on the entries as they will run
   // (pipelined steps included), before their arguments change.
   pm.addPass(sharding::createTfmMarkGradientGroups());
   pm.addNestedPass<func::FuncOp>(lowering::createTfmInlineBlocks());
   pm.addNestedPass<func::FuncOp>(lowering::createTfmExpandRingAttention());
+  // The ring's hops, sections and level exchanges keep the distributions
+  // (or the level layout) their rules give.
+  pm.addPass(sharding::createTfmVerifyDistribution());
   pm.addPass(lowering::createTfmParamsToArgs());
   pm.addPass(lowering::createTfmCommsToArgs());
+  // What tfm-lower-to-runtime reads: each value's distribution decides the
+  // slice positions and communicators the lowering uses.
+  pm.addPass(sharding::createTfmVerifyDistribution());
 }
 
 static bool isPublicFunction(func::FuncOp *f) { return !f->isPrivate(); }
@@ -129,6 +142,11 @@ void loom::registerAllPipelines() {
       "Distribute every value, localize shapes and insert the collectives, "
       "verifying after each (loom-compile's shard stage)",
       buildTfmShardPipeline);
+  PassPipelineRegistration<>(
+      "tfm-pipeline",
+      "Cut the stages and write each pp rank's schedule, then prove its p2p "
+      "and verify the distributions (loom-compile's pipeline stage)",
+      buildTfmPipelinePipeline);
   PassPipelineRegistration<>(
       "tfm-prepare-lowering",
       "Inline tfm.block regions and turn parameters into arguments",

@@ -33,9 +33,15 @@ void buildTfmPlanPipeline(mlir::OpPassManager &pm, const rankgen::Plan &plan);
 /// tfm-reshard-to-collectives, tfm-verify-distribution after each.
 void buildTfmShardPipeline(mlir::OpPassManager &pm);
 
+/// pipeline (pp > 1): tfm-schedule-pipeline, then tfm-verify-pipeline-p2p
+/// (the batches match and progress) and tfm-verify-distribution (the
+/// stages' functions, sums and batches keep every value's distribution).
+void buildTfmPipelinePipeline(mlir::OpPassManager &pm);
+
 /// prepare: the part of the lowering that fixes entry signatures:
 /// tfm-inline-blocks, tfm-expand-ring-attention, tfm-params-to-args,
-/// tfm-comms-to-args.
+/// tfm-comms-to-args; tfm-verify-distribution after the ring's expansion
+/// and on the result, the lowering's input.
 void buildTfmPrepareLoweringPipeline(mlir::OpPassManager &pm);
 
 /// tfm ops -> runtime calls on buffers: tfm-lower-to-runtime, results to
@@ -50,8 +56,8 @@ void buildTfmBuffersToLLVMPipeline(mlir::OpPassManager &pm);
 /// lower: both of the above.
 void buildTfmLowerToLLVMPipeline(mlir::OpPassManager &pm);
 
-/// Registers "tfm-plan", "tfm-shard", "tfm-prepare-lowering" and
-/// "tfm-lower-to-llvm" (tfm-differentiate is a pass of its own).
+/// Registers "tfm-plan", "tfm-shard", "tfm-pipeline", "tfm-prepare-lowering"
+/// and "tfm-lower-to-llvm" (tfm-differentiate is a pass of its own).
 void registerAllPipelines();
 
 } // namespace loom

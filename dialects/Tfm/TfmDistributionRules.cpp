@@ -682,12 +682,187 @@ Dists ReshardOp::inferResultDistributions() {
 Dists PermuteChunksOp::inferResultDistributions() {
   Value x = getInput();
   int64_t d = getDim();
+  // Within a hierarchical ring level's layout (no distribution) the order
+  // is the ring's own, which no distribution names.
+  if (!getDist(x))
+    return SmallVector<DistAttr>{DistAttr()};
   DimDist in = getDist(x).getDim(d);
   if (!in.isWhole())
     return emitOpError() << "the input is " << of(x)
                          << "; only a whole dim can be reordered";
   DimDist out{{}, composeChunkOrders(in.chunks, getOrder())};
   return SmallVector<DistAttr>{getDist(x).withDim(d, out)};
+}
+
+//===----------------------------------------------------------------------===//
+// Ring attention, per rank (tfm-expand-ring-attention)
+//===----------------------------------------------------------------------===//
+//
+// The ring's values are split on the sequence over the ring's axis alone,
+// in the load-balanced order, like the queries: a block passed around the
+// ring is another rank's piece of the same split, so its type stays that of
+// the rank's own. Hierarchical a2a+p2p runs its ring (`level 1`) on values
+// in a layout no #tfm.dist names (A times the tokens, A times fewer heads):
+// they carry none, enter it only through tfm.level_all_to_all and leave it
+// the same way, and tfm-verify-distribution lets only these ops read them.
+
+namespace {
+
+/// Checks that ring values on `axis` are split on the sequence (dim `dim`)
+/// over it alone, in the load-balanced order of its size (2 chunks a
+/// rank), and not partial.
+LogicalResult ringSplit(Operation *op, StringRef what, Value v, StringRef axis,
+                        int64_t dim = kSeqDim) {
+  DistAttr d = getDist(v);
+  if (failed(notPartial(op, what, v, "ring values are whole values")))
+    return failure();
+  FailureOr<MeshAxesInfo> mesh = MeshAxesInfo::lookup(op, d.getMesh());
+  if (failed(mesh))
+    return failure();
+  if (!mesh->index(axis))
+    return op->emitOpError() << "the ring's axis " << axis
+                             << " is not an axis of the mesh";
+  DimDist seq = d.getDim(dim);
+  std::optional<int64_t> pairs = zigzagPairs(seq.chunks);
+  if (seq.axes != ArrayRef<StringRef>{axis} || !pairs ||
+      *pairs != mesh->size(axis))
+    return op->emitOpError()
+           << what << " is " << of(v) << "; the ring over " << axis
+           << " needs dim " << dim
+           << " split over it alone, in the load-balanced order of 2 chunks "
+              "per rank";
+  return success();
+}
+
+/// Ring values of a hierarchical ring's level carry no distribution;
+/// values of the plain ring carry the ring's split.
+LogicalResult ringValue(Operation *op, StringRef what, Value v, StringRef axis,
+                        bool level) {
+  if (level) {
+    if (getDist(v))
+      return op->emitOpError()
+             << what << " is " << of(v)
+             << "; a level of a hierarchical ring works in the ring's own "
+                "layout, which carries no distribution (enter it with "
+                "tfm.level_all_to_all)";
+    return success();
+  }
+  if (!getDist(v))
+    return op->emitOpError()
+           << what << " has no distribution; outside a hierarchical level "
+              "the ring's values are split on the sequence";
+  return ringSplit(op, what, v, axis);
+}
+
+/// A section's results: the output like the query, the log-sum-exp
+/// [B, N, S] from its dims (none in a level's layout).
+Dists sectionOperands(Operation *op, Value q, Value k, Value v, Value tokens,
+                      StringRef axis, bool level) {
+  for (auto [what, val] : {std::pair<StringRef, Value>{"the query", q},
+                           {"the key", k},
+                           {"the value", v}})
+    if (failed(ringValue(op, what, val, axis, level)))
+      return failure();
+  if (tokens && failed(wholeDim(op, "the tokens", tokens, kSeqDim,
+                                "document masks need the whole sequence's "
+                                "tokens")))
+    return failure();
+  if (level)
+    return SmallVector<DistAttr>{DistAttr(), DistAttr()};
+  if (failed(sameDims(op, "the key", k, {0, 1, 2}, "the value", v, {0, 1, 2},
+                      "batch, sequence and head")) ||
+      failed(sameDims(op, "the key", k, {0, 1}, "the query", q, {0, 1})))
+    return failure();
+  SmallVector<DimDist> qd = dimsOf(q);
+  FailureOr<DistAttr> stats = make(op, q, {qd[kBatchDim], qd[2], qd[kSeqDim]}, {});
+  if (failed(stats))
+    return failure();
+  return SmallVector<DistAttr>{getDist(q), *stats};
+}
+
+/// Accumulators (`merge`, `grads`) must be distributed as the results they
+/// are folded into.
+LogicalResult accumulators(Operation *op, StringRef what, ValueRange acc,
+                           ArrayRef<DistAttr> want) {
+  if (acc.empty())
+    return success();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(acc, want)))
+    if (getDist(std::get<0>(pair)) != std::get<1>(pair))
+      return op->emitOpError()
+             << what << " #" << i << " is " << of(std::get<0>(pair))
+             << " but folds into a result that is "
+             << describe(std::get<1>(pair));
+  return success();
+}
+
+} // namespace
+
+Dists RingShiftOp::inferResultDistributions() {
+  bool level = getLevel().has_value();
+  for (Value v : getInputs())
+    if (failed(ringValue(*this, "an input", v, getAxis(), level)))
+      return failure();
+  SmallVector<DistAttr> out;
+  for (Value v : getInputs())
+    out.push_back(getDist(v));
+  return out;
+}
+
+Dists AttentionSectionOp::inferResultDistributions() {
+  bool level = getLevel().has_value();
+  Dists out = sectionOperands(*this, getQuery(), getKey(), getValue(),
+                              getTokens(), getAxis(), level);
+  if (failed(out) ||
+      failed(accumulators(*this, "the merged result", getMerge(), *out)))
+    return failure();
+  return out;
+}
+
+Dists AttentionSectionGradOp::inferResultDistributions() {
+  bool level = getLevel().has_value();
+  Dists fwd = sectionOperands(*this, getQuery(), getKey(), getValue(),
+                              getTokens(), getAxis(), level);
+  if (failed(fwd))
+    return failure();
+  for (auto [what, val, want] :
+       {std::tuple<StringRef, Value, DistAttr>{"the output", getOut(),
+                                               (*fwd)[0]},
+        {"the log-sum-exp", getLse(), (*fwd)[1]},
+        {"the output gradient", getOutGrad(), (*fwd)[0]}})
+    if (getDist(val) != want)
+      return emitOpError() << what << " is " << of(val)
+                           << " but the query gives " << describe(want);
+  // The gradients of the block come back to it with its k and v (the ring
+  // passes them along): distributed as the block.
+  SmallVector<DistAttr> out{getDist(getQuery()), getDist(getKey()),
+                            getDist(getValue())};
+  if (failed(accumulators(*this, "the gradient accumulator", getGrads(), out)))
+    return failure();
+  return out;
+}
+
+Dists LevelAllToAllOp::inferResultDistributions() {
+  // Into a level's layout (the input distributed, the result not) or back
+  // out of it (the reverse): the distributed side is split over the ring's
+  // axis on the dim the exchange concatenates (in) or splits (out).
+  Value in = getInput(), out = getResult();
+  DistAttr id = getDist(in), od = getDist(out);
+  if (bool(id) == bool(od))
+    return emitOpError()
+           << "moves a value " << (id ? "that is distributed" : "without a distribution")
+           << " to one " << (od ? "that is distributed" : "without one")
+           << "; it moves values into a hierarchical ring level's layout "
+              "(which carries no distribution) or out of it";
+  if (id) {
+    if (failed(ringSplit(*this, "the input", in, getAxis(),
+                         int64_t(getConcatDim()))))
+      return failure();
+    return SmallVector<DistAttr>{DistAttr()};
+  }
+  if (failed(ringSplit(*this, "the result", out, getAxis(),
+                       int64_t(getSplitDim()))))
+    return failure();
+  return SmallVector<DistAttr>{od};
 }
 
 //===----------------------------------------------------------------------===//

@@ -665,6 +665,22 @@ LogicalResult LevelAllToAllOp::verify() {
   return success();
 }
 
+LogicalResult PipelineDataOp::verify() {
+  auto type = cast<RankedTensorType>(getValue().getType());
+  if (getWhat() == "tokens") {
+    if (!type.getElementType().isInteger(32))
+      return emitOpError() << "traces token ids, which are i32, not " << type;
+    return success();
+  }
+  if (getWhat() == "loss") {
+    if (!isa<FloatType>(type.getElementType()) || type.getNumElements() != 1)
+      return emitOpError() << "traces a loss, one float element, not " << type;
+    return success();
+  }
+  return emitOpError() << "traces \"tokens\" or \"loss\", not \""
+                       << getWhat() << "\"";
+}
+
 LogicalResult PipelineP2POp::verify() {
   if (getSends().empty() && getResults().empty())
     return emitOpError() << "sends and receives nothing";

@@ -1055,7 +1055,7 @@ def Tfm_PermuteChunksOp : Tfm_Op<"permute_chunks", [Pure,
 // step moves k and v (in backward also their gradients) as one grouped
 // exchange, which is what TransformerEngine does and what the runtime's p2p
 // batches express.
-def Tfm_RingShiftOp : Tfm_Op<"ring_shift", [Pure]> {
+def Tfm_RingShiftOp : Tfm_Op<"ring_shift", [Pure, Tfm_Distributed]> {
   let summary = "passes tensors one step around a ring of ranks";
   let description = [{
     Every rank of each group of mesh axis `axis` sends its `inputs` to the
@@ -1085,7 +1085,7 @@ def Tfm_RingShiftOp : Tfm_Op<"ring_shift", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tfm_LevelAllToAllOp : Tfm_Op<"level_all_to_all", [Pure]> {
+def Tfm_LevelAllToAllOp : Tfm_Op<"level_all_to_all", [Pure, Tfm_Distributed]> {
   let summary = "an all-to-all within one level of hierarchical groups";
   let description = [{
     The ranks of this rank's group at level `level` of mesh axis `axis`'
@@ -1170,6 +1170,31 @@ def Tfm_PipelineStepOp : Tfm_Op<"pipeline_step"> {
   }];
 }
 
+def Tfm_PipelineDataOp : Tfm_Op<"pipeline_data"> {
+  let summary = "traces what a pipeline step computed";
+  let description = [{
+    Written by tfm-schedule-pipeline in a pp rank's step: after the first
+    stage's forward step of a micro-batch marks, the micro-batch's token ids
+    that step reads (`tokens`, int32); at the end of the last stage's
+    forward step, the loss it computed (`loss`, one element). It computes
+    nothing: with tracing on (`loom-run --trace-pipeline`) the runtime
+    prints a checksum of the tokens or the loss, so a test can check that
+    each step computed the micro-batch it says it did, not only that the
+    steps ran in the schedule's order.
+
+    ```mlir
+    tfm.pipeline_data "tokens" mb 3 chunk 0 of %tokens : tensor<2x32xi32>
+    tfm.pipeline_data "loss" mb 3 chunk 1 of %loss : tensor<f32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$what, I64Attr:$microbatch, I64Attr:$chunk,
+                       AnyRankedTensor:$value);
+  let assemblyFormat = [{
+    $what `mb` $microbatch `chunk` $chunk `of` $value `:` type($value) attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_GradsReadyOp : Tfm_Op<"grads_ready"> {
   let summary = "marks the gradients of a pipeline chunk as final";
   let description = [{
@@ -1192,7 +1217,7 @@ def Tfm_GradsReadyOp : Tfm_Op<"grads_ready"> {
 }
 
 class Tfm_SectionOp<string mnemonic> : Tfm_Op<mnemonic, [Pure,
-    AttrSizedOperandSegments]> {
+    AttrSizedOperandSegments, Tfm_Distributed]> {
   code sectionDoc = [{
     The key/value block is that of cp rank `(r + kv_from) mod n` of the ring
     of mesh axis `axis` (`r` this rank, `n` the ring's size; with `level`,

@@ -296,6 +296,15 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
   IRMapping &map = env(step.microbatch, stage);
   b->create<tfm::PipelineStepOp>(src.getLoc(), !step.forward, step.microbatch,
                                  step.chunk);
+  // What the step computes, for the trace: the first stage's forward reads
+  // the micro-batch's tokens, the last stage's forward computes its loss.
+  if (step.forward && stage == 0)
+    for (BlockArgument a : src.getArguments())
+      if (auto kind = src.getArgAttrOfType<StringAttr>(a.getArgNumber(),
+                                                        tfm::kInputArgAttrName);
+          kind && kind.getValue() == "tokens")
+        b->create<tfm::PipelineDataOp>(src.getLoc(), "tokens", step.microbatch,
+                                       step.chunk, map.lookup(a));
   Block &body = src.getBody().front();
   for (Operation &op : body.without_terminator()) {
     auto it = e.place.find(&op);
@@ -344,6 +353,12 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
       if (!isa<tfm::BlockOp>(leaf.getDefiningOp()) && map.contains(leaf) &&
           e.placeOf(leaf)->stage == stage)
         accumulate(leaf, map.lookup(leaf));
+  if (step.forward && stage == e.numStages - 1) {
+    Value loss = src.getBody().front().getTerminator()->getOperand(0);
+    if (map.contains(loss))
+      b->create<tfm::PipelineDataOp>(src.getLoc(), "loss", step.microbatch,
+                                     step.chunk, map.lookup(loss));
+  }
   if (!step.forward && ++backwardSteps[step.chunk] == numMicrobatches)
     gradsReady(step.chunk);
   return success();

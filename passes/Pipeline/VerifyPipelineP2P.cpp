@@ -11,10 +11,21 @@
 // the payloads that fail. It checks the IR as compiled, so a schedule
 // edited by hand, or reordered by a later pass, is checked too.
 //
+// The proof is of straight-line programs: every tfm.pipeline_p2p must sit
+// in the entry block of a pp rank's function (one block), where each runs
+// exactly once in program order. One inside a loop, a branch or another
+// function (an outlined block called per micro-batch) runs a number of
+// times the verifier does not know, so it is refused with that reason
+// rather than proven for one trip count. Peers are the next or previous pp
+// rank (offsets +1 and -1, wrapping around as the interleaved schedule's
+// last rank sends to the first), never the rank itself, and the functions
+// of an entry are exactly the pp ranks of the mesh axis the batches name.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Pipeline/Passes.h"
 
+#include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 #include "rankgen/P2PCheck.h"
 
@@ -52,11 +63,12 @@ rankgen::Payload payloadOf(ArrayRef<int64_t> triples, size_t i, Type type) {
   return p;
 }
 
-/// Rank r's program: its batches in order.
+/// Rank r's program: its batches in order. The batches' peers were
+/// checked (checkBatch).
 rankgen::P2PProgram programOf(func::FuncOp f, int64_t rank, int64_t pp) {
   rankgen::P2PProgram program;
   int64_t index = 0;
-  f.walk([&](tfm::PipelineP2POp op) {
+  for (auto op : f.getBody().front().getOps<tfm::PipelineP2POp>()) {
     rankgen::P2PUnit unit;
     unit.label =
         "batch " + std::to_string(index++) + " of @" + f.getName().str();
@@ -82,8 +94,54 @@ rankgen::P2PProgram programOf(func::FuncOp f, int64_t rank, int64_t pp) {
       unit.ops.push_back(std::move(r));
     }
     program.push_back(std::move(unit));
-  });
+  }
   return program;
+}
+
+/// Where a batch may be, and whom it may name: the entry block of a pp
+/// rank's function (straight-line code, each batch run once), peers the
+/// next and previous pp rank of an axis of `pp` ranks.
+LogicalResult checkBatch(tfm::PipelineP2POp op, int64_t pp) {
+  auto f = dyn_cast<func::FuncOp>(op->getParentOp());
+  if (!f) {
+    Operation *around = op->getParentOp();
+    return op.emitOpError()
+           << "is inside '" << around->getName()
+           << "', which may run it any number of times; the p2p proof "
+              "covers straight-line schedules only (each batch in the "
+              "entry block of a pp rank's function, run once), so it "
+              "refuses this rather than prove one trip count";
+  }
+  if (!f->hasAttr(tfm::kPipelineRankAttrName))
+    return op.emitOpError()
+           << "is in @" << f.getName()
+           << ", which is not a pp rank's function (tfm.pipeline_rank): it "
+              "would run once per call, which the p2p proof does not see";
+  if (!f.getBody().hasOneBlock())
+    return op.emitOpError()
+           << "is in @" << f.getName() << ", which has "
+           << f.getBody().getBlocks().size()
+           << " blocks; the p2p proof covers straight-line schedules only";
+  auto rank = f->getAttrOfType<IntegerAttr>(tfm::kPipelineRankAttrName).getInt();
+  for (auto [what, offsets] :
+       {std::pair<StringRef, ArrayRef<int64_t>>{"sends to", op.getSendOffsets()},
+        {"receives from", op.getRecvOffsets()}})
+    for (int64_t offset : offsets) {
+      int64_t peer = ((rank + offset) % pp + pp) % pp;
+      if (peer == rank)
+        return op.emitOpError()
+               << "on pp rank " << rank << " " << what
+               << " itself (offset " << offset << " of " << pp
+               << " pp ranks): a rank's own stages pass values in its "
+                  "function, not by p2p";
+      if (offset != 1 && offset != -1)
+        return op.emitOpError()
+               << "on pp rank " << rank << " " << what << " pp rank "
+               << peer << " (offset " << offset
+               << "): pipeline p2p goes to the next or the previous pp rank "
+                  "(offset 1 or -1)";
+    }
+  return success();
 }
 
 struct VerifyPipelineP2PPass
@@ -102,15 +160,50 @@ struct VerifyPipelineP2PPass
         f.emitError() << "a pp rank's function must be named <entry>" << suffix;
         return signalPassFailure();
       }
-      if (!programs[base].emplace(rank.getInt(), f).second) {
-        f.emitError() << "a second function for pp rank " << rank.getInt()
-                      << " of @" << base;
-        return signalPassFailure();
-      }
+      // Two functions of one entry and rank would share their name, which
+      // the symbol table refuses.
+      programs[base].emplace(rank.getInt(), f);
     }
+    // The pp axis every batch names: its mesh's size of it is pp.
+    std::optional<int64_t> meshPp;
+    std::string axisName;
+    WalkResult walked = module.walk([&](tfm::PipelineP2POp op) {
+      FailureOr<tfm::MeshAxesInfo> mesh =
+          tfm::MeshAxesInfo::lookup(op, op.getMeshAttr());
+      if (failed(mesh))
+        return WalkResult::interrupt();
+      if (!mesh->index(op.getAxis())) {
+        op.emitOpError() << "names axis \"" << op.getAxis()
+                         << "\", which mesh " << op.getMeshAttr()
+                         << " does not have";
+        return WalkResult::interrupt();
+      }
+      int64_t pp = mesh->size(op.getAxis());
+      if (meshPp && (*meshPp != pp || axisName != op.getAxis())) {
+        op.emitOpError() << "passes over axis \"" << op.getAxis() << "\" of "
+                         << pp << " ranks, another batch over \"" << axisName
+                         << "\" of " << *meshPp
+                         << ": a schedule's batches share one pp axis";
+        return WalkResult::interrupt();
+      }
+      meshPp = pp;
+      axisName = op.getAxis().str();
+      if (failed(checkBatch(op, pp)))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (walked.wasInterrupted())
+      return signalPassFailure();
     bool failedAny = false;
     for (auto &[base, ranks] : programs) {
       int64_t pp = int64_t(ranks.size());
+      if (meshPp && *meshPp != pp) {
+        ranks.begin()->second.emitError()
+            << "@" << base << " has functions for " << pp
+            << " pp ranks, but its batches pass over axis \"" << axisName
+            << "\" of " << *meshPp << " ranks: every pp rank needs its function";
+        return signalPassFailure();
+      }
       std::vector<rankgen::P2PProgram> ps;
       for (int64_t r = 0; r < pp; ++r) {
         auto it = ranks.find(r);

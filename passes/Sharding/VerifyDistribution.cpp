@@ -22,6 +22,25 @@ using namespace loom;
 
 namespace {
 
+/// Values in a hierarchical ring level's layout carry no distribution (no
+/// #tfm.dist names it): they come from tfm.level_all_to_all and flow only
+/// through the ring's ops, whose rules check them.
+bool isRingOp(Operation *op) {
+  return isa_and_nonnull<tfm::LevelAllToAllOp, tfm::PermuteChunksOp,
+                         tfm::RingShiftOp, tfm::AttentionSectionOp,
+                         tfm::AttentionSectionGradOp>(op);
+}
+
+/// Ops that pass values as they are or only read them: their values are
+/// checked where they are defined and used. Calls are typed by their
+/// callee (func.call's own verifier), pipeline batches move a value to
+/// the stage that computes with it as its type says (tfm-verify-pipeline-
+/// p2p checks the pairs), markers compute nothing.
+bool isStructure(Operation *op) {
+  return isa<tfm::BlockOp, tfm::YieldOp, func::ReturnOp, func::CallOp,
+             tfm::PipelineP2POp, tfm::GradsReadyOp, tfm::PipelineDataOp>(op);
+}
+
 class Verifier {
 public:
   explicit Verifier(ModuleOp module)
@@ -34,6 +53,8 @@ public:
     if (!type)
       return success();
     tfm::DistAttr dist = tfm::getDist(type);
+    if (!dist && isRingOp(v.getDefiningOp()))
+      return success(); // a ring level's layout: the op's rule checks it
     if (!dist)
       return where->emitError()
              << "a value of type " << type
@@ -64,17 +85,28 @@ public:
                << tfm::describe(d) << " here and as "
                << tfm::describe(it->second) << " elsewhere";
     }
+    // A value in a ring level's layout is read by the ring's ops alone
+    // (their rules check it); anywhere else it would be read as if it had
+    // a distribution.
+    for (Value v : op->getOperands())
+      if (isa<RankedTensorType>(v.getType()) && !tfm::getDist(v) &&
+          isRingOp(v.getDefiningOp()) && !isRingOp(op))
+        return op->emitOpError()
+               << "reads a value in a hierarchical ring level's layout "
+                  "(no distribution), which only the ring's ops may read; "
+                  "tfm.level_all_to_all brings it back";
     // An operand without a distribution was reported where it is defined
     // (the walk is in program order); its users' rules cannot be checked.
     if (llvm::any_of(op->getOperands(), [](Value v) {
-          return isa<RankedTensorType>(v.getType()) && !tfm::getDist(v);
+          return isa<RankedTensorType>(v.getType()) && !tfm::getDist(v) &&
+                 !isRingOp(v.getDefiningOp());
         }))
       return failure();
     if (auto rule = dyn_cast<tfm::DistributedOpInterface>(op))
       return rule.verifyDistribution();
-    // Structure (blocks, yields, returns) passes values as they are; any
-    // other op computing on tensors must have a rule.
-    if (isa<tfm::BlockOp, tfm::YieldOp, func::ReturnOp>(op))
+    // Structure passes values as they are; any other op computing on
+    // tensors must have a rule.
+    if (isStructure(op))
       return success();
     if (llvm::any_of(op->getOperandTypes(), llvm::IsaPred<TensorType>))
       return op->emitOpError()

@@ -237,8 +237,8 @@ COMMON = {
     "loomrt_attention_section_forward", "loomrt_attention_section_backward",
     "loomrt_attention_chunked_forward", "loomrt_attention_chunked_backward",
     # Trace.cpp
-    "loomrt_set_trace", "loomrt_pipeline_step", "loomrt_set_grads_ready_hook",
-    "loomrt_grads_ready",
+    "loomrt_set_trace", "loomrt_pipeline_step", "loomrt_pipeline_tokens",
+    "loomrt_pipeline_loss", "loomrt_set_grads_ready_hook", "loomrt_grads_ready",
     # Profile.cpp
     "loomrt_profile_begin_step", "loomrt_profile_end_step",
 }

@@ -181,6 +181,12 @@ private:
   float *mainOf(const FlatPiece &piece) const;
   void reportOptimizerMemory();
   void save();
+  /// Test hook: rank 0 dies between a save's two renames when told to
+  /// (LOOM_TEST_KILL_BETWEEN_RENAMES, RunCheckpoints.cpp).
+  void killBetweenRenamesForTests() const;
+  /// Test hook: a host read of backend memory when told to
+  /// (LOOM_TEST_PLANT_HOST_ACCESS, RunSteps.cpp).
+  void plantHostAccessForTests(const void *device) const;
   void saveSharded();
   /// --load-sharded: this rank's parameter shards (after the index check).
   void loadShardedParams();

@@ -22,6 +22,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <csignal>
+#include <cstdlib>
 #include <set>
 #include <unistd.h>
 
@@ -87,6 +89,21 @@ Run::stageFile(const std::string &path, const Manifest &layout,
   return staged;
 }
 
+/// A test hook (checkpoint-kill.test): with LOOM_TEST_KILL_BETWEEN_RENAMES=N
+/// in its environment, rank 0 SIGKILLs itself in the save of iteration N,
+/// between the optimizer file's rename and the model file's: the one moment
+/// a save can tear, which random kills reach too rarely to rely on.
+void Run::killBetweenRenamesForTests() const {
+  const char *at = std::getenv("LOOM_TEST_KILL_BETWEEN_RENAMES");
+  if (!at || !*at || std::strtoll(at, nullptr, 10) != state.iteration)
+    return;
+  std::fprintf(stderr, "loom: test hook: killed between the renames of the "
+                       "save at iteration %" PRId64 "\n",
+               state.iteration);
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
 void Run::save() {
   // Both files complete at their .tmp names first, then the optimizer state
   // renamed into place, then the model; the optimizer state names its model
@@ -144,6 +161,7 @@ void Run::save() {
       return;
     if (optimizer)
       publish(*optimizer);
+    killBetweenRenamesForTests();
     publish(model);
   });
   if (rank == 0) {

@@ -19,6 +19,7 @@
 #include <cinttypes>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -89,6 +90,20 @@ float Run::takeLoss(const BoundEntry &entry, int64_t micro) {
   return loss;
 }
 
+/// A test hook (device-contract.test): with LOOM_TEST_PLANT_HOST_ACCESS=1
+/// the rank reads backend memory on the host, the mistake
+/// --check-device-contract exists to catch. A plain cpu run reads the
+/// value harmlessly; a checked run must die naming the access, which proves
+/// the check was on in a run that otherwise equals a plain one.
+void Run::plantHostAccessForTests(const void *device) const {
+  static const bool plant = [] {
+    const char *v = std::getenv("LOOM_TEST_PLANT_HOST_ACCESS");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  if (plant)
+    (void)*static_cast<const volatile int32_t *>(device);
+}
+
 void Run::readBatch(const BoundEntry &entry, const BatchReader &from,
                     int64_t step, int64_t micro) {
   try {
@@ -98,6 +113,7 @@ void Run::readBatch(const BoundEntry &entry, const BatchReader &from,
     loomrt_copy(dev.tokens[slot].get(), batch.tokens.data(), bytes);
     loomrt_copy(dev.labels[slot].get(), batch.labels.data(), bytes);
     loomrt_copy(dev.lossMask[slot].get(), batch.lossMask.data(), bytes);
+    plantHostAccessForTests(dev.tokens[slot].get());
     double tokens = 0.0;
     for (float w : batch.lossMask)
       tokens += w;

@@ -23,8 +23,12 @@
 #      it (--load); each is checked against PyTorch: the first step's
 #      gradients (--dump-grads), the loss curve, the grad norms and the
 #      final parameters (1e-5); and tp 2 and 4 with SP, and cp 2, against
-#      tp 1: losses, grad norms, gradients and parameters within 1e-5 (key
-#      biases within what Adam can move them, see compare()).
+#      tp 1: losses, grad norms, gradients and parameters within 1e-5
+#      (normwise per tensor). Each reference run also checks that weight
+#      decay, Adam's epsilon, bias correction and the last step each move
+#      the final parameters by 10x the tolerance (cp_matrix.py's OPT); a
+#      negative control (--control) runs one plan with one of them changed,
+#      and its parameters must fail the comparison with tp 1.
 # The checkpoints hold the Hugging Face names, biases included
 # (model.layers.N.self_attn.q_proj.bias, ...), and nothing else; at tp > 1
 # the manifest places column-parallel biases split with their weights and
@@ -37,7 +41,6 @@
 import argparse
 import copy
 import json
-import math
 import os
 import shutil
 import sys
@@ -48,8 +51,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import torch_reference as ref  # noqa: E402
-from cp_matrix import (B, LR, OPT, PRETRAIN_B, PRETRAIN_OPT,  # noqa: E402
-                       PRETRAINED_BELOW, S, STEPS, run, tokens)
+from cp_matrix import (B, CONTROLS, OPT, PRETRAIN_B, PRETRAIN_OPT,  # noqa: E402
+                       PRETRAINED_BELOW, S, STEPS, perturbed, run, tokens)
 from tp_matrix import close, metrics  # noqa: E402
 
 REFERENCE = os.path.join(HERE, "torch_reference.py")
@@ -142,24 +145,14 @@ def controls(model, cfg, start, data_file):
                      "could not see it" % (model, what, rel))
 
 
-def compare(a, b, key_bias_bound=None):
-    """Worst normwise relative difference over the tensors of two files. With
-    key_bias_bound, the key biases are held to it (absolute) instead: RoPE
-    barely turns the slowest pairs of a head within a sequence, so the
-    softmax nearly ignores those elements of k_proj.bias (as it ignores all
-    of GPT-2's), and Adam turns the f32 noise of their tiny gradients into
-    steps of up to lr, differently in each plan."""
-    A, Bt = ref.read_safetensors(a), ref.read_safetensors(b)
-    out = 0.0
-    for name, t in Bt.items():
-        if key_bias_bound is not None and name.endswith("k_proj.bias"):
-            gap = float((A[name] - t).abs().max())
-            if not gap <= key_bias_bound:
-                sys.exit("FAIL: %s: %s differs by %.2e (> %.2e)"
-                         % (a, name, gap, key_bias_bound))
-            continue
-        out = max(out, ref.relative(A[name], t))
-    return out
+def compare(what, a, b):
+    """Worst normwise relative difference over the tensors of two files (b
+    the reference), which must hold the same finite tensors. Epsilon 1e-5
+    (cp_matrix.py) keeps the f32 noise of nearly ignored gradients (RoPE
+    barely turns the slowest pairs of a head, so the softmax nearly ignores
+    those elements of k_proj.bias) from becoming lr steps, so the key
+    biases are compared like every other tensor."""
+    return ref.compare_files(what, a, b, show=0)
 
 
 def worst(text, prefix):
@@ -174,7 +167,19 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--examples", required=True)
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--control", metavar="MODEL-PLAN:KIND", action="append",
+                    default=[],
+                    help="negative control: MODEL-PLAN (e.g. qwen2-tiny-tp2-sp) "
+                         "runs once more with KIND (%s); its parameters must "
+                         "differ from tp 1's beyond the tolerance"
+                         % ", ".join(CONTROLS))
     args = ap.parse_args()
+    negative = [c.rpartition(":")[::2] for c in args.control]
+    for name, kind in negative:
+        perturbed(kind)
+        if not any(name == m + "-" + p for m in args.models.split(",")
+                   for p, _ in PLANS):
+            sys.exit("--control %s: no such plan" % name)
     sys.stdout.reconfigure(line_buffering=True)
     tool = lambda name: os.path.join(args.bin, name)
     os.makedirs(args.work, exist_ok=True)
@@ -224,14 +229,22 @@ def main():
             out = work(plan)
             run([tool("loom-compile"), work("m.mlir"), "--train", "-o", out,
                  "--quiet"] + flags)
-            jsonl, ckpt, grads = out + ".jsonl", out + ".safetensors", out + ".grads"
-            log = run([tool("loom-run"), out, "--train", "--steps", str(STEPS),
-                       "--seed", "5", "--load", start] + data + OPT
-                      + ["--metrics-jsonl", jsonl, "--save", ckpt,
-                         "--dump-grads", grads])
-            if "resuming" in log:
-                sys.exit("FAIL: %s-%s resumed an optimizer state:\n%s"
-                         % (model, plan, log))
+            def train(kind=None):
+                opt, steps, shifted = perturbed(kind) if kind else (OPT, STEPS, False)
+                if shifted:
+                    sys.exit("--control %s: families.py has no shifted data" % kind)
+                tag = out + ("-" + kind if kind else "")
+                jsonl, ckpt, grads = tag + ".jsonl", tag + ".safetensors", tag + ".grads"
+                log = run([tool("loom-run"), out, "--train", "--steps", str(steps),
+                           "--seed", "5", "--load", start] + data + opt
+                          + ["--metrics-jsonl", jsonl, "--save", ckpt,
+                             "--dump-grads", grads])
+                if "resuming" in log:
+                    sys.exit("FAIL: %s-%s resumed an optimizer state:\n%s"
+                             % (model, plan, log))
+                return jsonl, ckpt, grads
+
+            jsonl, ckpt, grads = train()
             common = ["--config", config, "--manifest",
                       os.path.join(out, "manifest.json"), "--checkpoint", start] + data
             g = run(["/usr/bin/python3", REFERENCE, "grads", "--grads", grads] + common)
@@ -248,21 +261,32 @@ def main():
                   % (model, plan, ["%.6f" % x for x in loss], worst(t, "step "),
                      worst(g, "gradient "), worst(t, "final ")))
             if base is None:
+                for line in t.splitlines():
+                    if line.startswith("sensitivity:"):
+                        print("  " + line)
                 base = (loss, norm, ckpt, grads)
                 continue
             if not close(loss, base[0]) or not close(norm, base[1]):
                 sys.exit("FAIL: %s-%s: losses %s grad norms %s, tp 1: %s %s"
                          % (model, plan, loss, norm, base[0], base[1]))
-            gworst = compare(grads, base[3])
-            # Adam moves an element by at most lr (1 - beta1) / sqrt(1 -
-            # beta2) a step (Kingma & Ba 2.1), in each of the two runs.
-            pworst = compare(ckpt, base[2],
-                             2 * LR * STEPS * (1 - 0.9) / math.sqrt(1 - 0.999))
+            gworst = compare("gradients", grads, base[3])
+            pworst = compare("parameters", ckpt, base[2])
             if not (gworst <= 1e-5 and pworst <= 1e-5):
                 sys.exit("FAIL: %s-%s: gradients differ from tp 1 by %.2e, "
                          "parameters by %.2e" % (model, plan, gworst, pworst))
             print("%s-%s: matches tp 1 (gradients within %.1e, parameters within "
                   "%.1e)" % (model, plan, gworst, pworst))
+            for name, kind in negative:
+                if name != model + "-" + plan:
+                    continue
+                # The parameters must show the change (the losses hide a
+                # weight decay or the last update).
+                pworst = compare("parameters", train(kind)[1], base[2])
+                print("control %s with %s: parameters differ from tp 1 by %.2e "
+                      "(%.1fx the tolerance)" % (name, kind, pworst, pworst / 1e-5))
+                if not pworst > 1e-5:
+                    sys.exit("FAIL: control %s with %s passes the comparison "
+                             "with tp 1: it cannot see that change" % (name, kind))
     print("model families pass in %.0f s" % (time.time() - started))
 
 

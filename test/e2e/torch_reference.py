@@ -333,16 +333,92 @@ def cmd_check(args):
                 logits = forward(cfg, W, tokens, pos, doc)
                 losses.append(float(masked_mean_ce(logits, labels, mask)))
         ref = sum(losses) / len(losses)
-        rel = abs(entry["loss"] - ref) / abs(ref)
+        rel = relative_scalar(entry["loss"], ref)
         worst = max(worst, rel)
         print("step %d: loom %.8e torch %.8e relative difference %.2e"
               % (step + 1, entry["loss"], ref, rel))
     if not logged:
         sys.exit("%s has no steps" % args.metrics)
-    if worst > args.rtol:
+    if not worst <= args.rtol:
         sys.exit("FAIL: loss differs from PyTorch by %.2e (> %.0e)"
                  % (worst, args.rtol))
     print("loss matches PyTorch within %.0e" % args.rtol)
+
+
+def cmd_trace(args):
+    """A pipelined run's data trace (loom-run --trace-pipeline, the
+    "D<m>.<c> tokens|loss" lines): every micro-batch the first stage's
+    forward step traced must hold the tokens the data order gives that
+    micro-batch of that step (a checksum of this rank's piece: its dp
+    replica's samples, its cp rank's sequence ranges), and every loss the
+    last stage traced in the first step must be PyTorch's loss of that
+    micro-batch from the checkpoint. So a schedule that ran its steps in
+    order on the wrong micro-batch's data fails here."""
+    torch.set_grad_enabled(False)
+    cfg = Config(args.config)
+    with open(args.manifest) as f:
+        manifest = json.load(f)
+    B, S = manifest["micro_batch_size"], manifest["seq_length"]
+    padded = manifest.get("padded_seq_length") or S
+    nmb = manifest.get("num_microbatches", 1)
+    dp_groups = manifest.get("groups", {}).get("dp") or [[0]]
+    dp = len(dp_groups[0])
+    dp_rank = {r: i for g in dp_groups for i, r in enumerate(g)}
+    ranges = {r["rank"]: r.get("sequence_ranges") for r in manifest["ranks"]}
+    eod = manifest.get("eod_token_id")
+    W = {k: v.to(torch.float64) for k, v in read_safetensors(args.checkpoint).items()
+         if not k.endswith(PADDING)}
+    stream = read_tokens(args.data, args.data_format)
+    forward = gpt2_logits if cfg.family == "gpt2" else llama_logits
+    seen = {}  # (rank, kind, micro-batch) -> times traced: the step index
+    tokens_ok, losses, worst = 0, 0, 0.0
+    reference_loss = {}
+    with open(args.trace) as f:
+        lines = [l.split() for l in f if l.startswith("loom-trace: rank ")]
+    for fields in lines:
+        if len(fields) != 6:
+            continue
+        rank, (m, _), kind = int(fields[2]), fields[3][1:].split("."), fields[4]
+        m = int(m)
+        step = seen.get((rank, kind, m), 0)
+        seen[(rank, kind, m)] = step + 1
+        d = dp_rank[rank]
+        tokens, labels, mask = micro_batch(stream, step, m, d, dp, nmb, B, S, eod)
+        if kind == "tokens":
+            full = torch.zeros(B, padded, dtype=torch.int64)
+            full[:, :S] = tokens
+            piece = (torch.cat([full[:, a:b] for a, b in ranges[rank]], dim=1)
+                     if ranges.get(rank) else full)
+            flat = piece.reshape(-1)
+            want = int((flat * torch.arange(1, flat.numel() + 1)).sum())
+            if int(fields[5]) != want:
+                fail("rank %d step %d micro-batch %d: traced tokens %s, the data "
+                     "order gives %d (dp rank %d, sequence ranges %s)"
+                     % (rank, step + 1, m, fields[5], want, d, ranges.get(rank)))
+            tokens_ok += 1
+        elif step == 0:  # the loss from the checkpoint's weights
+            if (m, d) not in reference_loss:
+                pos, doc = positions_and_docs(tokens, args.eod_token_id,
+                                              args.reset_position_ids,
+                                              args.reset_attention_mask)
+                reference_loss[(m, d)] = float(masked_mean_ce(
+                    forward(cfg, W, tokens, pos, doc), labels, mask))
+            rel = relative_scalar(float(fields[5]), reference_loss[(m, d)])
+            worst = max(worst, rel)
+            if not rel <= args.rtol:
+                fail("rank %d micro-batch %d: traced loss %s, PyTorch's %.8e "
+                     "(relative %.2e > %.0e)" % (rank, m, fields[5],
+                                                 reference_loss[(m, d)], rel,
+                                                 args.rtol))
+            losses += 1
+    want_tokens = sum(1 for (_, kind, _), n in seen.items() if kind == "tokens")
+    if not tokens_ok or not losses or want_tokens < nmb:
+        fail("%s: %d token checksums and %d first-step losses traced, of %d "
+             "micro-batches: was the run traced (--trace-pipeline)?"
+             % (args.trace, tokens_ok, losses, nmb))
+    print("trace: %d micro-batch token checksums match the data order, %d "
+          "first-step micro-batch losses match PyTorch within %.1e"
+          % (tokens_ok, losses, worst))
 
 
 def global_batches(args, manifest, stream, step):
@@ -361,13 +437,20 @@ def global_batches(args, manifest, stream, step):
             yield tokens, labels, mask, pos, doc
 
 
-def step_loss(args, cfg, manifest, W, stream, step):
-    """The loss loom-run logs: the mean over micro-batches and dp ranks of
-    the masked mean cross-entropy of each micro-batch."""
+def step_loss(args, cfg, manifest, W, stream, step, logged=False):
+    """The loss the gradients are of: the mean over micro-batches and dp
+    ranks of the masked mean cross-entropy of each micro-batch. With
+    logged, also the loss loom-run logs, as Megatron reports it: the
+    micro-batch means weighted by their unmasked tokens (the same unless
+    the loss masks differ, e.g. with --eod-mask-loss)."""
     forward = gpt2_logits if cfg.family == "gpt2" else llama_logits
-    losses = [masked_mean_ce(forward(cfg, W, t, p, d), l, m)
-              for t, l, m, p, d in global_batches(args, manifest, stream, step)]
-    return sum(losses) / len(losses)
+    parts = [(masked_mean_ce(forward(cfg, W, t, p, d), l, m), float(m.sum()))
+             for t, l, m, p, d in global_batches(args, manifest, stream, step)]
+    loss = sum(l for l, _ in parts) / len(parts)
+    if not logged:
+        return loss
+    return loss, (sum(float(l) * n for l, n in parts)
+                  / max(sum(n for _, n in parts), 1e-300))
 
 
 PADDING = ".vocab_padding"
@@ -387,22 +470,127 @@ def load_setup(args):
     return cfg, manifest, W, stream
 
 
+def fail(message):
+    sys.exit("FAIL: " + message)
+
+
 def relative(a, b):
+    """Normwise relative difference |a - b| / |b| (b the reference; a zero
+    b gives |a - b| itself, so anything but zero fails). NaN and infinity
+    give infinity: as bad as it gets, and never below a tolerance."""
+    if tuple(a.shape) != tuple(b.shape):
+        return float("inf")  # never broadcast
     a, b = a.to(torch.float64), b.to(torch.float64)
+    if not (bool(a.isfinite().all()) and bool(b.isfinite().all())):
+        return float("inf")
     d = float((a - b).norm() / b.norm().clamp_min(1e-300))
-    return d if d == d else float("inf")  # NaN: as bad as it gets
+    return d if math.isfinite(d) else float("inf")
 
 
-def compare_tensors(what, loom, ref):
-    """Prints the worst tensors; returns the worst normwise difference."""
-    missing = sorted(set(ref) - set(loom))
-    if missing:
-        sys.exit("FAIL: %s lacks %s" % (what, ", ".join(missing)))
-    diffs = sorted(((relative(loom[k], ref[k].detach()), k) for k in ref),
+def relative_scalar(a, b):
+    """|a - b| / |b| of two logged numbers; NaN, infinity or a missing
+    value (None) give infinity."""
+    if a is None or b is None:
+        return float("inf")
+    a, b = float(a), float(b)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return float("inf")
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+def check_same_tensors(what, loom, ref, ignore=lambda name: False):
+    """Two sets of tensors that must correspond one to one: the same names
+    (a missing or an extra tensor is named), the same shapes, every value
+    finite in both. Names for which ignore() holds are left out of both."""
+    a = {k for k in loom if not ignore(k)}
+    b = {k for k in ref if not ignore(k)}
+    if a != b:
+        fail("%s: missing %s, extra %s" % (what, sorted(b - a) or "none",
+                                            sorted(a - b) or "none"))
+    if not a:
+        fail("%s: no tensors to compare" % what)
+    for k in sorted(a):
+        if tuple(loom[k].shape) != tuple(ref[k].shape):
+            fail("%s %s: shape %s, expected %s" % (what, k, list(loom[k].shape),
+                                                   list(ref[k].shape)))
+        for side, t in (("loom", loom[k]), ("reference", ref[k])):
+            t = t.detach()
+            if not bool(t.isfinite().all()):
+                fail("%s %s: the %s tensor holds %d non-finite values"
+                     % (what, k, side, int((~t.isfinite()).sum())))
+    return sorted(a)
+
+
+def compare_tensors(what, loom, ref, ignore=lambda name: False, show=3):
+    """Prints the `show` worst tensors; returns the worst normwise
+    difference, after check_same_tensors."""
+    names = check_same_tensors(what, loom, ref, ignore)
+    diffs = sorted(((relative(loom[k], ref[k].detach()), k) for k in names),
                    reverse=True)
-    for d, k in diffs[:3]:
+    for d, k in diffs[:show]:
         print("%s %s: relative difference %.2e" % (what, k, d))
     return diffs[0][0]
+
+
+def key_bias_part(name, numel):
+    """GPT-2's fused c_attn.bias: the index range of its key part, whose
+    exact gradient is zero (softmax ignores a shift shared by every key),
+    or None for any other tensor."""
+    if not name.endswith("attn.c_attn.bias"):
+        return None
+    third = numel // 3
+    return third, 2 * third
+
+
+def compare_files(what, a_path, b_path, key_bias_bound=None, show=3):
+    """Two loom files (b the reference run): check_same_tensors, then the
+    worst normwise difference per tensor. With key_bias_bound, GPT-2's key
+    bias (exactly zero gradient: what a run computes for it is rounding
+    noise, which Adam turns into steps of up to lr whatever its size) is
+    held to that absolute bound, and the rest of its tensor compared
+    normwise; callers say why their bound is what it is."""
+    A, B = read_safetensors(a_path), read_safetensors(b_path)
+    check_same_tensors(what, A, B)
+    if key_bias_bound is not None:
+        for k in sorted(B):
+            part = key_bias_part(k, B[k].numel())
+            if part is None:
+                continue
+            lo, hi = part
+            gap = float((A[k][lo:hi].double() - B[k][lo:hi].double()).abs().max())
+            if not gap <= key_bias_bound:
+                fail("%s %s: key bias differs by %.2e (> %.2e)"
+                     % (what, k, gap, key_bias_bound))
+            A[k] = torch.cat([A[k][:lo], B[k][lo:hi], A[k][hi:]])
+    return compare_tensors(what, A, B, show=show)
+
+
+def compare_metric_files(a_path, b_path, keys=("loss", "grad_norm")):
+    """Two runs' --metrics-jsonl: the same steps, and the worst relative
+    difference of `keys` over them. A value null (or absent) in one run only,
+    NaN or infinite is infinitely far; null in both is not compared (a
+    forward-only run logs no grad norm, a skipped f16 step no loss), but
+    at least one value must be compared."""
+    runs = []
+    for path in (a_path, b_path):
+        with open(path) as f:
+            runs.append([json.loads(line) for line in f if line.strip()])
+    a, b = runs
+    if not a or [x.get("step") for x in a] != [y.get("step") for y in b]:
+        fail("%s and %s log different steps (%d and %d)"
+             % (a_path, b_path, len(a), len(b)))
+    worst, where, compared = 0.0, None, 0
+    for x, y in zip(a, b):
+        for key in keys:
+            if x.get(key) is None and y.get(key) is None:
+                continue
+            d = relative_scalar(x.get(key), y.get(key))
+            compared += 1
+            if where is None or d > worst:
+                worst, where = max(worst, d), (x["step"], key, x.get(key), y.get(key))
+    if not compared:
+        fail("%s and %s: no %s logged to compare" % (a_path, b_path, " or ".join(keys)))
+    return worst, where
 
 
 def cmd_grads(args):
@@ -411,13 +599,14 @@ def cmd_grads(args):
     loss.backward()
     grads = read_safetensors(args.grads)
     worst = compare_tensors("gradient", grads,
-                            {k: v.grad for k, v in W.items()})
-    if not worst <= args.rtol:  # NaN fails too
+                            {k: v.grad for k, v in W.items()},
+                            ignore=lambda k: k.endswith(PADDING))
+    if not worst <= args.rtol:
         sys.exit("FAIL: gradients differ from autograd by %.2e (> %.0e)"
                  % (worst, args.rtol))
     # Padding rows are out of the softmax and never looked up: no gradient.
     for k in sorted(k for k in grads if k.endswith(PADDING)):
-        largest = float(grads[k].abs().max())
+        largest = float(grads[k].double().abs().max())
         print("gradient %s: largest magnitude %g" % (k, largest))
         if largest != 0.0:
             sys.exit("FAIL: the vocabulary padding %s has a gradient" % k)
@@ -490,11 +679,14 @@ def cmd_train(args):
     # trained ones (model-families, context-parallel), a third of the
     # default bound. The output says how many there are and how far they got.
     unresolved = {k: torch.zeros_like(w, dtype=torch.bool) for k, w in W.items()}
+    start = {k: w.detach().clone() for k, w in W.items()}
+    history = []  # (lr, clipped gradients) of every step, for the replays
     lr_sum = 0.0
     worst = 0.0
     for step in range(args.steps):
         opt.zero_grad()
-        loss = step_loss(args, cfg, manifest, W, stream, args.first_step + step)
+        loss, logged_loss = step_loss(args, cfg, manifest, W, stream,
+                                      args.first_step + step, logged=True)
         loss.backward()
         for k, w in W.items():
             g = w.grad.abs()
@@ -506,16 +698,17 @@ def cmd_train(args):
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
+        history.append((lr, {k: w.grad.detach().clone() for k, w in W.items()}))
         entry = logged[step]
         if entry["grad_norm"] is None or entry["loss"] is None:
             sys.exit("FAIL: loom skipped step %d (non-finite gradients), "
                      "which this reference does not model" % entry["step"])
-        rel = abs(entry["loss"] - float(loss)) / abs(float(loss))
+        rel = relative_scalar(entry["loss"], logged_loss)
         worst = max(worst, rel)
-        norm_rel = abs(entry["grad_norm"] - norm) / norm
+        norm_rel = relative_scalar(entry["grad_norm"], norm)
         print("step %d: loom %.8e torch %.8e relative difference %.2e | "
               "lr loom %.6e torch %.6e | grad norm loom %.6e torch %.6e"
-              % (entry["step"], entry["loss"], float(loss), rel, entry["lr"],
+              % (entry["step"], entry["loss"], logged_loss, rel, entry["lr"],
                  lr, entry["grad_norm"], norm))
         if abs(entry["lr"] - lr) > 1e-12 * max(1.0, lr) or not norm_rel <= args.grad_norm_rtol:
             sys.exit("FAIL: step %d: lr or grad norm differ" % entry["step"])
@@ -537,13 +730,123 @@ def cmd_train(args):
                      % (gap, bound))
         for k, n in unresolved.items():
             loom[k] = torch.where(n, W[k].detach().to(loom[k].dtype), loom[k])
-    final = compare_tensors("final", loom, W)
+    final = compare_tensors("final", loom, W, ignore=lambda k: k.endswith(PADDING))
     if not final <= args.param_rtol:
         sys.exit("FAIL: final parameters differ from PyTorch by %.2e (> %.0e)"
                  % (final, args.param_rtol))
     print("final parameters match PyTorch within %.0e" % args.param_rtol)
+    check_sensitivity(args, start, history, {k: w.detach() for k, w in W.items()},
+                      unresolved)
     if args.main_params:
         check_main_params(args, W)
+
+
+SENSITIVITY_DOC = """
+What the parameter comparison can see. A test that compares final
+parameters at --param-rtol must be able to fail when loom's optimizer
+differs in any of its parts; near a tolerance of 1e-5 weight decay (lr x wd
+a step), Adam's epsilon and its bias correction can each move the result by
+less than that. check_sensitivity replays AdamW (float64, the formulas of
+torch.optim.AdamW, checked to reproduce it) on the clipped gradients the
+reference recorded, once with each part changed, and measures how far each
+moves the final parameters by the comparison's own statistic (the worst
+normwise difference of a tensor, elements below f32 resolution left out as
+above): weight decay off, epsilon 0, no bias correction, one step fewer.
+Each must move them by --min-sensitivity x --param-rtol (default 10x), or
+the run fails: its learning rate, step count, weight decay or epsilon leave
+part of the optimizer unchecked. (The replay keeps the gradients of the
+real trajectory; what the perturbed parameters would do to later
+gradients is of second order over a few steps. The negative controls of
+the matrices run the real thing.)
+"""
+
+
+def adamw_replay(args, start, history, wd=None, eps=None,
+                 bias_correction=True, steps=None):
+    """AdamW as torch.optim.AdamW computes it (decoupled weight decay,
+    none for biases and 1-D tensors), on recorded (lr, gradients)."""
+    wd = args.weight_decay if wd is None else wd
+    eps = args.adam_eps if eps is None else eps
+    b1, b2 = args.adam_beta1, args.adam_beta2
+    W = {k: w.clone() for k, w in start.items()}
+    m = {k: torch.zeros_like(w) for k, w in W.items()}
+    v = {k: torch.zeros_like(w) for k, w in W.items()}
+    for t, (lr, grads) in enumerate(history[:steps], start=1):
+        for k, w in W.items():
+            g = grads[k]
+            decays = w.dim() > 1 and not k.endswith(".bias")
+            if decays:
+                w.mul_(1 - lr * wd)
+            m[k].mul_(b1).add_(g, alpha=1 - b1)
+            v[k].mul_(b2).addcmul_(g, g, value=1 - b2)
+            mh, vh = (m[k] / (1 - b1 ** t), v[k] / (1 - b2 ** t)) if bias_correction \
+                else (m[k], v[k])
+            denom = vh.sqrt() + eps
+            # With epsilon 0 an element whose gradients were all zero has
+            # 0 / 0: it does not move.
+            w.sub_(lr * torch.where(denom > 0, mh / denom.clamp_min(1e-300),
+                                    torch.zeros_like(mh)))
+    return W
+
+
+CONTROLS = ("no-weight-decay", "adam-eps", "one-step-fewer", "shifted-data")
+
+
+def perturbed(kind, opt, steps):
+    """A negative control's run: the flags `opt` and step count `steps` of
+    a compared run with one thing changed, and whether it reads the data
+    shifted by one token. The matrices run one plan so and require its
+    comparison to fail (a check that cannot fail is no check)."""
+    opt = list(opt)
+    shifted = False
+    def change(flag, value):
+        if flag not in opt:
+            sys.exit("--control %s: the run has no %s to change" % (kind, flag))
+        opt[opt.index(flag) + 1] = value
+    if kind == "no-weight-decay":
+        change("--weight-decay", "0")
+    elif kind == "adam-eps":
+        change("--adam-eps", repr(float(opt[opt.index("--adam-eps") + 1]) / 10)
+               if "--adam-eps" in opt else "")
+    elif kind == "one-step-fewer":
+        steps -= 1
+    elif kind == "shifted-data":
+        shifted = True
+    else:
+        sys.exit("--control: unknown kind %s (%s)" % (kind, ", ".join(CONTROLS)))
+    return opt, steps, shifted
+
+
+def check_sensitivity(args, start, history, final, unresolved):
+    """See SENSITIVITY_DOC."""
+    def distance(W):
+        return max(relative(torch.where(unresolved[k], final[k], W[k]), final[k])
+                   for k in final)
+
+    same = distance(adamw_replay(args, start, history))
+    if not same <= 1e-10:
+        sys.exit("FAIL: the AdamW replay is %.2e from torch.optim.AdamW" % same)
+    cases = [("weight decay off", dict(wd=0.0)),
+             ("Adam epsilon 0", dict(eps=0.0)),
+             ("no bias correction", dict(bias_correction=False)),
+             ("one step fewer", dict(steps=len(history) - 1))]
+    weakest = None
+    for what, change in cases:
+        d = distance(adamw_replay(args, start, history, **change))
+        factor = d / args.param_rtol
+        print("sensitivity: %s moves the final parameters by %.2e (%.1fx the "
+              "tolerance)" % (what, d, factor))
+        if weakest is None or factor < weakest[1]:
+            weakest = (what, factor)
+    if args.min_sensitivity and not weakest[1] >= args.min_sensitivity:
+        sys.exit("FAIL: %s moves the final parameters by only %.1fx the "
+                 "tolerance (< %gx): this comparison could not see it; "
+                 "choose a learning rate, step count, weight decay or "
+                 "epsilon where it can (--min-sensitivity)"
+                 % (weakest[0], weakest[1], args.min_sensitivity))
+    if args.min_sensitivity:
+        print("the final parameters see each part of the optimizer (at least "
+              "%gx the tolerance)" % args.min_sensitivity)
 
 
 def check_main_params(args, W):
@@ -559,6 +862,10 @@ def check_main_params(args, W):
     state = read_safetensors(args.main_params)
     model = read_safetensors(args.final)
     worst, lossy = 0.0, 0.0
+    check_same_tensors("main parameters", {k[len("optimizer.main_param."):]: t
+                        for k, t in state.items()
+                        if k.startswith("optimizer.main_param.")}, W,
+                       ignore=lambda k: k.endswith(PADDING))
     for k, w in sorted(W.items()):
         name = "optimizer.main_param." + k
         if name not in state:
@@ -570,11 +877,12 @@ def check_main_params(args, W):
         moved = w.detach().to(torch.float64) - start
         loom_moved = main.to(torch.float64) - start
         file_moved = model[k].to(torch.float64) - start
-        if k.endswith("attn.c_attn.bias"):
+        part = key_bias_part(k, moved.numel())
+        if part is not None:
             # GPT-2's key bias has an exactly zero gradient: its movement is
-            # rounding noise that Adam amplifies (see cmd_files).
-            third = moved.numel() // 3
-            keep = torch.cat([torch.arange(third), torch.arange(2 * third, 3 * third)])
+            # rounding noise that Adam amplifies (see compare_files).
+            lo, hi = part
+            keep = torch.cat([torch.arange(lo), torch.arange(hi, moved.numel())])
             moved, loom_moved, file_moved = moved[keep], loom_moved[keep], file_moved[keep]
         worst = max(worst, relative(loom_moved, moved))
         lossy = max(lossy, relative(file_moved, moved))
@@ -607,50 +915,18 @@ def cmd_compare(args):
     """Two loom runs that should compute the same math (e.g. with and
     without the distributed optimizer): the same loss curve and grad norms,
     and the same tensors in each pair of files, within rtol."""
-    curves = []
-    for path in args.metrics:
-        with open(path) as f:
-            curves.append([json.loads(line) for line in f if line.strip()])
-    a, b = curves
-    if len(a) != len(b) or not a:
-        sys.exit("FAIL: %s and %s have %d and %d steps"
-                 % (args.metrics[0], args.metrics[1], len(a), len(b)))
-    worst = 0.0
-    for x, y in zip(a, b):
-        for key in ("loss", "grad_norm"):
-            if key in x and (x[key] is None) != (y[key] is None):
-                sys.exit("FAIL: step %d: %s is null in one run only"
-                         % (x["step"], key))
-            if key in x and x[key] is not None:
-                worst = max(worst, abs(x[key] - y[key]) / abs(y[key]))
+    worst, where = compare_metric_files(*args.metrics)
     print("loss curves and grad norms: worst relative difference %.2e" % worst)
     if not worst <= args.rtol:
-        sys.exit("FAIL: the runs differ by %.2e (> %.0e)" % (worst, args.rtol))
+        sys.exit("FAIL: the runs differ by %.2e (> %.0e) at step %s, %s: %s vs %s"
+                 % ((worst, args.rtol) + where))
     if len(args.files) % 2:
         sys.exit("--files takes pairs")
     for left, right in zip(args.files[::2], args.files[1::2]):
-        x, y = read_safetensors(left), read_safetensors(right)
-        if sorted(x) != sorted(y):
-            sys.exit("FAIL: %s and %s hold different tensors" % (left, right))
-        if args.key_bias_bound is not None:
-            # GPT-2's key bias has an exactly zero gradient (the softmax
-            # over keys ignores a shift shared by all of them): what the
-            # runs compute for it is rounding noise, which Adam turns into
-            # steps of up to lr whatever its size, and which any difference
-            # elsewhere (a clip factor one ulp apart) changes entirely. It
-            # is held to the bound Adam's steps can reach instead.
-            for k in [k for k in y if k.endswith("attn.c_attn.bias")]:
-                third = y[k].numel() // 3
-                gap = float((x[k][third:2 * third].double()
-                             - y[k][third:2 * third].double()).abs().max())
-                if not gap <= args.key_bias_bound:
-                    sys.exit("FAIL: %s: key bias differs by %.2e (> %.2e)"
-                             % (k, gap, args.key_bias_bound))
-                print("%s key bias: within %.2e (bound %.2e)"
-                      % (k, gap, args.key_bias_bound))
-                x[k] = torch.cat([x[k][:third], y[k][third:2 * third],
-                                  x[k][2 * third:]])
-        diff = compare_tensors(os.path.basename(left), x, y)
+        # GPT-2's key bias: see compare_files; --key-bias-bound is Adam's
+        # reach over the run (each caller says how it chose it).
+        diff = compare_files(os.path.basename(left), left, right,
+                             args.key_bias_bound)
         if not diff <= args.rtol:
             sys.exit("FAIL: %s and %s differ by %.2e (> %.0e)"
                      % (left, right, diff, args.rtol))
@@ -678,6 +954,19 @@ def main():
     c.add_argument("--eod-token-id", type=int)
     c.add_argument("--reset-position-ids", action="store_true")
     c.add_argument("--reset-attention-mask", action="store_true")
+    r = sub.add_parser("trace", help="check a pipelined run's traced "
+                       "micro-batch data (cmd_trace)")
+    r.add_argument("--config", required=True)
+    r.add_argument("--manifest", required=True)
+    r.add_argument("--checkpoint", required=True,
+                   help="the weights the traced run started from")
+    r.add_argument("--data", required=True)
+    r.add_argument("--data-format", choices=["int32", "uint16"])
+    r.add_argument("--trace", required=True, help="loom-run --trace-pipeline's stderr")
+    r.add_argument("--rtol", type=float, default=1e-5)
+    r.add_argument("--eod-token-id", type=int)
+    r.add_argument("--reset-position-ids", action="store_true")
+    r.add_argument("--reset-attention-mask", action="store_true")
     g = sub.add_parser("grads", help="compare --dump-grads with autograd")
     t = sub.add_parser("train", help="compare a loom-run --train run")
     for q in (g, t):
@@ -709,6 +998,10 @@ def main():
                    help="tolerance of the main parameters' movement")
     t.add_argument("--grad-norm-rtol", type=float,
                    help="tolerance of the logged grad norms (default: --rtol)")
+    t.add_argument("--min-sensitivity", type=float, default=10.0,
+                   help="each part of AdamW must move the final parameters "
+                        "by this many times --param-rtol (0: report only; "
+                        "say why where a test passes it)" + SENSITIVITY_DOC)
     # loom-run's defaults.
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--min-lr", type=float, default=0.0)
@@ -745,7 +1038,7 @@ def main():
         args.lr_decay_steps = args.first_step + args.steps
     if args.cmd == "train" and args.grad_norm_rtol is None:
         args.grad_norm_rtol = args.rtol
-    {"tokens": cmd_tokens, "check": cmd_check, "grads": cmd_grads,
+    {"tokens": cmd_tokens, "check": cmd_check, "grads": cmd_grads, "trace": cmd_trace,
      "train": cmd_train, "falls": cmd_falls, "compare": cmd_compare}[args.cmd](args)
 
 

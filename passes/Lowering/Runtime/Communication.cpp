@@ -160,6 +160,24 @@ LogicalResult lower(PipelineStepOp op, PipelineStepOp::Adaptor, Emitter &e) {
   return success();
 }
 
+/// What a step computed, printed when tracing is on.
+template <>
+LogicalResult lower(PipelineDataOp op, PipelineDataOp::Adaptor a, Emitter &e) {
+  rt::I64 microbatch = e.i64(static_cast<int64_t>(op.getMicrobatch()));
+  rt::I64 chunk = e.i64(static_cast<int64_t>(op.getChunk()));
+  if (op.getWhat() == "tokens")
+    e.call(rt::PipelineTokens{.microbatch = microbatch,
+                              .chunk = chunk,
+                              .tokens = e.ptr(a.getValue()),
+                              .n = e.i64(numElements(op.getValue()))});
+  else
+    e.call(rt::PipelineLoss{.microbatch = microbatch,
+                            .chunk = chunk,
+                            .dtype = e.dtype(op.getValue()),
+                            .loss = e.ptr(a.getValue())});
+  return success();
+}
+
 /// A chunk's gradients are final: the rank program starts their
 /// data-parallel reduction (the buffers are the step's out-params, which
 /// it knows).
@@ -315,7 +333,7 @@ LogicalResult lower(mesh::AllToAllOp op, mesh::AllToAllOp::Adaptor a,
 
 void attachCommunicationLowerings(MLIRContext *ctx) {
   attach<RingShiftOp, PipelineP2POp, LevelAllToAllOp, PipelineStepOp,
-         GradsReadyOp>(ctx);
+         PipelineDataOp, GradsReadyOp>(ctx);
 }
 
 void attachCollectiveLowerings(MLIRContext *ctx) {

@@ -723,6 +723,21 @@ void loomrt_p2p_end(loomrt_comm comm);
 void loomrt_set_trace(int32_t on);
 void loomrt_pipeline_step(int32_t forward, int64_t microbatch, int64_t chunk);
 
+/* Pipeline data tracing: which micro-batch a step computed. A compiled
+ * pipelined step calls loomrt_pipeline_tokens with the token ids the first
+ * stage's forward step of a micro-batch reads (n int32 ids, this rank's
+ * piece of the micro-batch: [B, S/cp] with context parallelism), and
+ * loomrt_pipeline_loss with the loss the last stage's forward step computed
+ * (one element of `dtype`). With tracing on the rank prints
+ *   "loom-trace: rank R D<microbatch>.<chunk> tokens <checksum>"
+ * with checksum = sum over i of (i + 1) * tokens[i] (row-major, int64), or
+ *   "loom-trace: rank R D<microbatch>.<chunk> loss <value>"  (%.9e)
+ * after the step's own line. Off by default: then the calls do nothing. */
+void loomrt_pipeline_tokens(int64_t microbatch, int64_t chunk,
+                            const int32_t *tokens, int64_t n);
+void loomrt_pipeline_loss(int64_t microbatch, int64_t chunk, loomrt_dtype dtype,
+                          const void *loss);
+
 /* Overlapped gradient reduction: a compiled pipelined step calls
  * loomrt_grads_ready(chunk) right after its last backward step of model
  * chunk `chunk`, when the gradients that chunk yields are final in the

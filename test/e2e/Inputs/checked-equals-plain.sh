@@ -4,7 +4,9 @@
 # in WORK/plain and with --check-device-contract in WORK/checked; an `@` in
 # ARGS stands for that directory (--save @/model.safetensors). Passes when
 # both succeed, every file they wrote is bitwise the same, and the metrics
-# agree bitwise once the timings are removed.
+# agree bitwise once the timings are removed; and when the same checked run
+# with a planted host access to backend memory (the rank program's test
+# hook LOOM_TEST_PLANT_HOST_ACCESS) fails, naming it: the check was on.
 set -eu
 loomrun=$1 work=$2 outdir=$3; shift 3
 for mode in plain checked; do
@@ -25,4 +27,13 @@ for f in $(cd "$work/plain" && find . -type f ! -name log | sort); do
 done
 [ "$(cd "$work/plain" && find . -type f | wc -l)" = "$(cd "$work/checked" && find . -type f | wc -l)" ] ||
   { echo "FAIL: the runs wrote different files" >&2; exit 1; }
-echo "checked run equals plain run: $n files bitwise, $(wc -l < "$work/plain/metrics.jsonl") steps"
+dir=$work/planted
+rm -rf "$dir" && mkdir -p "$dir"
+args=()
+for a in "$@"; do args+=("${a//@/$dir}"); done
+if LOOM_TEST_PLANT_HOST_ACCESS=1 "$loomrun" "$outdir" --check-device-contract "${args[@]}" > "$dir/log" 2>&1; then
+  cat "$dir/log"; echo "FAIL: a checked run with a planted host access passed: the check is off" >&2; exit 1
+fi
+grep -q "device-contract violation: the host touched device memory" "$dir/log" ||
+  { cat "$dir/log"; echo "FAIL: the planted run failed, but not on the device contract" >&2; exit 1; }
+echo "checked run equals plain run: $n files bitwise, $(wc -l < "$work/plain/metrics.jsonl") steps; a planted host access fails it"

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # ===- compare_metrics.py - Two runs' metrics, step by step ---------------===#
 #
 # Part of the Loom project.
@@ -8,35 +8,28 @@
 #   compare_metrics.py A.jsonl B.jsonl --within TOL
 #
 # Every step's loss and grad norm (loom-run --metrics-jsonl) must agree
-# within TOL relative; the runs must have the same steps. Exit 1 otherwise.
+# within TOL relative to A's; the runs must log the same steps, and a null,
+# NaN or missing value fails (torch_reference.compare_metric_files).
+# Exit 1 otherwise.
 #
 # ===-----------------------------------------------------------------------===#
 
-import json
+import os
 import sys
 
-
-def steps(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from torch_reference import compare_metric_files  # noqa: E402
 
 
 def main():
-    a, b = steps(sys.argv[1]), steps(sys.argv[2])
-    tol = float(sys.argv[sys.argv.index("--within") + 1])
-    if len(a) != len(b) or not a:
-        print(f"{sys.argv[1]} has {len(a)} steps, {sys.argv[2]} {len(b)}")
+    if len(sys.argv) != 5 or sys.argv[3] != "--within":
+        sys.exit("usage: compare_metrics.py A.jsonl B.jsonl --within TOL")
+    tol = float(sys.argv[4])
+    worst, (step, key, b, a) = compare_metric_files(sys.argv[2], sys.argv[1])
+    if not worst <= tol:
+        print(f"step {step}: {key} {a} vs {b} (relative {worst:.3g} > {tol})")
         return 1
-    worst = 0.0
-    for x, y in zip(a, b):
-        for key in ("loss", "grad_norm"):
-            d = abs(x[key] - y[key]) / max(abs(x[key]), 1e-30)
-            worst = max(worst, d)
-            if d > tol:
-                print(f"step {x['step']}: {key} {x[key]} vs {y[key]} "
-                      f"(relative {d:.3g} > {tol})")
-                return 1
-    print(f"{len(a)} steps: loss and grad norm within {worst:.3g} relative")
+    print(f"loss and grad norm within {worst:.3g} relative (worst: step {step}, {key})")
     return 0
 
 
