@@ -20,10 +20,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
-#include <functional>
 
 namespace loom::lowering {
 #define GEN_PASS_DEF_TFMPLANBUFFERS
@@ -181,19 +179,7 @@ struct PlanBuffersPass : lowering::impl::TfmPlanBuffersBase<PlanBuffersPass> {
 
     // Callees before callers: a caller plans its callees' workspaces with
     // its own temporaries.
-    SmallVector<func::FuncOp> order;
-    llvm::DenseSet<Operation *> visited;
-    std::function<void(func::FuncOp)> visit = [&](func::FuncOp f) {
-      if (!visited.insert(f).second)
-        return;
-      f.walk([&](func::CallOp call) {
-        if (auto callee = symbols.lookup<func::FuncOp>(call.getCallee()))
-          visit(callee);
-      });
-      order.push_back(f);
-    };
-    for (auto f : module.getOps<func::FuncOp>())
-      visit(f);
+    SmallVector<func::FuncOp> order = lowering::calleesFirst(module);
 
     int64_t planned = 0, workspace = 0, unplanned = 0;
     for (func::FuncOp f : order) {
