@@ -65,8 +65,8 @@ Error checkSupported(const CompileOptions &o) {
     return fail(checked.error());
   auto notYet = [](StringRef flag, int64_t value, StringRef what) {
     return fail(llvm::formatv("{0} {1}: {2} is not implemented yet; this "
-                              "compiler builds data-, tensor- and "
-                              "context-parallel plans (--pp 1)",
+                              "compiler builds tensor-, sequence-, context-, "
+                              "pipeline- and data-parallel plans",
                               flag, value, what));
   };
   // Megatron's recompute flags.
@@ -192,6 +192,16 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
 
   if (Error e = checkSupported(o))
     return e;
+  // Mixture-of-experts layers route and dispatch whole tokens so far.
+  int64_t tp = o.plan.sizes.tp, cp = o.plan.sizes.cp;
+  bool moe = false;
+  module.walk([&](tfm::MoeRouteOp) { moe = true; });
+  if (moe && (tp > 1 || cp > 1))
+    return fail(llvm::formatv(
+        "--{0} {1}: the model has mixture-of-experts layers, which are "
+        "compiled for --tp 1 and --cp 1 so far (with --dp, --pp and "
+        "--num-microbatches)",
+        tp > 1 ? "tp" : "cp", tp > 1 ? tp : cp));
 
   // The program: the forward entry, tokens, labels and loss mask -> loss.
   Expected<func::FuncOp> forward = forwardEntry(module);

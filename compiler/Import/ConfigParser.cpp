@@ -216,7 +216,7 @@ Expected<std::optional<Llama3RopeScaling>> parseRopeScaling(const Fields &f) {
 /// `use_sliding_window`, on the layers from `max_window_layers` on.
 Expected<std::optional<int64_t>>
 parseSlidingWindow(const Fields &f, StringRef modelType, int64_t numLayers) {
-  if (modelType == "qwen2") {
+  if (modelType == "qwen2" || modelType == "qwen2_moe") {
     bool on = false;
     LOOM_ASSIGN(on, f.boolean("use_sliding_window", false));
     if (!on)
@@ -233,7 +233,7 @@ parseSlidingWindow(const Fields &f, StringRef modelType, int64_t numLayers) {
     }
     if (first >= numLayers)
       return std::nullopt;
-  } else if (modelType != "mistral") {
+  } else if (modelType != "mistral" && modelType != "mixtral") {
     return std::nullopt;
   }
   if (!f.has("sliding_window"))
@@ -242,6 +242,9 @@ parseSlidingWindow(const Fields &f, StringRef modelType, int64_t numLayers) {
   LOOM_ASSIGN(window, f.positiveInt("sliding_window"));
   return window;
 }
+
+Expected<MoeConfig> parseMoe(const Fields &f, StringRef modelType,
+                             const ModelConfig &c);
 
 /// The Llama architecture and its relatives: Qwen2 (biases on q, k and v)
 /// and Mistral (a sliding window, usually off) differ from Llama only in the
@@ -269,7 +272,7 @@ Expected<ModelConfig> parseLlama(const Fields &f, StringRef modelType) {
                               act));
   c.activation = MlpActivation::SwiGLU;
   LOOM_ASSIGN(c.ropeScaling, parseRopeScaling(f));
-  if (modelType == "qwen2") {
+  if (modelType == "qwen2" || modelType == "qwen2_moe") {
     // Qwen2Attention: q, k and v have biases, o_proj none; no MLP biases.
     c.qkvBias = true;
   } else if (modelType == "llama") {
@@ -279,6 +282,12 @@ Expected<ModelConfig> parseLlama(const Fields &f, StringRef modelType) {
     LOOM_ASSIGN(c.mlpBias, f.boolean("mlp_bias", false));
   }
   LOOM_ASSIGN(c.slidingWindow, parseSlidingWindow(f, modelType, c.numLayers));
+  if (modelType == "mixtral" || modelType == "qwen2_moe") {
+    auto moe = parseMoe(f, modelType, c);
+    if (!moe)
+      return moe.takeError();
+    c.moe = *moe;
+  }
   if (c.numHeads % c.numKvHeads != 0)
     return fail(llvm::formatv("num_key_value_heads {0} does not divide "
                               "num_attention_heads {1}",
@@ -299,6 +308,66 @@ Expected<ModelConfig> parseLlama(const Fields &f, StringRef modelType) {
   return c;
 }
 
+/// A coefficient: a finite number >= 0 (`fallback` when absent).
+Expected<double> coefficient(const Fields &f, StringRef name, double fallback) {
+  if (!f.has(name))
+    return fallback;
+  std::optional<double> d = f.raw(name)->getAsNumber();
+  if (!d || !(*d >= 0.0) || !std::isfinite(*d))
+    return fail(llvm::formatv("field '{0}' must be a number >= 0, got {1}",
+                              name, show(*f.raw(name))));
+  return *d;
+}
+
+/// Mixtral's and Qwen2-MoE's experts (the fields their Hugging Face configs
+/// name them by).
+Expected<MoeConfig> parseMoe(const Fields &f, StringRef modelType,
+                             const ModelConfig &c) {
+  MoeConfig m;
+  if (modelType == "mixtral") {
+    LOOM_ASSIGN(m.numExperts, f.positiveInt("num_local_experts"));
+    m.expertFfnSize = c.ffnHiddenSize;
+  } else {
+    LOOM_ASSIGN(m.numExperts, f.positiveInt("num_experts"));
+    LOOM_ASSIGN(m.expertFfnSize, f.positiveInt("moe_intermediate_size"));
+    bool normTopk = false;
+    LOOM_ASSIGN(normTopk, f.boolean("norm_topk_prob", false));
+    m.preSoftmax = !normTopk;
+    if (f.has("shared_expert_intermediate_size")) {
+      std::optional<int64_t> s =
+          f.raw("shared_expert_intermediate_size")->getAsInteger();
+      if (!s || *s < 0)
+        return fail(llvm::formatv("field 'shared_expert_intermediate_size' "
+                                  "must be an integer >= 0, got {0}",
+                                  show(*f.raw("shared_expert_intermediate_size"))));
+      m.sharedExpertFfnSize = *s;
+    }
+    LOOM_ASSIGN(m.sparseStep, f.positiveInt("decoder_sparse_step", 1));
+    if (f.has("mlp_only_layers")) {
+      const llvm::json::Array *layers = f.raw("mlp_only_layers")->getAsArray();
+      if (!layers)
+        return fail(llvm::formatv("field 'mlp_only_layers' must be a list of "
+                                  "layer indices, got {0}",
+                                  show(*f.raw("mlp_only_layers"))));
+      for (const llvm::json::Value &v : *layers) {
+        std::optional<int64_t> i = v.getAsInteger();
+        if (!i || *i < 0 || *i >= c.numLayers)
+          return fail(llvm::formatv("field 'mlp_only_layers' holds {0}, not a "
+                                    "layer index in [0, {1})",
+                                    show(v), c.numLayers));
+        m.mlpOnlyLayers.push_back(*i);
+      }
+    }
+  }
+  LOOM_ASSIGN(m.topK, f.positiveInt("num_experts_per_tok", 2));
+  if (m.topK > m.numExperts)
+    return fail(llvm::formatv("num_experts_per_tok {0} exceeds the {1} "
+                              "experts",
+                              m.topK, m.numExperts));
+  LOOM_ASSIGN(m.auxLossCoeff, coefficient(f, "router_aux_loss_coef", 0.0));
+  return m;
+}
+
 #undef LOOM_ASSIGN
 
 } // namespace
@@ -317,10 +386,21 @@ int64_t ModelConfig::numParameters() const {
   if (bias || mlpBias)
     mlp += (swiglu ? 2 * f : f) + h;
   int64_t norms = bias ? 4 * h : 2 * h;
-  int64_t layer = attn + mlp + norms;
+  int64_t layers = 0;
+  for (int64_t i = 0; i < numLayers; ++i) {
+    layers += attn + norms;
+    if (!moe || !moe->isMoeLayer(i)) {
+      layers += mlp;
+      continue;
+    }
+    // Router, experts, and the shared expert with its gate.
+    layers += moe->numExperts * h + moe->numExperts * 3 * h * moe->expertFfnSize;
+    if (moe->sharedExpertFfnSize)
+      layers += 3 * h * moe->sharedExpertFfnSize + h;
+  }
   int64_t embed = vocabSize * h + (family == ModelFamily::GPT2 ? maxPositions * h : 0);
   int64_t head = (bias ? 2 * h : h) + (tieWordEmbeddings ? 0 : vocabSize * h);
-  return embed + numLayers * layer + head;
+  return embed + layers + head;
 }
 
 Expected<ModelConfig> loom::parseModelConfig(StringRef json) {
@@ -343,14 +423,15 @@ Expected<ModelConfig> loom::parseModelConfig(StringRef json) {
                                             : "";
   if (modelType == "gpt2")
     return parseGpt2(fields);
-  if (modelType == "llama" || modelType == "qwen2" || modelType == "mistral")
+  if (modelType == "llama" || modelType == "qwen2" || modelType == "mistral" ||
+      modelType == "mixtral" || modelType == "qwen2_moe")
     return parseLlama(fields, modelType);
   if (modelType.empty())
     return fail("cannot tell the model family: no 'model_type', 'n_embd' or "
                 "'hidden_size' field");
   return fail(llvm::formatv("field 'model_type' value \"{0}\" is not supported "
-                            "(expected \"gpt2\", \"llama\", \"qwen2\" or "
-                            "\"mistral\")",
+                            "(expected \"gpt2\", \"llama\", \"qwen2\", "
+                            "\"mistral\", \"mixtral\" or \"qwen2_moe\")",
                             modelType));
 }
 

@@ -94,6 +94,8 @@ private:
   Value linear(StringRef prefix, Value x, int64_t out, bool bias, double std);
   Value attention(StringRef prefix, Value x, Value positions, Value tokens);
   Value mlp(StringRef prefix, Value x);
+  Value swigluMlp(StringRef prefix, Value x, int64_t ffn);
+  Value moeMlp(StringRef prefix, Value x);
 
   std::string layerPrefix(int64_t i) const {
     return c.family == ModelFamily::GPT2
@@ -222,12 +224,80 @@ Value ModelBuilder::mlp(StringRef prefix, Value x) {
     h = b.create<GeluOp>(loc, h.getType(), h, approx);
     return linear(p + "mlp.c_proj.", h, c.hiddenSize, true, outStd);
   }
-  Value gate =
-      linear(p + "mlp.gate_proj.", x, c.ffnHiddenSize, c.mlpBias, c.initStd);
-  Value up =
-      linear(p + "mlp.up_proj.", x, c.ffnHiddenSize, c.mlpBias, c.initStd);
+  return swigluMlp(p + "mlp.", x, c.ffnHiddenSize);
+}
+
+Value ModelBuilder::swigluMlp(StringRef prefix, Value x, int64_t ffn) {
+  std::string p = prefix.str();
+  Value gate = linear(p + "gate_proj.", x, ffn, c.mlpBias, c.initStd);
+  Value up = linear(p + "up_proj.", x, ffn, c.mlpBias, c.initStd);
   Value h = b.create<SwigluOp>(loc, gate.getType(), gate, up);
-  return linear(p + "mlp.down_proj.", h, c.hiddenSize, c.mlpBias, outStd);
+  return linear(p + "down_proj.", h, c.hiddenSize, c.mlpBias, c.initStd);
+}
+
+/// A mixture-of-experts MLP: the router in f32, top-k routing, its losses
+/// (terms of the objective, see tfm.moe_router_loss), the tokens in
+/// dispatch order, each expert's SwiGLU MLP as grouped linears, and the
+/// combine weighted by the router's probabilities; Qwen2-MoE adds a shared
+/// expert scaled by its sigmoid gate. The experts' weights are stacked
+/// [E, out, in] ("experts.w1.weight" holds Hugging Face's
+/// "experts.{e}.w1.weight" for every e).
+Value ModelBuilder::moeMlp(StringRef prefix, Value x) {
+  const MoeConfig &m = *c.moe;
+  bool mixtral = c.modelType == "mixtral";
+  std::string p = (prefix + (mixtral ? "block_sparse_moe." : "mlp.")).str();
+  int64_t h = c.hiddenSize, e = m.numExperts, f = m.expertFfnSize, k = m.topK;
+  Type f32 = b.getF32Type();
+  auto f32Tensor = [&](ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, f32);
+  };
+  auto toF32 = [&](Value v) -> Value {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (type.getElementType() == f32)
+      return v;
+    return b.create<CastOp>(loc, type.clone(f32), v);
+  };
+
+  Value router = normalParam(p + "gate.weight", {e, h}, c.initStd);
+  Value logits = b.create<LinearOp>(loc, f32Tensor({batch, seq, e}), toF32(x),
+                                    toF32(router), Value());
+  auto route = b.create<MoeRouteOp>(
+      loc, f32Tensor({batch, seq, k}),
+      RankedTensorType::get({batch, seq, k}, b.getI32Type()), logits,
+      b.getI64IntegerAttr(k), m.preSoftmax ? b.getUnitAttr() : UnitAttr());
+  if (m.auxLossCoeff > 0.0)
+    b.create<MoeRouterLossOp>(loc, f32Tensor({}), f32Tensor({}), logits,
+                              route.getExperts(),
+                              b.getF64FloatAttr(m.auxLossCoeff),
+                              b.getF64FloatAttr(0.0));
+
+  int64_t n = batch * seq * k;
+  auto permuted = b.create<MoePermuteOp>(
+      loc, tensor({n, h}), RankedTensorType::get({e}, b.getI32Type()),
+      route.getExperts().getType(), x, route.getExperts(),
+      b.getI64IntegerAttr(e));
+  Value rows = permuted.getRows(), counts = permuted.getCounts();
+  StringRef gateName = mixtral ? "w1" : "gate_proj",
+            upName = mixtral ? "w3" : "up_proj",
+            downName = mixtral ? "w2" : "down_proj";
+  auto expertLinear = [&](StringRef name, Value in, int64_t out) -> Value {
+    int64_t inFeatures = cast<RankedTensorType>(in.getType()).getDimSize(1);
+    Value w = normalParam((p + "experts." + name + ".weight").str(),
+                          {e, out, inFeatures}, c.initStd);
+    return b.create<GroupedLinearOp>(loc, tensor({n, out}), in, w, counts);
+  };
+  Value gate = expertLinear(gateName, rows, f);
+  Value up = expertLinear(upName, rows, f);
+  Value act = b.create<SwigluOp>(loc, gate.getType(), gate, up);
+  Value down = expertLinear(downName, act, h);
+  Value y = b.create<MoeUnpermuteOp>(loc, x.getType(), down, route.getProbs(),
+                                     permuted.getRowMap());
+  if (!m.sharedExpertFfnSize)
+    return y;
+  Value shared = swigluMlp(p + "shared_expert.", x, m.sharedExpertFfnSize);
+  Value sharedGate = linear(p + "shared_expert_gate.", x, 1, false, c.initStd);
+  shared = b.create<SigmoidGateOp>(loc, shared.getType(), shared, sharedGate);
+  return b.create<AddOp>(loc, y.getType(), y, shared);
 }
 
 OwningOpRef<ModuleOp> ModelBuilder::build() {
@@ -318,7 +388,9 @@ OwningOpRef<ModuleOp> ModelBuilder::build() {
                                                   ? "ln_2."
                                                   : "post_attention_layernorm."),
                                     x);
-                     m = dropout(mlp(prefix, m));
+                     m = dropout(c.moe && c.moe->isMoeLayer(i)
+                                     ? moeMlp(prefix, m)
+                                     : mlp(prefix, m));
                      return {b.create<AddOp>(loc, x.getType(), x, m)};
                    })[0];
   }

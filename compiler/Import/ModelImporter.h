@@ -16,12 +16,14 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -37,6 +39,36 @@ struct Llama3RopeScaling {
 };
 
 /// A model architecture, normalized across families.
+/// The mixture-of-experts MLPs of Mixtral ("mixtral") and Qwen2-MoE
+/// ("qwen2_moe").
+struct MoeConfig {
+  int64_t numExperts = 0;
+  /// Experts per token (num_experts_per_tok).
+  int64_t topK = 2;
+  /// Each expert's intermediate size (Mixtral: intermediate_size;
+  /// Qwen2-MoE: moe_intermediate_size).
+  int64_t expertFfnSize = 0;
+  /// Softmax over all experts before the top-k, not renormalized after it
+  /// (Qwen2-MoE without norm_topk_prob). Off: softmax over the k chosen
+  /// logits (Mixtral; Qwen2-MoE with norm_topk_prob), Megatron's default.
+  bool preSoftmax = false;
+  /// The load-balancing loss coefficient (router_aux_loss_coef; 0 if absent).
+  double auxLossCoeff = 0.0;
+  /// The shared expert's intermediate size (Qwen2-MoE's
+  /// shared_expert_intermediate_size); 0: none.
+  int64_t sharedExpertFfnSize = 0;
+  /// Qwen2-MoE: layer i has experts when (i + 1) % sparseStep == 0 and i is
+  /// not in mlpOnlyLayers; the others have a dense MLP of the config's
+  /// intermediate_size.
+  int64_t sparseStep = 1;
+  std::vector<int64_t> mlpOnlyLayers;
+
+  bool isMoeLayer(int64_t layer) const {
+    return (layer + 1) % sparseStep == 0 &&
+           llvm::find(mlpOnlyLayers, layer) == mlpOnlyLayers.end();
+  }
+};
+
 struct ModelConfig {
   ModelFamily family = ModelFamily::GPT2;
   /// The config's model_type within the family ("qwen2", "mistral"; empty
@@ -70,6 +102,8 @@ struct ModelConfig {
   bool tieWordEmbeddings = true;
   /// Standard deviation of the normal initialization (initializer_range).
   double initStd = 0.02;
+  /// Mixture-of-experts MLPs, if the model has them.
+  std::optional<MoeConfig> moe;
 
   /// Number of scalar parameters (tied embeddings counted once).
   int64_t numParameters() const;

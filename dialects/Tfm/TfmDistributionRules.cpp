@@ -983,3 +983,58 @@ void loom::tfm::registerDistributionExternalModels(DialectRegistry &registry) {
     mesh::AllToAllOp::attachInterface<CollectiveRule<mesh::AllToAllOp>>(*ctx);
   });
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+//
+// Tokens are routed and dispatched whole: every operand replicated, and so
+// every result. Expert parallelism (a split of the experts, a dispatch
+// across ranks) and tensor or context parallelism of MoE layers are not
+// compiled yet; loom-compile refuses those plans before sharding.
+
+namespace {
+Dists allReplicated(Operation *op) {
+  Value mesh;
+  for (Value v : op->getOperands()) {
+    if (failed(replicated(op, "every operand of a mixture-of-experts op", v)))
+      return failure();
+    mesh = v;
+  }
+  return SmallVector<DistAttr>(
+      op->getNumResults(), DistAttr::replicated(getDist(mesh).getMesh()));
+}
+} // namespace
+
+Dists MoeRouteOp::inferResultDistributions() { return allReplicated(*this); }
+Dists MoeRouteGradOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists MoeRouterLossOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists MoeRouterLossGradOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists MoePermuteOp::inferResultDistributions() { return allReplicated(*this); }
+Dists MoePermuteGradOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists MoeUnpermuteOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists MoeUnpermuteGradOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists GroupedLinearOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists GroupedLinearGradOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists SigmoidGateOp::inferResultDistributions() {
+  return allReplicated(*this);
+}
+Dists SigmoidGateGradOp::inferResultDistributions() {
+  return allReplicated(*this);
+}

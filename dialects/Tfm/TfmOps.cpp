@@ -946,3 +946,158 @@ bool loom::tfm::isPositionIds(Value ids) {
 
 #define GET_OP_CLASSES
 #include "dialects/Tfm/TfmOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+/// logits [B, S, E] and a [B, S, k] routing tensor `v` (probs or experts).
+static LogicalResult checkRouting(Operation *op, Value logits, StringRef what,
+                                  Value v, int64_t topK) {
+  if (failed(checkRank(op, "logits", logits, 3, "[batch, seq, experts]")) ||
+      failed(checkPositive(op, "top_k", int64_t(topK))))
+    return failure();
+  int64_t experts = tensorOf(logits).getDimSize(2);
+  if (topK > experts)
+    return op->emitOpError() << "top_k " << topK << " exceeds the " << experts
+                             << " experts";
+  SmallVector<int64_t> want = batchSeq(logits);
+  want.push_back(topK);
+  return checkShape(op, what, v, want, "[batch, seq, top_k] of the logits");
+}
+
+LogicalResult MoeRouteOp::verify() {
+  return failure(
+      failed(checkRouting(*this, getLogits(), "probs", getProbs(), getTopK())) ||
+      failed(checkShape(*this, "experts", getExperts(),
+                        tensorOf(getProbs()).getShape(), "probs' shape")));
+}
+
+LogicalResult MoeRouteGradOp::verify() {
+  return failure(
+      failed(checkRouting(*this, getLogits(), "experts", getExperts(),
+                          getTopK())) ||
+      failed(checkShape(*this, "probs_grad", getProbsGrad(),
+                        tensorOf(getExperts()).getShape(), "experts' shape")));
+}
+
+/// The router losses' operands: logits [B, S, E], experts [B, S, k] and
+/// coefficients that are finite and not negative.
+static LogicalResult verifyRouterLoss(Operation *op, Value logits,
+                                      Value experts, APFloat aux, APFloat z) {
+  if (failed(checkRank(op, "experts", experts, 3, "[batch, seq, top_k]")) ||
+      failed(checkRouting(op, logits, "experts", experts,
+                          tensorOf(experts).getDimSize(2))))
+    return failure();
+  for (auto [name, c] : {std::pair<StringRef, APFloat>{"aux_coeff", aux},
+                         {"z_coeff", z}}) {
+    double v = c.convertToDouble();
+    if (!(v >= 0.0) || !std::isfinite(v))
+      return op->emitOpError()
+             << name << " must be finite and not negative, got " << fmt(v);
+  }
+  return success();
+}
+
+LogicalResult MoeRouterLossOp::verify() {
+  return verifyRouterLoss(*this, getLogits(), getExperts(), getAuxCoeff(),
+                          getZCoeff());
+}
+LogicalResult MoeRouterLossGradOp::verify() {
+  return verifyRouterLoss(*this, getLogits(), getExperts(), getAuxCoeff(),
+                          getZCoeff());
+}
+
+/// rows [N, H] of a [B, S, H] tensor `tokens` and a row map [B, S, k]:
+/// N >= B * S * k.
+static LogicalResult checkRows(Operation *op, Value rows, Value tokens,
+                               Value rowMap) {
+  if (failed(checkRank(op, "rows", rows, 2, "[rows, hidden]")) ||
+      failed(checkRank(op, "row map", rowMap, 3, "[batch, seq, top_k]")) ||
+      failed(checkRank(op, "tokens", tokens, 3, "[batch, seq, hidden]")) ||
+      failed(checkShape(op, "row map", rowMap,
+                        {tensorOf(tokens).getDimSize(0),
+                         tensorOf(tokens).getDimSize(1),
+                         tensorOf(rowMap).getDimSize(2)},
+                        "the tokens' batch and seq")) ||
+      failed(checkSameElementType(op, "rows", rows, "tokens", tokens)))
+    return failure();
+  int64_t hidden = tensorOf(tokens).getDimSize(2);
+  if (tensorOf(rows).getDimSize(1) != hidden)
+    return op->emitOpError() << "rows have " << tensorOf(rows).getDimSize(1)
+                             << " features but the tokens " << hidden;
+  int64_t pairs = tensorOf(rowMap).getNumElements();
+  if (tensorOf(rows).getDimSize(0) < pairs)
+    return op->emitOpError() << tensorOf(rows).getDimSize(0)
+                             << " rows cannot hold the " << pairs
+                             << " (token, expert) pairs";
+  return success();
+}
+
+LogicalResult MoePermuteOp::verify() {
+  if (failed(checkPositive(*this, "num_experts", int64_t(getNumExperts()))) ||
+      failed(checkShape(*this, "counts", getCounts(), {int64_t(getNumExperts())},
+                        "[num_experts]")) ||
+      failed(checkShape(*this, "row map", getRowMap(),
+                        tensorOf(getExperts()).getShape(), "experts' shape")) ||
+      failed(checkRows(*this, getRows(), getInput(), getRowMap())))
+    return failure();
+  return success();
+}
+
+LogicalResult MoePermuteGradOp::verify() {
+  return checkRows(*this, getRowsGrad(), getResult(), getRowMap());
+}
+
+LogicalResult MoeUnpermuteOp::verify() {
+  if (failed(checkRows(*this, getRows(), getResult(), getRowMap())))
+    return failure();
+  return checkShape(*this, "probs", getProbs(),
+                    tensorOf(getRowMap()).getShape(), "the row map's shape");
+}
+
+LogicalResult MoeUnpermuteGradOp::verify() {
+  if (failed(checkRows(*this, getRows(), getGrad(), getRowMap())))
+    return failure();
+  return checkShape(*this, "probs", getProbs(),
+                    tensorOf(getRowMap()).getShape(), "the row map's shape");
+}
+
+/// input [M, K], weight [E, N, K], counts [E], out [M, N].
+static LogicalResult verifyGrouped(Operation *op, Value input, Value weight,
+                                   Value counts, Value out) {
+  if (failed(checkRank(op, "input", input, 2, "[rows, in_features]")) ||
+      failed(checkRank(op, "weight", weight, 3,
+                       "[experts, out_features, in_features]")) ||
+      failed(checkSameElementType(op, "weight", weight, "input", input)) ||
+      failed(checkSameElementType(op, "output", out, "input", input)))
+    return failure();
+  ArrayRef<int64_t> w = tensorOf(weight).getShape();
+  if (failed(checkShape(op, "counts", counts, {w[0]}, "[experts] of the weight")))
+    return failure();
+  if (tensorOf(input).getDimSize(1) != w[2])
+    return op->emitOpError() << "input has " << tensorOf(input).getDimSize(1)
+                             << " features but the weight takes " << w[2];
+  return checkShape(op, "output", out, {tensorOf(input).getDimSize(0), w[1]},
+                    "[rows, out_features]");
+}
+
+LogicalResult GroupedLinearOp::verify() {
+  return verifyGrouped(*this, getInput(), getWeight(), getCounts(),
+                       getResult());
+}
+LogicalResult GroupedLinearGradOp::verify() {
+  return verifyGrouped(*this, getInput(), getWeight(), getCounts(), getGrad());
+}
+
+LogicalResult SigmoidGateOp::verify() {
+  SmallVector<int64_t> want(tensorOf(getInput()).getShape());
+  if (want.empty())
+    return emitOpError() << "input must have a feature dim";
+  want.back() = 1;
+  if (failed(checkSameElementType(*this, "gate", getGate(), "input",
+                                  getInput())))
+    return failure();
+  return checkShape(*this, "gate", getGate(), want,
+                    "the input's shape with one feature");
+}

@@ -1321,4 +1321,286 @@ def Tfm_AttentionSectionGradOp : Tfm_SectionOp<"attention_section_grad"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+//
+// A mixture-of-experts MLP over the tokens of a micro-batch (T = B x S):
+//
+//   %logits          = tfm.linear %x32, %router_w32       (router, in f32)
+//   %probs, %experts = tfm.moe_route %logits top_k k
+//   %aux, %z         = tfm.moe_router_loss %logits, %experts ...
+//   %rows, %counts, %row_map = tfm.moe_permute %x, %experts
+//   %h               = tfm.grouped_linear %rows, %w1, %counts   (per expert)
+//   ...
+//   %y               = tfm.moe_unpermute %out_rows, %probs, %row_map
+//
+// Rows are the (token, slot) pairs grouped by expert: T x k rows, the
+// dropless dispatch. The router's losses join the training objective
+// through their gradient alone (seeded with the step's grad_scale by
+// tfm-differentiate), as Megatron-Core's MoEAuxLossAutoScaler attaches them.
+
+def Tfm_MoeRouteOp : Tfm_Op<"moe_route", [Pure, Tfm_Distributed]> {
+  let summary = "top-k routing of each token to experts";
+  let description = [{
+    From the router's f32 logits `[B, S, E]`: `experts [B, S, k]` (i32, by
+    descending score, ties to the lower expert) and their weights `probs
+    [B, S, k]`. Without `pre_softmax` (Megatron's default, Mixtral's
+    routing) the experts are the k largest logits and `probs` the softmax of
+    those k logits; with it, the softmax over all E experts is taken first
+    and the k largest scores are `probs`, not renormalized (Qwen2-MoE
+    without `norm_topk_prob`, Megatron's `--moe-router-pre-softmax`).
+
+    ```mlir
+    %p, %e = tfm.moe_route %logits top_k 2 : tensor<2x8x4xf32> -> tensor<2x8x2xf32>, tensor<2x8x2xi32>
+    ```
+  }];
+  let arguments = (ins Tfm_StatTensor:$logits, I64Attr:$top_k,
+                       UnitAttr:$pre_softmax);
+  let results = (outs Tfm_StatTensor:$probs, Tfm_IdTensor:$experts);
+  let assemblyFormat = [{
+    $logits `top_k` $top_k (`pre_softmax` $pre_softmax^)? attr-dict `:`
+    type($logits) `->` type($probs) `,` type($experts)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoeRouteGradOp : Tfm_Op<"moe_route_grad", [Pure,
+    AllTypesMatch<["logits", "logits_grad"]>, Tfm_Distributed]> {
+  let summary = "gradient of tfm.moe_route";
+  let description = [{
+    The logits' gradient from the gradient of `probs`, through the same
+    softmax (the choice of experts has none).
+
+    ```mlir
+    %dl = tfm.moe_route_grad %logits, %e, %dp top_k 2 : tensor<2x8x4xf32>, tensor<2x8x2xi32>, tensor<2x8x2xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_StatTensor:$logits, Tfm_IdTensor:$experts,
+                       Tfm_StatTensor:$probs_grad, I64Attr:$top_k,
+                       UnitAttr:$pre_softmax);
+  let results = (outs Tfm_StatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $experts `,` $probs_grad `top_k` $top_k
+    (`pre_softmax` $pre_softmax^)? attr-dict `:` type($logits) `,`
+    type($experts) `,` type($probs_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoeRouterLossOp : Tfm_Op<"moe_router_loss", [Pure, Tfm_Distributed]> {
+  let summary = "Megatron-Core's load-balancing and z losses of a router";
+  let description = [{
+    Over the T tokens of the micro-batch, with p = softmax(logits) per token:
+    `load_balancing = aux_coeff * E / (k * T^2) * sum_e (sum_t p[t,e]) *
+    count[e]`, count[e] the tokens routed to e (`experts`), and `z_loss =
+    z_coeff / T * sum_t logsumexp(logits[t])^2`. Both are training
+    objectives that no op reads: tfm-differentiate seeds their gradients
+    with the step's `grad_scale`, like the model's loss.
+
+    ```mlir
+    %aux, %z = tfm.moe_router_loss %logits, %e aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+        : tensor<2x8x4xf32>, tensor<2x8x2xi32> -> tensor<f32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tfm_StatTensor:$logits, Tfm_IdTensor:$experts,
+                       F64Attr:$aux_coeff, F64Attr:$z_coeff);
+  let results = (outs Tfm_Loss:$load_balancing, Tfm_Loss:$z_loss);
+  let assemblyFormat = [{
+    $logits `,` $experts `aux_coeff` $aux_coeff `z_coeff` $z_coeff attr-dict
+    `:` type($logits) `,` type($experts) `->` type($load_balancing) `,`
+    type($z_loss)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoeRouterLossGradOp : Tfm_Op<"moe_router_loss_grad", [Pure,
+    AllTypesMatch<["logits", "logits_grad"]>, Tfm_Distributed]> {
+  let summary = "gradient of tfm.moe_router_loss";
+  let description = [{
+    `grad` times the logits' gradient of `load_balancing + z_loss`.
+
+    ```mlir
+    %dl = tfm.moe_router_loss_grad %logits, %e, %scale aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+        : tensor<2x8x4xf32>, tensor<2x8x2xi32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Tfm_StatTensor:$logits, Tfm_IdTensor:$experts,
+                       Tfm_Loss:$grad, F64Attr:$aux_coeff, F64Attr:$z_coeff);
+  let results = (outs Tfm_StatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $experts `,` $grad `aux_coeff` $aux_coeff `z_coeff` $z_coeff
+    attr-dict `:` type($logits) `,` type($experts) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoePermuteOp : Tfm_Op<"moe_permute", [Pure, Tfm_Distributed]> {
+  let summary = "token dispatch order: each token once per expert, grouped by expert";
+  let description = [{
+    `rows [T*k, H]` holds `input[t]` once per (token t, slot j) pair, the
+    pairs sorted by expert, then token, then slot; `counts [E]` (i32) is the
+    number of rows of each expert and `row_map [B, S, k]` (i32) the row of
+    each pair.
+
+    ```mlir
+    %rows, %counts, %map = tfm.moe_permute %x, %e num_experts 4
+        : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_IdTensor:$experts,
+                       I64Attr:$num_experts);
+  let results = (outs Tfm_FloatTensor:$rows, Tfm_IdTensor:$counts,
+                      Tfm_IdTensor:$row_map);
+  let assemblyFormat = [{
+    $input `,` $experts `num_experts` $num_experts attr-dict `:`
+    type($input) `,` type($experts) `->` type($rows) `,` type($counts) `,`
+    type($row_map)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoePermuteGradOp : Tfm_Op<"moe_permute_grad", [Pure, Tfm_Distributed]> {
+  let summary = "gradient of tfm.moe_permute: each token's rows summed";
+  let description = [{
+    `result[t] = sum_j rows_grad[row_map[t, j]]`.
+
+    ```mlir
+    %dx = tfm.moe_permute_grad %drows, %map : tensor<32x64xf32>, tensor<2x8x2xi32> -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$rows_grad, Tfm_IdTensor:$row_map);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows_grad `,` $row_map attr-dict `:` type($rows_grad) `,` type($row_map)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoeUnpermuteOp : Tfm_Op<"moe_unpermute", [Pure, Tfm_Distributed]> {
+  let summary = "combine: each token's expert outputs weighted by its router probabilities";
+  let description = [{
+    `result[t] = sum_j probs[t, j] * rows[row_map[t, j]]`, in f32.
+
+    ```mlir
+    %y = tfm.moe_unpermute %rows, %p, %map : tensor<32x64xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi32> -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$rows, Tfm_StatTensor:$probs,
+                       Tfm_IdTensor:$row_map);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows `,` $probs `,` $row_map attr-dict `:` type($rows) `,` type($probs)
+    `,` type($row_map) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoeUnpermuteGradOp : Tfm_Op<"moe_unpermute_grad", [Pure,
+    AllTypesMatch<["rows", "rows_grad"]>, AllTypesMatch<["probs", "probs_grad"]>,
+    Tfm_Distributed]> {
+  let summary = "gradient of tfm.moe_unpermute";
+  let description = [{
+    `rows_grad[row_map[t, j]] = probs[t, j] * grad[t]`,
+    `probs_grad[t, j] = <grad[t], rows[row_map[t, j]]>`.
+
+    ```mlir
+    %drows, %dp = tfm.moe_unpermute_grad %rows, %p, %map, %dy : tensor<32x64xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi32>, tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$rows, Tfm_StatTensor:$probs,
+                       Tfm_IdTensor:$row_map, Tfm_FloatTensor:$grad);
+  let results = (outs Tfm_FloatTensor:$rows_grad, Tfm_StatTensor:$probs_grad);
+  let assemblyFormat = [{
+    $rows `,` $probs `,` $row_map `,` $grad attr-dict `:` type($rows) `,`
+    type($probs) `,` type($row_map) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_GroupedLinearOp : Tfm_Op<"grouped_linear", [Pure, Tfm_Distributed]> {
+  let summary = "one linear layer per expert over its group of rows";
+  let description = [{
+    The rows of `input [M, K]` are E consecutive groups of `counts[0]`,
+    ..., `counts[E-1]` rows (known at run time only); group e is multiplied
+    by `weight[e]^T` (`weight [E, N, K]`, each expert's weight in the
+    `torch.nn.Linear` layout). Rows past the groups are zero.
+
+    ```mlir
+    %h = tfm.grouped_linear %rows, %w, %counts : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<4xi32> -> tensor<32x128xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Tfm_IdTensor:$counts);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $counts attr-dict `:` type($input) `,`
+    type($weight) `,` type($counts) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_GroupedLinearGradOp : Tfm_Op<"grouped_linear_grad", [Pure,
+    AllTypesMatch<["input", "input_grad"]>,
+    AllTypesMatch<["weight", "weight_grad"]>, Tfm_Distributed]> {
+  let summary = "gradient of tfm.grouped_linear";
+  let description = [{
+    Per group e: `input_grad_e = grad_e weight[e]`, `weight_grad[e] =
+    grad_e^T input_e` (zero for an expert with no rows).
+
+    ```mlir
+    %dx, %dw = tfm.grouped_linear_grad %rows, %w, %counts, %dh : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<4xi32>, tensor<32x128xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Tfm_IdTensor:$counts, Tfm_FloatTensor:$grad);
+  let results = (outs Tfm_FloatTensor:$input_grad,
+                      Tfm_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $counts `,` $grad attr-dict `:` type($input) `,`
+    type($weight) `,` type($counts) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_SigmoidGateOp : Tfm_Op<"sigmoid_gate", [Pure,
+    AllTypesMatch<["input", "result"]>, Tfm_Distributed]> {
+  let summary = "scales each row by the sigmoid of its gate: the shared expert's gate";
+  let description = [{
+    `result[..., h] = sigmoid(gate[..., 0]) * input[..., h]` for `gate
+    [..., 1]` (Qwen2-MoE's `shared_expert_gate`).
+
+    ```mlir
+    %y = tfm.sigmoid_gate %x, %g : tensor<2x8x64xf32>, tensor<2x8x1xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$gate);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gate attr-dict `:` type($input) `,` type($gate)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_SigmoidGateGradOp : Tfm_Op<"sigmoid_gate_grad", [Pure,
+    AllTypesMatch<["input", "grad", "input_grad"]>,
+    AllTypesMatch<["gate", "gate_grad"]>, Tfm_Distributed]> {
+  let summary = "gradient of tfm.sigmoid_gate";
+  let description = [{
+    `input_grad = sigmoid(gate) * grad`, `gate_grad = sigmoid'(gate) *
+    <grad, input>` per row.
+
+    ```mlir
+    %dx, %dg = tfm.sigmoid_gate_grad %x, %g, %dy : tensor<2x8x64xf32>, tensor<2x8x1xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$gate,
+                       Tfm_FloatTensor:$grad);
+  let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$gate_grad);
+  let assemblyFormat = [{
+    $input `,` $gate `,` $grad attr-dict `:` type($input) `,` type($gate)
+  }];
+}
+
 #endif // LOOM_DIALECTS_TFM_TFMOPS_TD

@@ -48,6 +48,8 @@ namespace {
 struct OuterGradients {
   DenseMap<Value, Value> values;
   llvm::StringMap<Value> params;
+  /// The step's grad_scale: the seed of the loss and of every side loss.
+  Value gradScale;
 
   static void add(OpBuilder &b, Location loc, Value &slot, Value g) {
     slot = slot ? b.create<AddOp>(loc, g.getType(), slot, g).getResult() : g;
@@ -173,10 +175,20 @@ FailureOr<int64_t> BlockDifferentiator::run() {
         forwardOf[r] = map.lookup(r);
   }
 
-  // Seeds: the gradients of the block's results.
+  // Seeds: the gradients of the block's results, and grad_scale for the
+  // side losses inside it (a router's load-balancing and z losses: terms of
+  // the objective that no op reads, attached as Megatron-Core's
+  // MoEAuxLossAutoScaler attaches them).
   for (auto [i, result] : llvm::enumerate(fb.getResults()))
     if (Value g = outer.values.lookup(result))
       accumulate(yield.getOperand(i), newArgument(g, g.getType()));
+  Value sideSeed;
+  for (auto loss : body->getOps<MoeRouterLossOp>()) {
+    if (!sideSeed)
+      sideSeed = newArgument(outer.gradScale, outer.gradScale.getType());
+    for (Value r : loss->getResults())
+      accumulate(r, sideSeed);
+  }
 
   // Named, so the function_refs in the context outlive this statement.
   auto forwardFn = [&](Value v) { return forward(v); };
@@ -340,6 +352,7 @@ struct DifferentiatePass
 
     OuterGradients outer;
     outer.values[loss] = gradScale;
+    outer.gradScale = gradScale;
     SmallVector<BlockOp> blocks(entryBlock.getOps<BlockOp>());
     FailureOr<std::function<Recompute(BlockOp)>> choose = recomputeChoice(fwd);
     if (failed(choose))

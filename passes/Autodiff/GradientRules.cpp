@@ -173,6 +173,75 @@ LogicalResult crossEntropy(CrossEntropyOp op, GradientContext &c) {
 }
 
 
+/// Mixture of experts. The routing decision (experts, counts, row map) is
+/// piecewise constant: no gradient flows through it.
+LogicalResult moeRoute(MoeRouteOp op, GradientContext &c) {
+  Value dprobs = c.gradient(op.getProbs());
+  if (!dprobs)
+    return success();
+  Value dlogits = c.builder.create<MoeRouteGradOp>(
+      op.getLoc(), op.getLogits().getType(), c.forward(op.getLogits()),
+      c.forward(op.getExperts()), dprobs, op.getTopKAttr(),
+      op.getPreSoftmaxAttr());
+  c.accumulate(op.getLogits(), dlogits);
+  return success();
+}
+
+/// Both losses are seeded with the same grad_scale by tfm-differentiate
+/// (they are terms of the objective), so one gradient op covers their sum.
+LogicalResult moeRouterLoss(MoeRouterLossOp op, GradientContext &c) {
+  Value dAux = c.gradient(op.getLoadBalancing());
+  Value dZ = c.gradient(op.getZLoss());
+  if (!dAux && !dZ)
+    return success();
+  if (dAux != dZ)
+    return op.emitOpError()
+           << "needs one gradient for both of its losses (tfm-differentiate "
+              "seeds both with grad_scale)";
+  Value dlogits = c.builder.create<MoeRouterLossGradOp>(
+      op.getLoc(), op.getLogits().getType(), c.forward(op.getLogits()),
+      c.forward(op.getExperts()), dAux, op.getAuxCoeffAttr(),
+      op.getZCoeffAttr());
+  c.accumulate(op.getLogits(), dlogits);
+  return success();
+}
+
+LogicalResult moePermute(MoePermuteOp op, GradientContext &c) {
+  Value drows = c.gradient(op.getRows());
+  Value dx = c.builder.create<MoePermuteGradOp>(
+      op.getLoc(), op.getInput().getType(), drows, c.forward(op.getRowMap()));
+  c.accumulate(op.getInput(), dx);
+  return success();
+}
+
+LogicalResult moeUnpermute(MoeUnpermuteOp op, GradientContext &c) {
+  auto g = c.builder.create<MoeUnpermuteGradOp>(
+      op.getLoc(), c.forward(op.getRows()), c.forward(op.getProbs()),
+      c.forward(op.getRowMap()), c.gradient(op.getResult()));
+  c.accumulate(op.getRows(), g.getRowsGrad());
+  c.accumulate(op.getProbs(), g.getProbsGrad());
+  return success();
+}
+
+LogicalResult groupedLinear(GroupedLinearOp op, GradientContext &c) {
+  auto g = c.builder.create<GroupedLinearGradOp>(
+      op.getLoc(), c.forward(op.getInput()), c.forward(op.getWeight()),
+      c.forward(op.getCounts()), c.gradient(op.getResult()));
+  c.accumulate(op.getInput(), g.getInputGrad());
+  c.accumulate(op.getWeight(), g.getWeightGrad());
+  return success();
+}
+
+LogicalResult sigmoidGate(SigmoidGateOp op, GradientContext &c) {
+  auto g = c.builder.create<SigmoidGateGradOp>(
+      op.getLoc(), c.forward(op.getInput()), c.forward(op.getGate()),
+      c.gradient(op.getResult()));
+  c.accumulate(op.getInput(), g.getInputGrad());
+  c.accumulate(op.getGate(), g.getGateGrad());
+  return success();
+}
+
+
 /// The model that runs `Rule` on an `OpT`.
 template <typename OpT, LogicalResult (*Rule)(OpT, GradientContext &)>
 struct RuleModel
@@ -207,6 +276,12 @@ void autodiff::registerGradientRules(DialectRegistry &registry) {
     attach<DropoutOp, dropout>(ctx);
     attach<CastOp, cast>(ctx);
     attach<CrossEntropyOp, crossEntropy>(ctx);
+    attach<MoeRouteOp, moeRoute>(ctx);
+    attach<MoeRouterLossOp, moeRouterLoss>(ctx);
+    attach<MoePermuteOp, moePermute>(ctx);
+    attach<MoeUnpermuteOp, moeUnpermute>(ctx);
+    attach<GroupedLinearOp, groupedLinear>(ctx);
+    attach<SigmoidGateOp, sigmoidGate>(ctx);
   });
 }
 

@@ -635,3 +635,96 @@ void rules::check(const ProfileEndStep &a) {
 void rules::check(const SafeDivide &a) {
   REQUIRE(a.num && a.den && a.out, "NULL scalar");
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// T tokens, each to k of E experts.
+template <typename Args> void checkRouting(const Args &a) {
+  REQUIRE(a.T >= 0 && a.E > 0 && a.k > 0 && a.k <= a.E,
+          "bad sizes T=%lld E=%lld k=%lld (need 0 < k <= E)", (long long)a.T,
+          (long long)a.E, (long long)a.k);
+}
+/// T tokens of H features, k rows each.
+template <typename Args> void checkRows(const Args &a) {
+  REQUIRE(a.T >= 0 && a.H >= 0 && a.k > 0, "bad sizes T=%lld H=%lld k=%lld",
+          (long long)a.T, (long long)a.H, (long long)a.k);
+}
+template <typename Args> void checkGrouped(const Args &a) {
+  REQUIRE(a.M >= 0 && a.N >= 0 && a.K >= 0 && a.E > 0,
+          "bad sizes M=%lld N=%lld K=%lld E=%lld", (long long)a.M,
+          (long long)a.N, (long long)a.K, (long long)a.E);
+  REQUIRE(a.counts, "NULL tensor");
+}
+} // namespace
+
+void rules::check(const MoeRouteForward &a) {
+  checkRouting(a);
+  if (a.T)
+    REQUIRE(a.logits && a.probs && a.experts, "NULL tensor");
+}
+void rules::check(const MoeRouteBackward &a) {
+  checkRouting(a);
+  if (a.T)
+    REQUIRE(a.logits && a.experts && a.dprobs && a.dlogits, "NULL tensor");
+}
+void rules::check(const MoeRouterLossForward &a) {
+  checkRouting(a);
+  REQUIRE(a.aux_loss && a.z_loss && (a.T == 0 || (a.logits && a.experts)),
+          "NULL tensor");
+}
+void rules::check(const MoeRouterLossBackward &a) {
+  checkRouting(a);
+  if (a.T)
+    REQUIRE(a.logits && a.experts && a.grad_scale && a.dlogits, "NULL tensor");
+}
+void rules::check(const MoePermute &a) {
+  checkRows(a);
+  REQUIRE(a.E > 0, "bad expert count E=%lld", (long long)a.E);
+  REQUIRE(a.counts && (a.T == 0 || (a.x && a.experts && a.rows && a.row_map)),
+          "NULL tensor");
+}
+void rules::check(const MoePermuteBackward &a) {
+  checkRows(a);
+  if (a.T)
+    REQUIRE(a.drows && a.row_map && a.dx, "NULL tensor");
+}
+void rules::check(const MoeUnpermute &a) {
+  checkRows(a);
+  if (a.T)
+    REQUIRE(a.rows && a.probs && a.row_map && a.out, "NULL tensor");
+}
+void rules::check(const MoeUnpermuteBackward &a) {
+  checkRows(a);
+  REQUIRE(a.N >= a.T * a.k, "N=%lld rows cannot hold T*k=%lld",
+          (long long)a.N, (long long)(a.T * a.k));
+  if (a.T)
+    REQUIRE(a.rows && a.probs && a.row_map && a.dout && a.drows && a.dprobs,
+            "NULL tensor");
+}
+void rules::check(const GroupedLinearForward &a) {
+  checkGrouped(a);
+  REQUIRE(a.W && (a.M == 0 || (a.x && a.y)), "NULL tensor");
+}
+void rules::check(const GroupedLinearBackwardData &a) {
+  checkGrouped(a);
+  REQUIRE(a.W && (a.M == 0 || (a.dy && a.dx)), "NULL tensor");
+}
+void rules::check(const GroupedLinearBackwardWeight &a) {
+  checkGrouped(a);
+  REQUIRE(a.dW && (a.M == 0 || (a.dy && a.x)), "NULL tensor");
+}
+void rules::check(const SigmoidGateForward &a) {
+  REQUIRE(a.rows >= 0 && a.H >= 0, "bad sizes rows=%lld H=%lld",
+          (long long)a.rows, (long long)a.H);
+  if (a.rows)
+    REQUIRE(a.x && a.gate && a.out, "NULL tensor");
+}
+void rules::check(const SigmoidGateBackward &a) {
+  REQUIRE(a.rows >= 0 && a.H >= 0, "bad sizes rows=%lld H=%lld",
+          (long long)a.rows, (long long)a.H);
+  if (a.rows)
+    REQUIRE(a.x && a.gate && a.dout && a.dx && a.dgate, "NULL tensor");
+}

@@ -102,6 +102,21 @@ void check(const args::MaskSum &);
 void check(const args::CeVocabParallelBackward &);
 void check(const args::Adamw &);
 
+// Mixture of experts.
+void check(const args::MoeRouteForward &);
+void check(const args::MoeRouteBackward &);
+void check(const args::MoeRouterLossForward &);
+void check(const args::MoeRouterLossBackward &);
+void check(const args::MoePermute &);
+void check(const args::MoePermuteBackward &);
+void check(const args::MoeUnpermute &);
+void check(const args::MoeUnpermuteBackward &);
+void check(const args::GroupedLinearForward &);
+void check(const args::GroupedLinearBackwardData &);
+void check(const args::GroupedLinearBackwardWeight &);
+void check(const args::SigmoidGateForward &);
+void check(const args::SigmoidGateBackward &);
+
 // Profiling.
 void check(const args::ProfileEndStep &);
 

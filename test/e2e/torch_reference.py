@@ -156,6 +156,27 @@ class Config:
                 self.mlp_bias = c.get("mlp_bias", False)
             else:
                 self.qkv_bias = self.o_bias = self.mlp_bias = False
+            # transformers' MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock.
+            self.moe = None
+            if self.family in ("mixtral", "qwen2_moe"):
+                mixtral = self.family == "mixtral"
+                self.moe = {
+                    "prefix": "block_sparse_moe." if mixtral else "mlp.",
+                    "experts": c["num_local_experts" if mixtral else "num_experts"],
+                    "k": c.get("num_experts_per_tok", 2),
+                    "ffn": c["intermediate_size" if mixtral else "moe_intermediate_size"],
+                    # Mixtral renormalizes the top-k probabilities; Qwen2-MoE
+                    # only with norm_topk_prob.
+                    "renormalize": mixtral or c.get("norm_topk_prob", False),
+                    "aux_coeff": c.get("router_aux_loss_coef", 0.0),
+                    "shared": 0 if mixtral else c.get("shared_expert_intermediate_size", 0),
+                    "step": 1 if mixtral else c.get("decoder_sparse_step", 1),
+                    "mlp_only": [] if mixtral else c.get("mlp_only_layers", []),
+                    "names": ("w1", "w3", "w2") if mixtral
+                             else ("gate_proj", "up_proj", "down_proj"),
+                }
+                if self.family == "qwen2_moe":
+                    self.qkv_bias = True
             scaling = c.get("rope_scaling") or {}
             kind = scaling.get("rope_type", scaling.get("type", "default"))
             if kind not in ("default", "llama3"):
@@ -252,7 +273,53 @@ def gpt2_logits(cfg, W, tokens, pos, doc):
     return x @ head.T
 
 
-def llama_logits(cfg, W, tokens, pos, doc):
+def moe_mlp(cfg, W, p, m, aux):
+    """A sparse MoE block as transformers computes it (softmax over all
+    experts, top-k, renormalized or not, each expert's SwiGLU MLP on its
+    tokens, outputs summed with the routing weights; Qwen2-MoE's shared
+    expert scaled by sigmoid(shared_expert_gate)). Appends Megatron-Core's
+    load-balancing loss of the layer to `aux`: coeff * E / (k T^2) *
+    sum_e (sum_t softmax[t, e]) * count[e]."""
+    F = torch.nn.functional
+    mo = cfg.moe
+    pre = p + mo["prefix"]
+    E, k = mo["experts"], mo["k"]
+    x = m.reshape(-1, m.shape[-1])
+    scores = F.softmax(x @ W[pre + "gate.weight"].T, dim=-1)
+    top, idx = torch.topk(scores, k, dim=-1)
+    if mo["renormalize"]:
+        top = top / top.sum(dim=-1, keepdim=True)
+    gate_name, up_name, down_name = mo["names"]
+    y = torch.zeros_like(x)
+    for e in range(E):
+        tok, slot = torch.where(idx == e)
+        if tok.numel() == 0:
+            continue
+        xe = x[tok]
+        h = (F.silu(xe @ W[pre + "experts.%s.weight" % gate_name][e].T)
+             * (xe @ W[pre + "experts.%s.weight" % up_name][e].T))
+        out = h @ W[pre + "experts.%s.weight" % down_name][e].T
+        y = y.index_add(0, tok, out * top[tok, slot].unsqueeze(-1))
+    if mo["aux_coeff"] > 0 and aux is not None:
+        T = x.shape[0]
+        count = torch.bincount(idx.reshape(-1), minlength=E).to(scores.dtype)
+        aux.append(mo["aux_coeff"] * E / (k * T * T)
+                   * (scores.sum(dim=0) * count).sum())
+    if mo["shared"]:
+        s = pre + "shared_expert."
+        h = F.silu(x @ W[s + "gate_proj.weight"].T) * (x @ W[s + "up_proj.weight"].T)
+        shared = h @ W[s + "down_proj.weight"].T
+        y = y + torch.sigmoid(x @ W[pre + "shared_expert_gate.weight"].T) * shared
+    return y.reshape(m.shape)
+
+
+def is_moe_layer(cfg, i):
+    mo = cfg.moe
+    return (mo is not None and (i + 1) % mo["step"] == 0
+            and i not in mo["mlp_only"])
+
+
+def llama_logits(cfg, W, tokens, pos, doc, aux=None):
     F = torch.nn.functional
 
     def linear(prefix, x, bias):
@@ -272,6 +339,9 @@ def llama_logits(cfg, W, tokens, pos, doc):
         o = attention(q, k, v, cfg.heads, cfg.kv_heads, cfg.head_dim, doc)
         x = x + linear(p + "self_attn.o_proj", o, cfg.o_bias)
         m = rms_norm(x, W[p + "post_attention_layernorm.weight"], cfg.eps)
+        if is_moe_layer(cfg, i):
+            x = x + moe_mlp(cfg, W, p, m, aux)
+            continue
         h = (F.silu(linear(p + "mlp.gate_proj", m, cfg.mlp_bias))
              * linear(p + "mlp.up_proj", m, cfg.mlp_bias))
         x = x + linear(p + "mlp.down_proj", h, cfg.mlp_bias)
@@ -443,14 +513,21 @@ def step_loss(args, cfg, manifest, W, stream, step, logged=False):
     logged, also the loss loom-run logs, as Megatron reports it: the
     micro-batch means weighted by their unmasked tokens (the same unless
     the loss masks differ, e.g. with --eod-mask-loss)."""
-    forward = gpt2_logits if cfg.family == "gpt2" else llama_logits
-    parts = [(masked_mean_ce(forward(cfg, W, t, p, d), l, m), float(m.sum()))
-             for t, l, m, p, d in global_batches(args, manifest, stream, step)]
-    loss = sum(l for l, _ in parts) / len(parts)
+    parts, objective = [], 0
+    for t, l, m, p, d in global_batches(args, manifest, stream, step):
+        # A router's load-balancing losses are part of what is trained,
+        # not of the loss that is logged (Megatron's "lm loss").
+        aux = []
+        logits = (gpt2_logits(cfg, W, t, p, d) if cfg.family == "gpt2"
+                  else llama_logits(cfg, W, t, p, d, aux))
+        lm = masked_mean_ce(logits, l, m)
+        parts.append((lm, float(m.sum())))
+        objective = objective + lm + sum(aux)
+    objective = objective / len(parts)
     if not logged:
-        return loss
-    return loss, (sum(float(l) * n for l, n in parts)
-                  / max(sum(n for _, n in parts), 1e-300))
+        return objective
+    return objective, (sum(float(l) * n for l, n in parts)
+                       / max(sum(n for _, n in parts), 1e-300))
 
 
 PADDING = ".vocab_padding"

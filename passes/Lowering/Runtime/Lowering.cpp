@@ -20,6 +20,7 @@ void loom::lowering::registerRuntimeLowerings(DialectRegistry &registry) {
     attachAttentionLowerings(ctx);
     attachCrossEntropyLowerings(ctx);
     attachCommunicationLowerings(ctx);
+    attachMoeLowerings(ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, mesh::MeshDialect *) {
     attachCollectiveLowerings(ctx);

@@ -72,6 +72,7 @@ void attachLayerLowerings(mlir::MLIRContext *ctx);
 void attachAttentionLowerings(mlir::MLIRContext *ctx);
 void attachCrossEntropyLowerings(mlir::MLIRContext *ctx);
 void attachCommunicationLowerings(mlir::MLIRContext *ctx);
+void attachMoeLowerings(mlir::MLIRContext *ctx);
 void attachCollectiveLowerings(mlir::MLIRContext *ctx);
 
 } // namespace loom::lowering

@@ -604,6 +604,107 @@ void loomrt_ce_vocab_parallel_backward(loomrt_dtype dtype, int64_t n,
                                        const float *grad_scale, void *dlogits);
 
 /*===----------------------------------------------------------------------===*
+ * Mixture of experts
+ *===----------------------------------------------------------------------===*/
+
+/* T tokens, each routed to k of E experts (k <= E). The router's tensors are
+ * f32 whatever the model's dtype: logits [T,E], probs [T,k]; experts [T,k]
+ * int32 holds each token's experts by descending score (ties: the lower
+ * expert first).
+ *   pre_softmax = 0 (Megatron's default; Mixtral's routing): experts are the
+ *     k largest logits, probs the softmax over those k logits (the same as
+ *     softmax over all E, top-k, renormalized).
+ *   pre_softmax = 1: scores = softmax over all E logits; experts are the k
+ *     largest scores and probs those scores, not renormalized (Qwen2-MoE
+ *     without norm_topk_prob; Megatron's --moe-router-pre-softmax). */
+void loomrt_moe_route_forward(int64_t T, int64_t E, int64_t k,
+                              int32_t pre_softmax, const float *logits,
+                              float *probs, int32_t *experts);
+/* dlogits [T,E] (overwritten) from dprobs [T,k], through the same softmax;
+ * the choice of experts has no gradient. */
+void loomrt_moe_route_backward(int64_t T, int64_t E, int64_t k,
+                               int32_t pre_softmax, const float *logits,
+                               const int32_t *experts, const float *dprobs,
+                               float *dlogits);
+
+/* Megatron-Core's router losses over the T tokens, each one f32 scalar in
+ * backend memory, the coefficient applied:
+ *   aux_loss = aux_coeff * E / (k * T^2) * sum_e P[e] * count[e], with
+ *     P[e] = sum_t softmax(logits[t])[e] and count[e] the tokens whose
+ *     experts include e (the load-balancing loss);
+ *   z_loss = z_coeff / T * sum_t logsumexp(logits[t])^2. */
+void loomrt_moe_router_loss_forward(int64_t T, int64_t E, int64_t k,
+                                    float aux_coeff, float z_coeff,
+                                    const float *logits, const int32_t *experts,
+                                    float *aux_loss, float *z_loss);
+/* dlogits [T,E] (overwritten) = grad_scale * d(aux_loss + z_loss)/dlogits,
+ * grad_scale an f32 scalar in backend memory (the training step's scale of
+ * the loss: the losses join the objective without flowing forward, as
+ * Megatron's MoEAuxLossAutoScaler attaches them). */
+void loomrt_moe_router_loss_backward(int64_t T, int64_t E, int64_t k,
+                                     float aux_coeff, float z_coeff,
+                                     const float *logits,
+                                     const int32_t *experts,
+                                     const float *grad_scale, float *dlogits);
+
+/* Token dispatch order: the T*k pairs (token t, slot j) sorted by expert,
+ * then token, then slot (a stable counting sort of experts). rows [T*k, H]
+ * holds x[t] once per pair in that order; counts [E] (int32) the rows of
+ * each expert; row_map [T,k] (int32) the row of pair (t, j). */
+void loomrt_moe_permute(loomrt_dtype dtype, int64_t T, int64_t H, int64_t k,
+                        int64_t E, const void *x, const int32_t *experts,
+                        void *rows, int32_t *counts, int32_t *row_map);
+/* dx [T,H] (overwritten): dx[t] = sum_j drows[row_map[t,j]], in f32. */
+void loomrt_moe_permute_backward(loomrt_dtype dtype, int64_t T, int64_t H,
+                                 int64_t k, const void *drows,
+                                 const int32_t *row_map, void *dx);
+/* Combine: out[t] = sum_j probs[t,j] * rows[row_map[t,j]] for out [T,H],
+ * summed in f32 and rounded once. */
+void loomrt_moe_unpermute(loomrt_dtype dtype, int64_t T, int64_t H, int64_t k,
+                          const void *rows, const float *probs,
+                          const int32_t *row_map, void *out);
+/* drows [N,H] (overwritten; N >= T*k, rows no pair maps to are zero):
+ * drows[row_map[t,j]] = probs[t,j] * dout[t]; dprobs [T,k] (f32):
+ * dprobs[t,j] = <dout[t], rows[row_map[t,j]]>. */
+void loomrt_moe_unpermute_backward(loomrt_dtype dtype, int64_t T, int64_t H,
+                                   int64_t k, int64_t N, const void *rows,
+                                   const float *probs, const int32_t *row_map,
+                                   const void *dout, void *drows,
+                                   float *dprobs);
+
+/* Grouped linear layer over E experts: the M rows of x [M,K] are E
+ * consecutive groups of counts[0], ..., counts[E-1] rows (counts int32 in
+ * backend memory, read by the kernels: no host sync; sum <= M); group e is
+ * multiplied by its expert's weight W[e] [N,K] of W [E,N,K]:
+ * y_e = x_e W[e]^T, y [M,N]. Rows past the groups are zero in y. */
+void loomrt_grouped_linear_forward(loomrt_dtype dtype, int64_t M, int64_t N,
+                                   int64_t K, int64_t E, const void *x,
+                                   const void *W, const int32_t *counts,
+                                   void *y);
+/* dx [M,K] (overwritten) = dy_e W[e] per group; rows past the groups zero. */
+void loomrt_grouped_linear_backward_data(loomrt_dtype dtype, int64_t M,
+                                         int64_t N, int64_t K, int64_t E,
+                                         const void *dy, const void *W,
+                                         const int32_t *counts, void *dx);
+/* dW[e] [N,K] = dy_e^T x_e (gdtype; an expert with no rows gets zero, or
+ * keeps its value with accumulate != 0). */
+void loomrt_grouped_linear_backward_weight(loomrt_dtype dtype, int64_t M,
+                                           int64_t N, int64_t K, int64_t E,
+                                           const void *dy, const void *x,
+                                           const int32_t *counts,
+                                           loomrt_dtype gdtype, void *dW,
+                                           int32_t accumulate);
+
+/* Sigmoid gate of a shared expert (Qwen2-MoE): out[r,:] = sigmoid(gate[r]) *
+ * x[r,:] over rows rows of H; gate [rows] has the dtype of x. */
+void loomrt_sigmoid_gate_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
+                                 const void *x, const void *gate, void *out);
+/* dx = sigmoid(gate) * dout; dgate[r] = sigmoid'(gate[r]) * <dout[r], x[r]>. */
+void loomrt_sigmoid_gate_backward(loomrt_dtype dtype, int64_t rows, int64_t H,
+                                  const void *x, const void *gate,
+                                  const void *dout, void *dx, void *dgate);
+
+/*===----------------------------------------------------------------------===*
  * Optimizer
  *===----------------------------------------------------------------------===*/
 

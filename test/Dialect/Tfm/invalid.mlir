@@ -965,3 +965,84 @@ func.func @f(%x: tensor<8x64xf32>) {
   %y = tfm.level_all_to_all %x on @dense axis "cp" level 0 split 2 concat 1 : tensor<8x64xf32> -> tensor<8x64xf32>
   return
 }
+
+// -----
+
+// Test: top_k cannot exceed the experts
+func.func @f(%l: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{top_k 5 exceeds the 4 experts}}
+  %p, %e = tfm.moe_route %l top_k 5 : tensor<2x8x4xf32> -> tensor<2x8x5xf32>, tensor<2x8x5xi32>
+  return
+}
+
+// -----
+
+// Test: routing results are [batch, seq, top_k]
+func.func @f(%l: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{probs shape [2, 8, 3] does not match [2, 8, 2] ([batch, seq, top_k] of the logits)}}
+  %p, %e = tfm.moe_route %l top_k 2 : tensor<2x8x4xf32> -> tensor<2x8x3xf32>, tensor<2x8x3xi32>
+  return
+}
+
+// -----
+
+// Test: router loss coefficients are not negative
+func.func @f(%l: tensor<2x8x4xf32>, %e: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{aux_coeff must be finite and not negative, got -1}}
+  %a, %z = tfm.moe_router_loss %l, %e aux_coeff -1.0 z_coeff 0.0 : tensor<2x8x4xf32>, tensor<2x8x2xi32> -> tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+// Test: the dispatched rows hold every (token, expert) pair
+func.func @f(%x: tensor<2x8x64xf32>, %e: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{16 rows cannot hold the 32 (token, expert) pairs}}
+  %r, %c, %m = tfm.moe_permute %x, %e num_experts 4 : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<16x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+  return
+}
+
+// -----
+
+// Test: one count per expert
+func.func @f(%x: tensor<2x8x64xf32>, %e: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{counts shape [3] does not match [4] ([num_experts])}}
+  %r, %c, %m = tfm.moe_permute %x, %e num_experts 4 : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<3xi32>, tensor<2x8x2xi32>
+  return
+}
+
+// -----
+
+// Test: grouped linear in-features match the weight
+func.func @f(%x: tensor<32x48xf32>, %w: tensor<4x128x64xf32>, %c: tensor<4xi32>) {
+  // expected-error @+1 {{input has 48 features but the weight takes 64}}
+  %y = tfm.grouped_linear %x, %w, %c : tensor<32x48xf32>, tensor<4x128x64xf32>, tensor<4xi32> -> tensor<32x128xf32>
+  return
+}
+
+// -----
+
+// Test: one count per expert of the weight
+func.func @f(%x: tensor<32x64xf32>, %w: tensor<4x128x64xf32>, %c: tensor<3xi32>) {
+  // expected-error @+1 {{counts shape [3] does not match [4] ([experts] of the weight)}}
+  %y = tfm.grouped_linear %x, %w, %c : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<3xi32> -> tensor<32x128xf32>
+  return
+}
+
+// -----
+
+// Test: combine rows have the tokens' features
+func.func @f(%r: tensor<32x48xf32>, %p: tensor<2x8x2xf32>, %m: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{rows have 48 features but the tokens 64}}
+  %y = tfm.moe_unpermute %r, %p, %m : tensor<32x48xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi32> -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// Test: a shared expert's gate has one feature
+func.func @f(%x: tensor<2x8x64xf32>, %g: tensor<2x8x2xf32>) {
+  // expected-error @+1 {{gate shape [2, 8, 2] does not match [2, 8, 1] (the input's shape with one feature)}}
+  %y = tfm.sigmoid_gate %x, %g : tensor<2x8x64xf32>, tensor<2x8x2xf32>
+  return
+}

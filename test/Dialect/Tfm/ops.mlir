@@ -198,3 +198,41 @@ func.func @permute_chunks(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
   %y = tfm.permute_chunks %x dim 1 order [0, 3, 1, 2] : tensor<2x8x4xf32> -> tensor<2x8x4xf32>
   return %y : tensor<2x8x4xf32>
 }
+
+// CHECK-LABEL: func.func @moe
+func.func @moe(%x: tensor<2x8x64xf32>, %logits: tensor<2x8x4xf32>,
+               %w: tensor<4x128x64xf32>, %scale: tensor<f32>,
+               %dy: tensor<2x8x64xf32>, %g: tensor<2x8x1xf32>) {
+  // CHECK: tfm.moe_route %{{.*}} top_k 2 : tensor<2x8x4xf32> -> tensor<2x8x2xf32>, tensor<2x8x2xi32>
+  %p, %e = tfm.moe_route %logits top_k 2 : tensor<2x8x4xf32> -> tensor<2x8x2xf32>, tensor<2x8x2xi32>
+  // CHECK: tfm.moe_route %{{.*}} top_k 2 pre_softmax :
+  %p2, %e2 = tfm.moe_route %logits top_k 2 pre_softmax : tensor<2x8x4xf32> -> tensor<2x8x2xf32>, tensor<2x8x2xi32>
+  // CHECK: tfm.moe_route_grad %{{.*}}, %{{.*}}, %{{.*}} top_k 2 :
+  %dl = tfm.moe_route_grad %logits, %e, %p top_k 2 : tensor<2x8x4xf32>, tensor<2x8x2xi32>, tensor<2x8x2xf32>
+  // CHECK: tfm.moe_router_loss %{{.*}}, %{{.*}} aux_coeff 1.000000e-02 z_coeff 0.000000e+00 : tensor<2x8x4xf32>, tensor<2x8x2xi32> -> tensor<f32>, tensor<f32>
+  %aux, %z = tfm.moe_router_loss %logits, %e aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+      : tensor<2x8x4xf32>, tensor<2x8x2xi32> -> tensor<f32>, tensor<f32>
+  // CHECK: tfm.moe_router_loss_grad
+  %dl2 = tfm.moe_router_loss_grad %logits, %e, %scale aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+      : tensor<2x8x4xf32>, tensor<2x8x2xi32>, tensor<f32>
+  // CHECK: tfm.moe_permute %{{.*}}, %{{.*}} num_experts 4 : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+  %rows, %counts, %map = tfm.moe_permute %x, %e num_experts 4
+      : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+  // CHECK: tfm.grouped_linear %{{.*}} : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<4xi32> -> tensor<32x128xf32>
+  %h = tfm.grouped_linear %rows, %w, %counts : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<4xi32> -> tensor<32x128xf32>
+  // CHECK: tfm.grouped_linear_grad
+  %dx, %dw = tfm.grouped_linear_grad %rows, %w, %counts, %h
+      : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<4xi32>, tensor<32x128xf32>
+  // CHECK: tfm.moe_unpermute %{{.*}} : tensor<32x64xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi32> -> tensor<2x8x64xf32>
+  %y = tfm.moe_unpermute %rows, %p, %map : tensor<32x64xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi32> -> tensor<2x8x64xf32>
+  // CHECK: tfm.moe_unpermute_grad
+  %drows, %dp = tfm.moe_unpermute_grad %rows, %p, %map, %dy
+      : tensor<32x64xf32>, tensor<2x8x2xf32>, tensor<2x8x2xi32>, tensor<2x8x64xf32>
+  // CHECK: tfm.moe_permute_grad %{{.*}} : tensor<32x64xf32>, tensor<2x8x2xi32> -> tensor<2x8x64xf32>
+  %dxx = tfm.moe_permute_grad %drows, %map : tensor<32x64xf32>, tensor<2x8x2xi32> -> tensor<2x8x64xf32>
+  // CHECK: tfm.sigmoid_gate %{{.*}} : tensor<2x8x64xf32>, tensor<2x8x1xf32>
+  %s = tfm.sigmoid_gate %x, %g : tensor<2x8x64xf32>, tensor<2x8x1xf32>
+  // CHECK: tfm.sigmoid_gate_grad
+  %ds, %dg = tfm.sigmoid_gate_grad %x, %g, %dy : tensor<2x8x64xf32>, tensor<2x8x1xf32>
+  return
+}

@@ -101,6 +101,9 @@ constexpr int kSkip = 77;
   X(loomrt_gelu_forward)                                                       \
   X(loomrt_gemm)                                                               \
   X(loomrt_get_num_threads)                                                    \
+  X(loomrt_grouped_linear_backward_data)                                       \
+  X(loomrt_grouped_linear_backward_weight)                                     \
+  X(loomrt_grouped_linear_forward)                                             \
   X(loomrt_has_nonfinite)                                                      \
   X(loomrt_init)                                                               \
   X(loomrt_layer_norm_backward)                                                \
@@ -108,6 +111,14 @@ constexpr int kSkip = 77;
   X(loomrt_linear_backward_data)                                               \
   X(loomrt_linear_backward_weight)                                             \
   X(loomrt_linear_forward)                                                     \
+  X(loomrt_moe_permute)                                                        \
+  X(loomrt_moe_permute_backward)                                               \
+  X(loomrt_moe_route_backward)                                                 \
+  X(loomrt_moe_route_forward)                                                  \
+  X(loomrt_moe_router_loss_backward)                                           \
+  X(loomrt_moe_router_loss_forward)                                            \
+  X(loomrt_moe_unpermute)                                                      \
+  X(loomrt_moe_unpermute_backward)                                             \
   X(loomrt_p2p_begin)                                                          \
   X(loomrt_p2p_end)                                                            \
   X(loomrt_position_ids)                                                       \
@@ -121,6 +132,8 @@ constexpr int kSkip = 77;
   X(loomrt_scale)                                                              \
   X(loomrt_send)                                                               \
   X(loomrt_set_num_threads)                                                    \
+  X(loomrt_sigmoid_gate_backward)                                              \
+  X(loomrt_sigmoid_gate_forward)                                               \
   X(loomrt_silu_backward)                                                      \
   X(loomrt_silu_forward)                                                       \
   X(loomrt_sum_squares)                                                        \
@@ -1067,6 +1080,155 @@ void testAdamW() {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+void testMoe() {
+  // T tokens, top-2 of E = 4 experts; expert 3's logit is far below the
+  // others, so it gets no token (a group with no rows). Rows 0 and 1 tie
+  // (ties go to the lower expert).
+  const int64_t T = 37, E = 4, k = 2, H = 48;
+  std::vector<float> logits = randomVec(size_t(T * E), 80, -3, 3);
+  for (int64_t t = 0; t < T; ++t)
+    logits[size_t(t * E + 3)] = -20.0f;
+  for (int64_t e = 0; e < 3; ++e) {
+    logits[size_t(e)] = 0.5f;
+    logits[size_t(E + e)] = e == 0 ? -1.0f : 0.25f;
+  }
+  const auto dprobs = randomVec(size_t(T * k), 81);
+  for (int32_t pre = 0; pre < 2; ++pre)
+    check("moe_route pre_softmax=" + std::to_string(pre), tolFor(LOOMRT_F32),
+          [&](Backend &be) -> Outs {
+            Dev l(be, LOOMRT_F32, logits), p(be, nullptr, size_t(T * k * 4)),
+                ex(be, nullptr, size_t(T * k * 4)), dp(be, LOOMRT_F32, dprobs),
+                dl(be, LOOMRT_F32, logits);
+            be.loomrt_moe_route_forward(T, E, k, pre, l.as<float>(),
+                                        p.as<float>(), ex.as<int32_t>());
+            be.loomrt_moe_route_backward(T, E, k, pre, l.as<float>(),
+                                         ex.as<int32_t>(), dp.as<float>(),
+                                         dl.as<float>());
+            // Ids are compared as exact floats within the f32 tolerance:
+            // the smallest difference, 1 in 3, is far beyond it.
+            return {p.read(LOOMRT_F32), ex.readInts(), dl.read(LOOMRT_F32)};
+          });
+
+  // Fixed experts for the rest: two distinct ones of 0..2 per token.
+  std::vector<int32_t> experts(size_t(T * k));
+  {
+    const std::vector<int32_t> first = randomInts(size_t(T), 82, 0, 2),
+                               step = randomInts(size_t(T), 83, 1, 2);
+    for (int64_t t = 0; t < T; ++t) {
+      experts[size_t(t * k)] = first[size_t(t)];
+      experts[size_t(t * k + 1)] = (first[size_t(t)] + step[size_t(t)]) % 3;
+    }
+  }
+  check("moe_router_loss", tolFor(LOOMRT_F32), [&](Backend &be) -> Outs {
+    Dev l(be, LOOMRT_F32, logits), ex(be, experts), losses(be, nullptr, 8),
+        scale(be, LOOMRT_F32, std::vector<float>{0.5f}),
+        dl(be, LOOMRT_F32, logits);
+    be.loomrt_moe_router_loss_forward(T, E, k, 0.01f, 0.001f, l.as<float>(),
+                                      ex.as<int32_t>(), losses.as<float>(),
+                                      losses.as<float>() + 1);
+    be.loomrt_moe_router_loss_backward(T, E, k, 0.01f, 0.001f, l.as<float>(),
+                                       ex.as<int32_t>(), scale.as<float>(),
+                                       dl.as<float>());
+    const std::vector<float> both = losses.read(LOOMRT_F32);
+    // Each loss on its own scale.
+    return {{both[0]}, {both[1]}, dl.read(LOOMRT_F32)};
+  });
+
+  const std::vector<float> probs = randomVec(size_t(T * k), 84, 0, 1);
+  const int64_t N = T * k + 5; // capacity padding: rows no pair maps to
+  for (loomrt_dtype dt : kDtypes) {
+    const std::string t = dtName(dt);
+    const auto x = randomVec(size_t(T * H), 85),
+               dout = randomVec(size_t(T * H), 86),
+               drowsIn = randomVec(size_t(T * k * H), 87);
+    // Dispatch is a copy and a stable sort: exact.
+    check("moe_permute " + t, 0.0, [&](Backend &be) -> Outs {
+      Dev xd(be, dt, x), ex(be, experts), rows(be, dt, drowsIn),
+          counts(be, std::vector<int32_t>(size_t(E), -1)),
+          map(be, std::vector<int32_t>(size_t(T * k), -1));
+      be.loomrt_moe_permute(dt, T, H, k, E, xd.get(), ex.as<int32_t>(),
+                            rows.get(), counts.as<int32_t>(),
+                            map.as<int32_t>());
+      return {rows.read(dt), counts.readInts(), map.readInts()};
+    });
+    check("moe_permute_backward/unpermute/unpermute_backward " + t, tolFor(dt),
+          [&](Backend &be) -> Outs {
+            // Each backend's own row_map (checked exactly above).
+            Dev xd(be, dt, x), ex(be, experts), rows(be, dt, drowsIn),
+                counts(be, nullptr, size_t(E * 4)),
+                map(be, nullptr, size_t(T * k * 4));
+            be.loomrt_moe_permute(dt, T, H, k, E, xd.get(), ex.as<int32_t>(),
+                                  rows.get(), counts.as<int32_t>(),
+                                  map.as<int32_t>());
+            Dev dr(be, dt, drowsIn), dx(be, dt, x);
+            be.loomrt_moe_permute_backward(dt, T, H, k, dr.get(),
+                                           map.as<int32_t>(), dx.get());
+            Dev pr(be, LOOMRT_F32, probs), out(be, dt, x);
+            be.loomrt_moe_unpermute(dt, T, H, k, dr.get(), pr.as<float>(),
+                                    map.as<int32_t>(), out.get());
+            Dev dod(be, dt, dout), drows(be, dt, randomVec(size_t(N * H), 88)),
+                dpr(be, LOOMRT_F32, probs);
+            be.loomrt_moe_unpermute_backward(
+                dt, T, H, k, N, dr.get(), pr.as<float>(), map.as<int32_t>(),
+                dod.get(), drows.get(), dpr.as<float>());
+            return {dx.read(dt), out.read(dt), drows.read(dt),
+                    dpr.read(LOOMRT_F32)};
+          });
+
+    // Grouped linear: groups that cross 64-row tiles, an empty group, and
+    // 6 rows past the groups (zero in y and dx; y and dx start nonzero).
+    const int64_t M = 150, Nf = 36, K = 70;
+    const std::vector<int32_t> groupRows = {70, 0, 65, 9};
+    const auto gx = randomVec(size_t(M * K), 89),
+               gW = randomVec(size_t(E * Nf * K), 90),
+               gdy = randomVec(size_t(M * Nf), 91);
+    check("grouped_linear_forward/backward_data " + t, tolFor(dt),
+          [&](Backend &be) -> Outs {
+            Dev xd(be, dt, gx), wd(be, dt, gW), dyd(be, dt, gdy),
+                cnt(be, groupRows), y(be, dt, gdy), dx(be, dt, gx);
+            be.loomrt_grouped_linear_forward(dt, M, Nf, K, E, xd.get(),
+                                             wd.get(), cnt.as<int32_t>(),
+                                             y.get());
+            be.loomrt_grouped_linear_backward_data(dt, M, Nf, K, E, dyd.get(),
+                                                   wd.get(), cnt.as<int32_t>(),
+                                                   dx.get());
+            return {y.read(dt), dx.read(dt)};
+          });
+    for (loomrt_dtype gdt : {dt, LOOMRT_F32})
+      check("grouped_linear_backward_weight " + t + " grads " + dtName(gdt),
+            tolFor(gdt), [&](Backend &be) -> Outs {
+              Dev xd(be, dt, gx), dyd(be, dt, gdy), cnt(be, groupRows);
+              // Expert 1 has no rows: zero, or unchanged when accumulating.
+              Dev dW0(be, gdt, gW), dW1(be, gdt, gW);
+              be.loomrt_grouped_linear_backward_weight(
+                  dt, M, Nf, K, E, dyd.get(), xd.get(), cnt.as<int32_t>(), gdt,
+                  dW0.get(), 0);
+              be.loomrt_grouped_linear_backward_weight(
+                  dt, M, Nf, K, E, dyd.get(), xd.get(), cnt.as<int32_t>(), gdt,
+                  dW1.get(), 1);
+              return {dW0.read(gdt), dW1.read(gdt)};
+            });
+
+    const int64_t rows = 29, Hg = 300;
+    const auto sx = randomVec(size_t(rows * Hg), 92),
+               gate = randomVec(size_t(rows), 93, -4, 4),
+               sdout = randomVec(size_t(rows * Hg), 94);
+    check("sigmoid_gate " + t, tolFor(dt), [&](Backend &be) -> Outs {
+      Dev xd(be, dt, sx), gd(be, dt, gate), dod(be, dt, sdout), out(be, dt, sx),
+          dx(be, dt, sx), dg(be, dt, gate);
+      be.loomrt_sigmoid_gate_forward(dt, rows, Hg, xd.get(), gd.get(),
+                                     out.get());
+      be.loomrt_sigmoid_gate_backward(dt, rows, Hg, xd.get(), gd.get(),
+                                      dod.get(), dx.get(), dg.get());
+      return {out.read(dt), dx.read(dt), dg.read(dt)};
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Misuse
 //===----------------------------------------------------------------------===//
 
@@ -1315,6 +1477,7 @@ int main(int argc, char **argv) {
     testEmbedding();
     testCrossEntropy();
     testAdamW();
+    testMoe();
     testMisuse();
   }
   std::printf("%d of %d comparisons failed\n", failures, checks);
