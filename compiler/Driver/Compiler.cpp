@@ -35,6 +35,7 @@
 #include "dialects/Tfm/TfmOps.h"
 #include "passes/Autodiff/Passes.h"
 #include "passes/Pipeline/Passes.h"
+#include "passes/Plan/Passes.h"
 #include "rankgen/ParallelLayout.h"
 #include "rankgen/PipelineSchedule.h"
 
@@ -257,11 +258,22 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   diffOptions.method = o.recomputeMethod.empty() ? "uniform" : o.recomputeMethod;
   diffOptions.numLayers = o.recomputeNumLayers ? o.recomputeNumLayers : 1;
   diffOptions.function = forwardName;
+  plan::TfmSetRouterLossesOptions routerLosses;
+  routerLosses.auxCoeff = o.moeAuxLossCoeff.value_or(-1.0);
+  routerLosses.zCoeff = o.moeZLossCoeff.value_or(-1.0);
   if (Error e = run("differentiate", [&](OpPassManager &pm) {
+        pm.addPass(plan::createTfmSetRouterLosses(routerLosses));
         if (o.train)
           pm.addPass(autodiff::createTfmDifferentiate(diffOptions));
       }))
     return e;
+  // The routers' losses the rank program logs (one per MoE layer each).
+  RouterLossCounts routerLossCounts;
+  if (auto fwd = module.lookupSymbol<func::FuncOp>(forwardName))
+    fwd.walk([&](tfm::MoeRouterLossOp op) {
+      routerLossCounts.loadBalancing += !op.getAuxCoeff().isZero();
+      routerLossCounts.zLoss += !op.getZCoeff().isZero();
+    });
 
   // 3. Shard: every value distributed, per-rank shapes, the collectives.
   stage(config.tp > 1 && config.cp > 1 ? "shard: tensor and context parallel layers"
@@ -307,7 +319,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                      .backend = o.backend,
                      .eodTokenId = eodMask,
                      .gradientGroup = *gradientGroup,
-                     .entries = entries};
+                     .entries = entries,
+                     .routerLosses = routerLossCounts};
   if (Error e = describeProgram(mf, facts))
     return e;
   SmallVector<std::pair<std::string, EntryVolume>> volumes;

@@ -54,6 +54,10 @@ struct CompileOptions {
   /// the two must agree.
   std::optional<int64_t> globalBatchSize;
   bool microbatchesGiven = false;
+  /// Megatron's --moe-aux-loss-coeff and --moe-z-loss-coeff for every
+  /// router (unset: the model's, the config's router_aux_loss_coef and no
+  /// z-loss).
+  std::optional<double> moeAuxLossCoeff, moeZLossCoeff;
   /// The runtime backend the rank executables link: "cpu" or "cuda".
   std::string backend = "cpu";
   /// Where rank-XXXXX, manifest.json and launch are written.

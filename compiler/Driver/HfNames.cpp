@@ -27,6 +27,11 @@ HfPlacement loom::driver::hfPlacement(StringRef family, StringRef name,
   if (vocabTable && unpaddedVocab > 0 && !shape.empty() &&
       unpaddedVocab < shape[0])
     p.fileRows = unpaddedVocab;
+  // Mixtral's and Qwen2-MoE's experts: Loom stacks [E, out, in]; the file
+  // holds "...experts.<e>.<proj>.weight" per expert.
+  if ((family == "mixtral" || family == "qwen2_moe") && shape.size() == 3 &&
+      name.contains(".experts."))
+    p.experts = shape[0];
   if (family != "gpt2")
     return p;
 

@@ -193,6 +193,8 @@ Error loom::driver::describeProgram(manifest::Manifest &mf,
   // padded one the tables have.
   mf.vocabSize = model.unpaddedVocab ? model.unpaddedVocab : model.vocab;
   mf.eodTokenId = facts.eodTokenId;
+  mf.routerLosses = {facts.routerLosses.loadBalancing,
+                     facts.routerLosses.zLoss};
   // The group gradients are summed over, under the name the layout lists
   // it by (the rank program checks it names a group of the manifest).
   mf.gradientGroup = layoutKey(facts.layout, facts.gradientGroup);

@@ -39,6 +39,11 @@ void addWorkspaces(manifest::Manifest &mf,
                    llvm::ArrayRef<mlir::func::FuncOp> entries);
 
 /// What the manifest says besides the entries.
+/// The routers' losses of the model: how many layers compute each.
+struct RouterLossCounts {
+  int64_t loadBalancing = 0, zLoss = 0;
+};
+
 struct ProgramFacts {
   const rankgen::Plan &plan;
   const rankgen::ParallelLayout &layout;
@@ -50,6 +55,7 @@ struct ProgramFacts {
   /// The prepared entry points (their communicators name groups the
   /// manifest must list).
   llvm::ArrayRef<mlir::func::FuncOp> entries;
+  RouterLossCounts routerLosses;
 };
 
 /// Fills the plan, groups, ranks, parameters, batch and model.

@@ -265,11 +265,12 @@ Value ModelBuilder::moeMlp(StringRef prefix, Value x) {
       loc, f32Tensor({batch, seq, k}),
       RankedTensorType::get({batch, seq, k}, b.getI32Type()), logits,
       b.getI64IntegerAttr(k), m.preSoftmax ? b.getUnitAttr() : UnitAttr());
-  if (m.auxLossCoeff > 0.0)
-    b.create<MoeRouterLossOp>(loc, f32Tensor({}), f32Tensor({}), logits,
-                              route.getExperts(),
-                              b.getF64FloatAttr(m.auxLossCoeff),
-                              b.getF64FloatAttr(0.0));
+  // Always written, so that loom-compile's --moe-aux-loss-coeff can turn
+  // it on; tfm-set-router-losses erases it when both coefficients are 0.
+  b.create<MoeRouterLossOp>(loc, f32Tensor({}), f32Tensor({}), logits,
+                            route.getExperts(),
+                            b.getF64FloatAttr(m.auxLossCoeff),
+                            b.getF64FloatAttr(0.0));
 
   int64_t n = batch * seq * k;
   auto permuted = b.create<MoePermuteOp>(

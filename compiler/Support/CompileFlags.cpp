@@ -6,6 +6,9 @@
 
 #include "compiler/Support/CompileFlags.h"
 
+#include <cmath>
+#include <tuple>
+
 using namespace llvm;
 using namespace loom;
 
@@ -48,6 +51,16 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
           "recompute-num-layers",
           cl::desc("With full: layers recomputed by block (uniform: 1)"),
           cl::cat(category)),
+      moeAuxLossCoeff(
+          "moe-aux-loss-coeff",
+          cl::desc("Load-balancing loss coefficient of every MoE router "
+                   "(Megatron's flag; default: the config's "
+                   "router_aux_loss_coef, else 0)"),
+          cl::cat(category)),
+      moeZLossCoeff("moe-z-loss-coeff",
+                    cl::desc("Router z-loss coefficient (Megatron's flag; "
+                             "default 0)"),
+                    cl::cat(category)),
       backend("backend", cl::init("cpu"),
               cl::desc("Runtime the rank executables link: cpu (OpenBLAS + "
                        "MPI) or cuda (CUDA kernels, cuBLAS, NCCL; one GPU per "
@@ -81,6 +94,18 @@ Expected<driver::CompileOptions> CompileFlags::options() const {
                   "--recompute-granularity " +
                   options.recomputeGranularity);
     options.recomputeGranularity = "selective";
+  }
+  for (auto [flag, name, slot] :
+       {std::tuple{&moeAuxLossCoeff, "--moe-aux-loss-coeff",
+                   &options.moeAuxLossCoeff},
+        {&moeZLossCoeff, "--moe-z-loss-coeff", &options.moeZLossCoeff}}) {
+    if (!flag->getNumOccurrences())
+      continue;
+    double v = *flag;
+    if (!(v >= 0.0) || !std::isfinite(v))
+      return fail(Twine(name) + " " + std::to_string(v) +
+                  " must be a finite number >= 0");
+    *slot = v;
   }
   options.recomputeMethod = recomputeMethod;
   if (recomputeNumLayers.getNumOccurrences()) {

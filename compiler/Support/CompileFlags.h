@@ -53,6 +53,7 @@ public:
   llvm::cl::opt<bool> recomputeActivations;
   llvm::cl::opt<std::string> recomputeGranularity, recomputeMethod;
   llvm::cl::opt<int64_t> recomputeNumLayers;
+  llvm::cl::opt<double> moeAuxLossCoeff, moeZLossCoeff;
   llvm::cl::opt<std::string> backend;
 };
 

@@ -168,11 +168,16 @@ FailureOr<int64_t> BlockDifferentiator::run() {
     IRMapping map;
     for (BlockArgument arg : body->getArguments())
       map.map(arg, forward(arg));
+    // Side losses are not recomputed: no forward op reads them, their
+    // gradient rule reads their operands, and the step has counted them.
+    auto replayed = [](Operation &op) { return !isa<MoeRouterLossOp>(op); };
     for (Operation &op : body->without_terminator())
-      bb.clone(op, map);
+      if (replayed(op))
+        bb.clone(op, map);
     for (Operation &op : body->without_terminator())
-      for (Value r : op.getResults())
-        forwardOf[r] = map.lookup(r);
+      if (replayed(op))
+        for (Value r : op.getResults())
+          forwardOf[r] = map.lookup(r);
   }
 
   // Seeds: the gradients of the block's results, and grad_scale for the

@@ -156,4 +156,32 @@ def TfmPadSequence : Pass<"tfm-pad-sequence", "mlir::ModuleOp"> {
   }];
 }
 
+
+def TfmSetRouterLosses : Pass<"tfm-set-router-losses", "mlir::ModuleOp"> {
+  let summary = "set the coefficients of the routers' losses; drop the zero ones";
+  let description = [{
+    Megatron's `--moe-aux-loss-coeff` and `--moe-z-loss-coeff`: every
+    `tfm.moe_router_loss` gets the coefficients given (a negative option
+    keeps the imported one: the config's `router_aux_loss_coef`, and no
+    z-loss), and one whose coefficients are both zero is erased, so a model
+    trained without router losses computes none. Run before
+    `tfm-differentiate`, which seeds the remaining ones with the step's
+    `grad_scale`.
+
+    ```
+    loom-opt m.mlir --tfm-set-router-losses="aux-coeff=0.01 z-coeff=0.001"
+    // tfm.moe_router_loss %l, %e aux_coeff 1.000000e-02 z_coeff 1.000000e-03
+    ```
+  }];
+  let options = [
+    Option<"auxCoeff", "aux-coeff", "double", "-1.0",
+           "Load-balancing loss coefficient (negative: keep)">,
+    Option<"zCoeff", "z-coeff", "double", "-1.0",
+           "Router z-loss coefficient (negative: keep)">
+  ];
+  let statistics = [
+    Statistic<"numErased", "erased", "Router losses with zero coefficients erased">
+  ];
+}
+
 #endif // LOOM_PASSES_PLAN_PASSES_TD

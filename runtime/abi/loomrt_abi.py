@@ -241,13 +241,15 @@ COMMON = {
     "loomrt_pipeline_loss", "loomrt_set_grads_ready_hook", "loomrt_grads_ready",
     # Profile.cpp
     "loomrt_profile_begin_step", "loomrt_profile_end_step",
+    # Metrics.cpp
+    "loomrt_metrics",
 }
 
 # Entry points the profiler does not time: its own, and queries that only
 # read host state (on the cuda backend timing one would cost two events
 # for nothing the device does).
 UNTIMED = {
-    "loomrt_profile_begin_step", "loomrt_profile_end_step",
+    "loomrt_profile_begin_step", "loomrt_profile_end_step", "loomrt_metrics",
     "loomrt_dtype_size", "loomrt_world_rank", "loomrt_world_size",
     "loomrt_get_num_threads", "loomrt_wtime", "loomrt_comm_world",
     "loomrt_comm_rank", "loomrt_comm_size", "loomrt_comm_world_rank_of",

@@ -192,6 +192,14 @@ void loomrt::backend::loomrt_free(void *ptr) {
     std::free(ptr);
 }
 
+void loomrt::backend::loomrt_upload(void *dst, const void *src,
+                                    int64_t bytes) {
+  LOOMRT_DEVICE_CALL(dst);
+  // Ordered after earlier calls, like a device queue: nothing to wait for.
+  if (bytes)
+    std::memcpy(dst, src, size_t(bytes));
+}
+
 void loomrt::backend::loomrt_copy(void *dst, const void *src, int64_t bytes) {
   LOOMRT_DEVICE_CALL();
   // Complete on return (loomrt.h): a device backend waits for it.

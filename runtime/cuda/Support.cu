@@ -13,10 +13,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -271,6 +273,77 @@ void loomrt::backend::loomrt_copy(void *dst, const void *src, int64_t bytes) {
   CUDA_CHECK(
       cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, stream()));
   CUDA_CHECK(syncStream(stream()));
+}
+
+namespace {
+/// Pinned host memory the uploads are staged in: a ring whose regions are
+/// reused once the copies reading them are done (an event each).
+struct UploadRing {
+  char *base = nullptr;
+  size_t capacity = 0, head = 0;
+  struct InFlight {
+    size_t begin, end;
+    cudaEvent_t done;
+  };
+  std::vector<InFlight> inFlight; // oldest first
+
+  /// Waits for the copies that read [begin, end) and forgets every copy
+  /// that is done.
+  void release(size_t begin, size_t end) {
+    std::vector<InFlight> pending;
+    for (InFlight &f : inFlight) {
+      bool overlaps = f.begin < end && begin < f.end;
+      cudaError_t state = cudaEventQuery(f.done);
+      if (state == cudaErrorNotReady && !overlaps) {
+        pending.push_back(f);
+        continue;
+      }
+      if (state == cudaErrorNotReady) {
+        profile::hostSync();
+        CUDA_CHECK(cudaEventSynchronize(f.done));
+      } else {
+        CUDA_CHECK(state);
+      }
+      CUDA_CHECK(cudaEventDestroy(f.done));
+    }
+    inFlight = std::move(pending);
+  }
+
+  char *reserve(size_t bytes) {
+    bytes = (bytes + 255) & ~size_t(255);
+    if (bytes > capacity) {
+      release(0, capacity); // every copy done before the ring is replaced
+      if (base)
+        CUDA_CHECK(cudaFreeHost(base));
+      capacity = std::max<size_t>(bytes * 4, size_t(4) << 20);
+      CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void **>(&base), capacity,
+                               cudaHostAllocDefault));
+      profile::allocation();
+      head = 0;
+    }
+    if (head + bytes > capacity)
+      head = 0;
+    release(head, head + bytes);
+    char *p = base + head;
+    head += bytes;
+    return p;
+  }
+} uploads;
+} // namespace
+
+void loomrt::backend::loomrt_upload(void *dst, const void *src,
+                                    int64_t bytes) {
+  if (!bytes)
+    return;
+  char *staged = uploads.reserve(size_t(bytes));
+  std::memcpy(staged, src, size_t(bytes));
+  CUDA_CHECK(cudaMemcpyAsync(dst, staged, size_t(bytes),
+                             cudaMemcpyHostToDevice, stream()));
+  cudaEvent_t done;
+  CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(done, stream()));
+  size_t begin = size_t(staged - uploads.base);
+  uploads.inFlight.push_back({begin, begin + size_t(bytes), done});
 }
 
 void loomrt::backend::loomrt_zero(void *dst, int64_t bytes) {

@@ -75,6 +75,27 @@ Shape HfTensor::fileShape() const {
   return s;
 }
 
+std::string HfTensor::expertName(int64_t e) const {
+  static const std::string kExperts = ".experts.";
+  size_t at = name.rfind(kExperts);
+  if (at == std::string::npos)
+    return name + "." + std::to_string(e);
+  size_t after = at + kExperts.size();
+  return name.substr(0, after) + std::to_string(e) + "." + name.substr(after);
+}
+
+std::vector<std::pair<std::string, Shape>> HfTensor::fileTensors() const {
+  if (experts > 0) {
+    std::vector<std::pair<std::string, Shape>> out;
+    for (int64_t e = 0; e < experts; ++e)
+      out.emplace_back(expertName(e), expertShape());
+    return out;
+  }
+  if (padded())
+    return {{name, fileShape()}, {paddingName(), paddingShape()}};
+  return {{name, shape}};
+}
+
 Shape HfTensor::paddingShape() const {
   Shape s = shape;
   s[0] -= fileRows;

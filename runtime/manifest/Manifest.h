@@ -94,6 +94,9 @@ struct HfPlacement {
   /// Rows of `shape` the Hugging Face file holds, when a vocabulary padded
   /// to a multiple gives the tensor more (0: all of them).
   int64_t fileRows = 0;
+  /// Stacked experts ("experts"): the file holds each of the shape[0]
+  /// slices along dim 0 as its own tensor, expertName(e) (0: one tensor).
+  int64_t experts = 0;
 };
 
 /// "placement": every rank of every group of `groups[group]` holds the
@@ -148,8 +151,17 @@ struct HfTensor {
   loomrt_dtype dtype = LOOMRT_F32;
   std::vector<size_t> pieces; // indices into Manifest::params
   int64_t fileRows = 0;       // < shape[0] when padded, else shape[0]
+  int64_t experts = 0;        // HfPlacement::experts
 
   bool padded() const { return !shape.empty() && fileRows < shape[0]; }
+  /// Hugging Face's name of expert e's slice: "...experts.w1.weight" ->
+  /// "...experts.<e>.w1.weight" (Mixtral's and Qwen2-MoE's layout).
+  std::string expertName(int64_t e) const;
+  /// The shape of one expert's slice (shape without dim 0).
+  Shape expertShape() const { return Shape(shape.begin() + 1, shape.end()); }
+  /// The file tensors this tensor is written as, in file order: the
+  /// tensor, or its padding apart, or one per expert.
+  std::vector<std::pair<std::string, Shape>> fileTensors() const;
   /// The tensor under `name` in a file: the first fileRows rows.
   Shape fileShape() const;
   /// The padding rows, under paddingName().
@@ -249,6 +261,12 @@ struct Manifest {
   int64_t vocabSize = 1;
   loomrt_dtype dtype = LOOMRT_F32;
   std::optional<int64_t> eodTokenId;
+  /// Mixture-of-experts layers whose router computes a load-balancing loss
+  /// and a z-loss ("router_losses"; written when not both 0): the rank
+  /// program logs their means, which the step accumulates in loomrt_metrics.
+  struct RouterLosses {
+    int64_t loadBalancing = 0, zLoss = 0;
+  } routerLosses;
   std::map<std::string, int64_t> plan; // tp, cp, dp, pp, ... (integers only)
   /// Group kind -> list of groups -> world ranks, in group-rank order.
   std::map<std::string, std::vector<std::vector<int32_t>>> groups;

@@ -297,6 +297,14 @@ HfPlacement parseHf(const Reader &r, const json &hf, const std::string &hp) {
                      std::to_string(h.shape.empty() ? 0 : h.shape[0]) +
                      " rows");
   }
+  if (const json *e = r.optMember(hf, "experts")) {
+    std::string ep = at(hp, "experts");
+    h.experts = r.integer(*e, ep);
+    if (h.shape.empty() || h.experts != h.shape[0] || h.fileRows)
+      r.fail(ep, "must be the HF tensor's " +
+                     std::to_string(h.shape.empty() ? 0 : h.shape[0]) +
+                     " rows (one file tensor each), without file_rows");
+  }
   return h;
 }
 
@@ -455,6 +463,14 @@ Manifest parseRoot(const Reader &r, const json &root) {
     m.dtype = r.dtype(*d, "dtype");
   if (const json *e = r.optMember(root, "eod_token_id"))
     m.eodTokenId = r.integer(*e, "eod_token_id");
+  if (const json *l = r.optMember(root, "router_losses")) {
+    for (auto [key, slot] :
+         {std::pair<const char *, int64_t *>{"load_balancing",
+                                             &m.routerLosses.loadBalancing},
+          {"z_loss", &m.routerLosses.zLoss}})
+      if (const json *n = r.optMember(*l, key))
+        *slot = r.integer(*n, std::string("router_losses.") + key);
+  }
   parsePlan(r, root, m);
   parseGroups(r, root, m);
   if (const json *g = r.optMember(root, "gradient_group"))
@@ -512,6 +528,8 @@ json paramJson(const ParamSpec &p) {
              {"offset", shapeJson(p.hf.offset)}};
   if (p.hf.fileRows)
     hf["file_rows"] = p.hf.fileRows;
+  if (p.hf.experts)
+    hf["experts"] = p.hf.experts;
   json out = {{"name", p.name},
               {"shape", shapeJson(p.shape)},
               {"dtype", manifestDTypeName(p.dtype)},
@@ -597,6 +615,9 @@ json manifestJson(const Manifest &m) {
                {"ranks", std::move(ranks)},
                {"params", std::move(params)},
                {"entries", entriesJson(m.entries)}};
+  if (m.routerLosses.loadBalancing || m.routerLosses.zLoss)
+    root["router_losses"] = {{"load_balancing", m.routerLosses.loadBalancing},
+                             {"z_loss", m.routerLosses.zLoss}};
   if (m.paddedSeqLength != m.seqLength)
     root["padded_seq_length"] = m.paddedSeqLength;
   if (m.stageEntries) {

@@ -225,14 +225,13 @@ void writeCheckpoint(const std::string &path, const Manifest &m,
 StagedFile stageCheckpoint(const std::string &path, const Manifest &m,
                            const ShardFetcher &fetch,
                            const std::map<std::string, std::string> &metadata) {
-  // A padded tensor's rows are written in order: the file's rows under its
-  // name, then the padding rows under paddingName().
+  // A tensor's rows are written in order, as one file tensor or several
+  // consecutive ones: a padded tensor's file rows under its name, then the
+  // padding rows under paddingName(); stacked experts one per expert.
   std::vector<std::tuple<std::string, loomrt_dtype, Shape>> layout;
-  for (const HfTensor &t : m.hfTensors) {
-    layout.emplace_back(t.name, t.dtype, t.padded() ? t.fileShape() : t.shape);
-    if (t.padded())
-      layout.emplace_back(t.paddingName(), t.dtype, t.paddingShape());
-  }
+  for (const HfTensor &t : m.hfTensors)
+    for (auto &[name, shape] : t.fileTensors())
+      layout.emplace_back(name, t.dtype, shape);
   std::string tmp = path + ".tmp";
   OutFile out(tmp);
   writeHeader(out, layout, metadata);
@@ -286,6 +285,15 @@ void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
   std::map<std::string, const HfTensor *> byName;
   for (const HfTensor &t : m.hfTensors) {
     byName[t.name] = &t;
+    if (t.experts > 0) {
+      for (int64_t e = 0; e < t.experts; ++e) {
+        if (!file.tensors().count(t.expertName(e)))
+          throw Error("checkpoint " + path + " has no tensor \"" +
+                      t.expertName(e) + "\"");
+        check(t.expertName(e), t.expertShape());
+      }
+      continue;
+    }
     if (!file.tensors().count(t.name))
       throw Error("checkpoint " + path + " has no tensor \"" + t.name + "\"");
     check(t.name, t.padded() ? t.fileShape() : t.shape);
@@ -321,6 +329,23 @@ void loadCheckpoint(const std::string &path, const Manifest &m, int32_t rank,
     if (!s || buf == buffers.end())
       continue;
     const HfTensor &t = *byName.at(p.hf.name);
+    if (t.experts > 0) {
+      // Each expert (row of dim 0) from its own file tensor.
+      const Box &box = s->box;
+      int64_t lo = box.offset[0], hi = lo + box.shape[0];
+      int64_t expertBytes = numElements(box.shape) /
+                            std::max<int64_t>(hi - lo, 1) * dtypeBytes(p.dtype);
+      for (int64_t e = lo; e < hi; ++e) {
+        Box one = box;
+        one.offset[0] = e;
+        one.shape[0] = 1;
+        StridedView view = hfViewOfBox(p, one);
+        view.base -= e * contiguousStrides(t.shape)[0];
+        copyIn(t.expertName(e), one.shape, view, p.dtype,
+               static_cast<char *>(buf->second) + (e - lo) * expertBytes);
+      }
+      continue;
+    }
     if (!t.padded()) {
       copyIn(t.name, s->box.shape, hfViewOfBox(p, s->box), p.dtype,
              buf->second);

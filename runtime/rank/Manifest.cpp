@@ -223,6 +223,8 @@ void checkParam(const Checker &r, size_t i, Manifest &m) {
       (p.hf.transpose || p.hf.offset[0] != 0 || p.shape[0] != p.hf.shape[0]))
     r.fail(at(hp, "file_rows"), "a padded HF tensor must hold the "
                                 "untransposed parameter's rows whole");
+  if (p.hf.experts && p.hf.transpose)
+    r.fail(at(hp, "experts"), "stacked experts cannot be transposed");
 
   if (p.placement) {
     placeShards(r, *p.placement, at(path, "placement"), m, p);
@@ -274,6 +276,7 @@ void buildHfTensors(const Checker &r, Manifest &m) {
       t.shape = p.hf.shape;
       t.dtype = p.dtype;
       t.fileRows = fileRows;
+      t.experts = p.hf.experts;
     } else if (t.fileRows != fileRows || t.padded()) {
       r.fail(at("params", i), "HF tensor \"" + t.name + "\" has a padded "
                               "vocabulary, which only one parameter may fill");

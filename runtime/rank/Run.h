@@ -87,6 +87,10 @@ struct StepResult {
   double lr = 0.0;
   std::optional<double> gradNorm; // none for a skipped update
   bool skipped = false;
+  /// The routers' losses without their coefficients, averaged over MoE
+  /// layers, micro-batches and data-parallel replicas (Megatron's
+  /// load_balancing_loss and z_loss); none without them.
+  std::optional<double> loadBalancingLoss, zLoss;
 };
 
 const char *const kMomentPrefixes[] = {"optimizer.exp_avg.",
@@ -131,6 +135,9 @@ private:
   /// all_reduce(op) of one host value over `comm` (collectives take backend
   /// memory: it crosses through dev.scalar).
   float allReduceScalar(loomrt_comm comm, int32_t op, float value);
+  /// Reads and zeroes the step's router-loss accumulators (loomrt_metrics)
+  /// into `result`.
+  void takeRouterLosses(StepResult &result);
   /// The token-weighted mean loss of `tally` over the gradient group (dp,
   /// or dp x cp: every cp rank adds its chunk's tokens with the micro-batch
   /// loss, which is the whole sequence's). Collective over that group.

@@ -110,9 +110,9 @@ void Run::readBatch(const BoundEntry &entry, const BatchReader &from,
     from.read(step, micro, dpRank, dpSize, batch);
     size_t slot = slotOf(entry, micro);
     int64_t bytes = int64_t(batch.tokens.size()) * 4;
-    loomrt_copy(dev.tokens[slot].get(), batch.tokens.data(), bytes);
-    loomrt_copy(dev.labels[slot].get(), batch.labels.data(), bytes);
-    loomrt_copy(dev.lossMask[slot].get(), batch.lossMask.data(), bytes);
+    loomrt_upload(dev.tokens[slot].get(), batch.tokens.data(), bytes);
+    loomrt_upload(dev.labels[slot].get(), batch.labels.data(), bytes);
+    loomrt_upload(dev.lossMask[slot].get(), batch.lossMask.data(), bytes);
     plantHostAccessForTests(dev.tokens[slot].get());
     double tokens = 0.0;
     for (float w : batch.lossMask)
@@ -174,6 +174,10 @@ void Run::logStep(const StepResult &result, float stepLoss, double seconds,
     std::printf(" | learning rate: %E", result.lr);
   std::printf(" | global batch size: %5" PRId64 " | lm loss: %E |",
               samplesPerStep, double(stepLoss));
+  if (result.loadBalancingLoss)
+    std::printf(" load_balancing_loss: %E |", *result.loadBalancingLoss);
+  if (result.zLoss)
+    std::printf(" z_loss: %E |", *result.zLoss);
   if (opts.train) {
     if (dynamicScaling)
       std::printf(" loss scale: %.1f |", state.scaler.scale);
@@ -221,6 +225,12 @@ void Run::logStep(const StepResult &result, float stepLoss, double seconds,
                      number(state.scaler.scale, "%.17g").c_str());
       std::fprintf(metrics, ", \"skipped_iterations\": %" PRId64,
                    state.skippedIterations);
+      if (result.loadBalancingLoss)
+        std::fprintf(metrics, ", \"load_balancing_loss\": %s",
+                     number(*result.loadBalancingLoss, "%.9g").c_str());
+      if (result.zLoss)
+        std::fprintf(metrics, ", \"z_loss\": %s",
+                     number(*result.zLoss, "%.9g").c_str());
     }
     if (validLoss)
       std::fprintf(metrics, ", \"valid_loss\": %s",

@@ -423,6 +423,11 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
           : std::vector<float>(size_t(m.numMicrobatches),
                                float(lossScale / double(m.numMicrobatches)));
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
+  // A validation pass since the last step added to them too.
+  bool routerLosses =
+      m.routerLosses.loadBalancing > 0 || m.routerLosses.zLoss > 0;
+  if (routerLosses)
+    loomrt_zero(loomrt_metrics(), LOOMRT_NUM_METRICS * sizeof(float));
   // A pipelined entry runs every micro-batch in one call (its schedule)
   // and returns their gradients summed; the others one micro-batch a call.
   // A pipelined step signals each chunk's gradients when its last backward
@@ -432,8 +437,8 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     loomrt_set_grads_ready_hook(&Run::onGradsReady, this);
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
     readBatch(entry, *reader, dataStep, micro);
-    loomrt_copy(dev.gradScale[slotOf(entry, micro)].get(),
-                &gradScales[size_t(micro)], sizeof(float));
+    loomrt_upload(dev.gradScale[slotOf(entry, micro)].get(),
+                  &gradScales[size_t(micro)], sizeof(float));
     if (entry.pipelined && micro + 1 < m.numMicrobatches)
       continue;
     entry.fn(entry.args.data());
@@ -449,6 +454,8 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                     mainGrads + t.offset);
   }
   loomrt_set_grads_ready_hook(nullptr, nullptr);
+  if (routerLosses)
+    takeRouterLosses(result);
   for (const auto &[chunk, runs] : chunkRuns)
     if (!signalledChunks.count(chunk))
       throw Error("the compiled train step of rank " + std::to_string(rank) +
@@ -625,6 +632,28 @@ void Run::allGatherParams() {
   const char *recv = reinterpret_cast<const char *>(mainGrads);
   for (const TrainParam &t : trained)
     loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
+}
+
+void Run::takeRouterLosses(StepResult &result) {
+  // Every rank of a pipeline stage ran its MoE layers on its micro-batches:
+  // the world's sum counts each layer (ranks per stage) x micro-batches
+  // times.
+  float *acc = loomrt_metrics();
+  if (worldSize > 1)
+    loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, acc, acc,
+                      LOOMRT_NUM_METRICS);
+  float sums[LOOMRT_NUM_METRICS];
+  loomrt_copy(sums, acc, sizeof(sums));
+  loomrt_zero(acc, sizeof(sums));
+  auto pp = m.plan.find("pp");
+  double perLayer = double(worldSize) /
+                    double(pp == m.plan.end() ? 1 : pp->second) *
+                    double(m.numMicrobatches);
+  if (int64_t n = m.routerLosses.loadBalancing)
+    result.loadBalancingLoss =
+        sums[LOOMRT_METRIC_LOAD_BALANCING] / (perLayer * double(n));
+  if (int64_t n = m.routerLosses.zLoss)
+    result.zLoss = sums[LOOMRT_METRIC_Z_LOSS] / (perLayer * double(n));
 }
 
 } // namespace loom::rank

@@ -128,6 +128,7 @@ class Config:
         with open(path) as f:
             c = json.load(f)
         self.family = c.get("model_type") or ("gpt2" if "n_embd" in c else "llama")
+        self.moe = None
         if self.family == "gpt2":
             self.layers, self.heads = c["n_layer"], c["n_head"]
             self.hidden = c["n_embd"]
@@ -157,7 +158,6 @@ class Config:
             else:
                 self.qkv_bias = self.o_bias = self.mlp_bias = False
             # transformers' MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock.
-            self.moe = None
             if self.family in ("mixtral", "qwen2_moe"):
                 mixtral = self.family == "mixtral"
                 self.moe = {
@@ -279,7 +279,8 @@ def moe_mlp(cfg, W, p, m, aux):
     tokens, outputs summed with the routing weights; Qwen2-MoE's shared
     expert scaled by sigmoid(shared_expert_gate)). Appends Megatron-Core's
     load-balancing loss of the layer to `aux`: coeff * E / (k T^2) *
-    sum_e (sum_t softmax[t, e]) * count[e]."""
+    sum_e (sum_t softmax[t, e]) * count[e], and its z-loss, z_coeff / T *
+    sum_t logsumexp(logits[t])^2 (both with loom-compile's coefficients)."""
     F = torch.nn.functional
     mo = cfg.moe
     pre = p + mo["prefix"]
@@ -296,15 +297,20 @@ def moe_mlp(cfg, W, p, m, aux):
         if tok.numel() == 0:
             continue
         xe = x[tok]
-        h = (F.silu(xe @ W[pre + "experts.%s.weight" % gate_name][e].T)
-             * (xe @ W[pre + "experts.%s.weight" % up_name][e].T))
-        out = h @ W[pre + "experts.%s.weight" % down_name][e].T
+        # Hugging Face's names: one tensor per expert and projection.
+        expert = lambda name: W[pre + "experts.%d.%s.weight" % (e, name)]
+        h = F.silu(xe @ expert(gate_name).T) * (xe @ expert(up_name).T)
+        out = h @ expert(down_name).T
         y = y.index_add(0, tok, out * top[tok, slot].unsqueeze(-1))
+    T = x.shape[0]
     if mo["aux_coeff"] > 0 and aux is not None:
-        T = x.shape[0]
         count = torch.bincount(idx.reshape(-1), minlength=E).to(scores.dtype)
         aux.append(mo["aux_coeff"] * E / (k * T * T)
                    * (scores.sum(dim=0) * count).sum())
+    if mo.get("z_coeff", 0.0) > 0 and aux is not None:
+        # Megatron's z-loss: the mean over tokens of logsumexp(logits)^2.
+        lse = torch.logsumexp(x @ W[pre + "gate.weight"].T, dim=-1)
+        aux.append(mo["z_coeff"] * (lse * lse).sum() / T)
     if mo["shared"]:
         s = pre + "shared_expert."
         h = F.silu(x @ W[s + "gate_proj.weight"].T) * (x @ W[s + "up_proj.weight"].T)
@@ -507,13 +513,14 @@ def global_batches(args, manifest, stream, step):
             yield tokens, labels, mask, pos, doc
 
 
-def step_loss(args, cfg, manifest, W, stream, step, logged=False):
+def step_loss(args, cfg, manifest, W, stream, step, logged=False,
+              router=None):
     """The loss the gradients are of: the mean over micro-batches and dp
     ranks of the masked mean cross-entropy of each micro-batch. With
     logged, also the loss loom-run logs, as Megatron reports it: the
     micro-batch means weighted by their unmasked tokens (the same unless
     the loss masks differ, e.g. with --eod-mask-loss)."""
-    parts, objective = [], 0
+    parts, objective, all_aux = [], 0, []
     for t, l, m, p, d in global_batches(args, manifest, stream, step):
         # A router's load-balancing losses are part of what is trained,
         # not of the loss that is logged (Megatron's "lm loss").
@@ -523,7 +530,15 @@ def step_loss(args, cfg, manifest, W, stream, step, logged=False):
         lm = masked_mean_ce(logits, l, m)
         parts.append((lm, float(m.sum())))
         objective = objective + lm + sum(aux)
+        all_aux += aux
     objective = objective / len(parts)
+    if router is not None and all_aux and cfg.moe["aux_coeff"] > 0:
+        # What loom-run logs as load_balancing_loss: the mean over layers,
+        # micro-batches and replicas, without the coefficient (z-losses are
+        # interleaved with them when on: then only the sum is checked).
+        if cfg.moe.get("z_coeff", 0.0) == 0:
+            router["load_balancing_loss"] = float(
+                sum(all_aux) / len(all_aux) / cfg.moe["aux_coeff"])
     if not logged:
         return objective
     return objective, (sum(float(l) * n for l, n in parts)
@@ -533,8 +548,20 @@ def step_loss(args, cfg, manifest, W, stream, step, logged=False):
 PADDING = ".vocab_padding"
 
 
+def zero_unused_grads(W):
+    """A tensor the step never read (an expert no token was routed to) has
+    a zero gradient, as loom's is."""
+    for w in W.values():
+        if w.grad is None:
+            w.grad = torch.zeros_like(w)
+
+
 def load_setup(args):
     cfg = Config(args.config)
+    if cfg.moe is not None:
+        if getattr(args, "moe_aux_loss_coeff", None) is not None:
+            cfg.moe["aux_coeff"] = args.moe_aux_loss_coeff
+        cfg.moe["z_coeff"] = getattr(args, "moe_z_loss_coeff", 0.0) or 0.0
     with open(args.manifest) as f:
         manifest = json.load(f)
     dtype = torch.float64 if args.precision == "f64" else torch.float32
@@ -674,6 +701,7 @@ def cmd_grads(args):
     cfg, manifest, W, stream = load_setup(args)
     loss = step_loss(args, cfg, manifest, W, stream, 0)
     loss.backward()
+    zero_unused_grads(W)
     grads = read_safetensors(args.grads)
     worst = compare_tensors("gradient", grads,
                             {k: v.grad for k, v in W.items()},
@@ -762,9 +790,12 @@ def cmd_train(args):
     worst = 0.0
     for step in range(args.steps):
         opt.zero_grad()
+        router = {}
         loss, logged_loss = step_loss(args, cfg, manifest, W, stream,
-                                      args.first_step + step, logged=True)
+                                      args.first_step + step, logged=True,
+                                      router=router)
         loss.backward()
+        zero_unused_grads(W)
         for k, w in W.items():
             g = w.grad.abs()
             unresolved[k] |= (g > 0) & (g <= 1e-5 * g.max())
@@ -782,6 +813,16 @@ def cmd_train(args):
                      "which this reference does not model" % entry["step"])
         rel = relative_scalar(entry["loss"], logged_loss)
         worst = max(worst, rel)
+        if "load_balancing_loss" in router:
+            lb_rel = relative_scalar(entry.get("load_balancing_loss"),
+                                     router["load_balancing_loss"])
+            print("step %d: load_balancing_loss loom %s torch %.8e relative "
+                  "difference %.2e" % (entry["step"],
+                                       entry.get("load_balancing_loss"),
+                                       router["load_balancing_loss"], lb_rel))
+            if not lb_rel <= args.rtol:
+                sys.exit("FAIL: step %d: load_balancing_loss differs"
+                         % entry["step"])
         norm_rel = relative_scalar(entry["grad_norm"], norm)
         print("step %d: loom %.8e torch %.8e relative difference %.2e | "
               "lr loom %.6e torch %.6e | grad norm loom %.6e torch %.6e"
@@ -1058,6 +1099,9 @@ def main():
         q.add_argument("--eod-token-id", type=int)
         q.add_argument("--reset-position-ids", action="store_true")
         q.add_argument("--reset-attention-mask", action="store_true")
+        q.add_argument("--moe-aux-loss-coeff", type=float,
+                       help="loom-compile's flag (default: the config's)")
+        q.add_argument("--moe-z-loss-coeff", type=float, default=0.0)
     g.add_argument("--grads", required=True, help="loom-run --dump-grads FILE")
     t.add_argument("--metrics", required=True)
     t.add_argument("--final", required=True, help="loom-run --save FILE")

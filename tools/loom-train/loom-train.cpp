@@ -52,6 +52,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
@@ -269,6 +270,12 @@ static Expected<std::string> optionValue(const cl::Option &o) {
     return std::string(v->getValue() ? "true" : "false");
   if (auto *v = dynamic_cast<const cl::opt<int64_t> *>(&o))
     return std::to_string(v->getValue());
+  if (auto *v = dynamic_cast<const cl::opt<double> *>(&o)) {
+    // %.17g reads back as the same double.
+    std::string text;
+    raw_string_ostream(text) << format("%.17g", v->getValue());
+    return text;
+  }
   if (auto *v = dynamic_cast<const cl::opt<std::string> *>(&o))
     return quoted(v->getValue());
   if (auto *v = dynamic_cast<const cl::list<std::string> *>(&o)) {

@@ -14,11 +14,16 @@
 
 #include "dialects/Tfm/TfmOps.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace loom;
 using namespace loom::tfm;
 
 namespace loom::lowering {
+
+/// loomrt.h's LOOMRT_METRIC_* slots (the ABI fixes these values).
+constexpr int64_t kMetricLoadBalancing = 0, kMetricZLoss = 1;
 
 /// Tokens (batch x seq) of a [B, S, ...] value.
 static int64_t tokens(Value v) { return dim(v, 0) * dim(v, 1); }
@@ -63,6 +68,25 @@ LogicalResult lower(MoeRouterLossOp op, MoeRouterLossOp::Adaptor a,
       .experts = e.ptr(a.getExperts()),
       .aux_loss = e.ptr(e.result(0)),
       .z_loss = e.ptr(e.result(1))});
+  // The rank program logs each loss without its coefficient (Megatron's
+  // load_balancing_loss and z_loss), summed here over layers and
+  // micro-batches.
+  Value metrics;
+  for (auto [slot, coeff, value] :
+       {std::tuple{kMetricLoadBalancing, op.getAuxCoeff(), e.result(0)},
+        {kMetricZLoss, op.getZCoeff(), e.result(1)}}) {
+    double c = coeff.convertToDouble();
+    if (c == 0.0)
+      continue;
+    if (!metrics)
+      metrics = e.callValue(rt::Metrics{});
+    e.call(rt::Axpy{.n = e.i64(1),
+                    .alpha = e.f32(1.0 / c),
+                    .x_dtype = e.dtype(value),
+                    .x = e.ptr(value),
+                    .y_dtype = e.dtype(value),
+                    .y = e.offsetPtr(metrics, slot * 4)});
+  }
   return success();
 }
 

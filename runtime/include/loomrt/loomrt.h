@@ -129,6 +129,13 @@ void loomrt_free(void *ptr);
 void loomrt_copy(void *dst, const void *src, int64_t bytes);
 void loomrt_zero(void *dst, int64_t bytes);
 
+/* Host memory src to backend memory dst without waiting for the device:
+ * later calls see the data, and src may be reused as soon as the call
+ * returns (the cuda backend stages it in pinned host memory and copies on
+ * the rank's stream; it waits only when its staging ring is still in use).
+ * How a step's batch and loss scale enter without a host sync. */
+void loomrt_upload(void *dst, const void *src, int64_t bytes);
+
 /* Strided copy of `rows` rows of row_bytes bytes each, consecutive rows
  * dst_stride / src_stride bytes apart (strides >= row_bytes): slicing and
  * concatenating along the last dimension, e.g. splitting a fused QKV output
@@ -703,6 +710,16 @@ void loomrt_sigmoid_gate_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
 void loomrt_sigmoid_gate_backward(loomrt_dtype dtype, int64_t rows, int64_t H,
                                   const void *x, const void *gate,
                                   const void *dout, void *dx, void *dgate);
+
+/* Values the compiled step accumulates for the rank program to log (the
+ * routers' load-balancing and z losses, without their coefficients): an
+ * array of LOOMRT_NUM_METRICS f32 accumulators in backend memory, zero when
+ * first asked for. The step adds to a slot with loomrt_axpy; the rank
+ * program sums them over ranks, reads and zeroes them after each step. */
+#define LOOMRT_METRIC_LOAD_BALANCING 0
+#define LOOMRT_METRIC_Z_LOSS 1
+#define LOOMRT_NUM_METRICS 2
+float *loomrt_metrics(void);
 
 /*===----------------------------------------------------------------------===*
  * Optimizer

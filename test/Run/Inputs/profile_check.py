@@ -1,16 +1,19 @@
 """Checks loom-run --profile-json output of gpt-tiny trained with tp 2.
 
-usage: profile_check.py PROFILE.jsonl CONFIG.json RANK STEPS
+usage: profile_check.py PROFILE.jsonl CONFIG.json RANK STEPS [MAX_HOST_SYNCS]
 
 Every step has the required keys; the calls are the ones the model makes
 (one linear_forward per projection, one adamw per parameter tensor); the
 steps after the first make the same calls and host waits (the program is
-the same every step) and allocate nothing; no call is longer than its step.
+the same every step) and allocate nothing; no call is longer than its step;
+with MAX_HOST_SYNCS, the steps after the first wait for the device at most
+that often.
 """
 import json
 import sys
 
 path, config_path, rank, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+max_syncs = int(sys.argv[5]) if len(sys.argv) > 5 else None
 config = json.load(open(config_path))
 layers = config["n_layer"]
 rows = [json.loads(line) for line in open(path)]
@@ -43,6 +46,9 @@ steady = rows[1:]
 for r in steady:
     if r["allocations"] != 0:
         errors.append("step %d allocates %d buffers" % (r["step"], r["allocations"]))
+    if max_syncs is not None and r["host_syncs"] > max_syncs:
+        errors.append("step %d waits for the device %d times (at most %d)"
+                      % (r["step"], r["host_syncs"], max_syncs))
 for r in steady[1:]:
     a, b = steady[0], r
     if {k: v["count"] for k, v in a["calls"].items()} != {k: v["count"] for k, v in b["calls"].items()}:
