@@ -42,6 +42,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -267,6 +268,12 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
           pm.addPass(autodiff::createTfmDifferentiate(diffOptions));
       }))
     return e;
+  // The experts' weights (the grouped linears' parameters), for --report.
+  llvm::StringSet<> expertParams;
+  module.walk([&](tfm::GroupedLinearOp op) {
+    if (auto get = op.getWeight().getDefiningOp<tfm::GetParamOp>())
+      expertParams.insert(get.getName());
+  });
   // The routers' losses the rank program logs (one per MoE layer each).
   RouterLossCounts routerLossCounts;
   if (auto fwd = module.lookupSymbol<func::FuncOp>(forwardName))
@@ -386,6 +393,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   report.paddedSeqLength = model.paddedSeqLength;
   report.recomputation = recomputeDescription(o);
   report.repeatedKv = repeatedKv;
+  report.moe = !expertParams.empty();
   if (config.pp > 1) {
     // The schedule tfm-schedule-pipeline built and checked, a function of
     // the plan: the report's timeline and bubble.
@@ -408,8 +416,11 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       if (layout->rankInfo(rank)->dense[size_t(rankgen::Dim::PP)] == r)
         p.ranks.push_back(rank);
     for (const ParamInfo &param : *params)
-      if (config.pp == 1 || param.ppRanks.count(r))
+      if (config.pp == 1 || param.ppRanks.count(r)) {
         p.parameterBytes += param.localBytes();
+        if (expertParams.contains(param.name))
+          p.expertParameterBytes += param.localBytes();
+      }
     std::string suffix = "_pp" + std::to_string(r);
     for (auto &[name, volume] : volumes) {
       if (config.pp > 1 && !StringRef(name).ends_with(suffix))

@@ -96,6 +96,8 @@ void printProgram(llvm::raw_ostream &os, const Report &r,
   if (p.ppRank)
     os << " (pp rank " << *p.ppRank << ")";
   os << ": parameters " << p.parameterBytes << " bytes";
+  if (r.moe)
+    os << " (experts " << p.expertParameterBytes << ")";
   for (const EntryReport &e : p.entries)
     os << ", @" << e.name << " peak buffers " << e.peakBytes << " bytes";
   os << "\n";
@@ -119,6 +121,9 @@ void printProgram(llvm::raw_ostream &os, const Report &r,
                           r.schedule ? "over all its micro-batches"
                                      : "per micro-batch",
                           r.recomputation);
+  if (r.moe)
+    os << "  experts: every expert on every rank (ep 1): tokens are "
+          "dispatched locally, 0 bytes sent\n";
   if (r.repeatedKv)
     os << llvm::formatv("  kv heads repeated to one per tp rank in {0} "
                         "attention op(s): k and v all-gathered before, their "
@@ -151,6 +156,8 @@ llvm::json::Value loom::driver::reportJson(const Report &r) {
         {"ranks", llvm::json::Array(p.ranks)},
         {"parameters_bytes", p.parameterBytes},
     };
+    if (r.moe)
+      program["expert_parameters_bytes"] = p.expertParameterBytes;
     if (p.ppRank)
       program["pp_rank"] = *p.ppRank;
     int64_t peak = 0;

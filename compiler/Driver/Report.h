@@ -50,6 +50,8 @@ struct ProgramReport {
   /// The pp rank whose stage it runs (pipelined plans only).
   std::optional<int64_t> ppRank;
   int64_t parameterBytes = 0;
+  /// Of which the experts' weights (mixture-of-experts models).
+  int64_t expertParameterBytes = 0;
   std::vector<EntryReport> entries;
 };
 
@@ -61,6 +63,8 @@ struct Report {
   std::optional<rankgen::PipelineSchedule> schedule;
   std::string recomputation;
   int64_t repeatedKv = 0;
+  /// The model has mixture-of-experts layers.
+  bool moe = false;
   std::vector<ProgramReport> programs;
 };
 

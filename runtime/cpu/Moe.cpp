@@ -215,12 +215,12 @@ void loomrt::backend::loomrt_moe_permute(loomrt_dtype dtype, int64_t T,
                 size_t(H * esz));
 }
 
-void loomrt::backend::loomrt_moe_permute_backward(loomrt_dtype dtype,
-                                                  int64_t T, int64_t H,
-                                                  int64_t k, const void *drows,
-                                                  const int32_t *row_map,
-                                                  void *dx) {
-  LOOMRT_DEVICE_CALL(drows, row_map, dx);
+namespace {
+/// out[t] = sum_j w[t,j] * rows[row_map[t,j]] in f32 (w = 1 without probs).
+void combineRows(loomrt_dtype dtype, int64_t T, int64_t H, int64_t k,
+                 const void *rows, const float *probs, const int32_t *row_map,
+                 void *out) {
+  const int64_t esz = dtypeSize(dtype);
 #pragma omp parallel
   {
     std::vector<float> acc(static_cast<size_t>(H)), row(static_cast<size_t>(H));
@@ -228,14 +228,24 @@ void loomrt::backend::loomrt_moe_permute_backward(loomrt_dtype dtype,
     for (int64_t t = 0; t < T; ++t) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = 0; j < k; ++j) {
-        toF32(dtype, at(drows, row_map[t * k + j] * H, dtypeSize(dtype)),
-              row.data(), H);
+        toF32(dtype, at(rows, row_map[t * k + j] * H, esz), row.data(), H);
+        const float w = probs ? probs[t * k + j] : 1.0f;
         for (int64_t h = 0; h < H; ++h)
-          acc[size_t(h)] += row[size_t(h)];
+          acc[size_t(h)] += w * row[size_t(h)];
       }
-      fromF32(acc.data(), dtype, at(dx, t * H, dtypeSize(dtype)), H);
+      fromF32(acc.data(), dtype, at(out, t * H, esz), H);
     }
   }
+}
+} // namespace
+
+void loomrt::backend::loomrt_moe_permute_backward(loomrt_dtype dtype,
+                                                  int64_t T, int64_t H,
+                                                  int64_t k, const void *drows,
+                                                  const int32_t *row_map,
+                                                  void *dx) {
+  LOOMRT_DEVICE_CALL(drows, row_map, dx);
+  combineRows(dtype, T, H, k, drows, nullptr, row_map, dx);
 }
 
 void loomrt::backend::loomrt_moe_unpermute(loomrt_dtype dtype, int64_t T,
@@ -243,22 +253,7 @@ void loomrt::backend::loomrt_moe_unpermute(loomrt_dtype dtype, int64_t T,
                                            const void *rows, const float *probs,
                                            const int32_t *row_map, void *out) {
   LOOMRT_DEVICE_CALL(rows, probs, row_map, out);
-#pragma omp parallel
-  {
-    std::vector<float> acc(static_cast<size_t>(H)), row(static_cast<size_t>(H));
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < T; ++t) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < k; ++j) {
-        toF32(dtype, at(rows, row_map[t * k + j] * H, dtypeSize(dtype)),
-              row.data(), H);
-        const float p = probs[t * k + j];
-        for (int64_t h = 0; h < H; ++h)
-          acc[size_t(h)] += p * row[size_t(h)];
-      }
-      fromF32(acc.data(), dtype, at(out, t * H, dtypeSize(dtype)), H);
-    }
-  }
+  combineRows(dtype, T, H, k, rows, probs, row_map, out);
 }
 
 void loomrt::backend::loomrt_moe_unpermute_backward(
