@@ -335,6 +335,13 @@ void rules::check(const SumSquares &a) {
   REQUIRE(a.x, "x is NULL");
 }
 
+void rules::check(const SumSquaresAdd &a) {
+  REQUIRE_N(a.n);
+  REQUIRE(a.acc, "acc is NULL");
+  if (a.n > 0)
+    REQUIRE(a.x, "x is NULL");
+}
+
 //===----------------------------------------------------------------------===//
 // GEMM and linear layers
 //===----------------------------------------------------------------------===//

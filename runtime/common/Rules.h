@@ -49,6 +49,7 @@ void check(const args::Add &);
 void check(const args::AddBias &);
 void check(const args::SafeDivide &);
 void check(const args::SumSquares &);
+void check(const args::SumSquaresAdd &);
 
 // GEMM and linear layers.
 void check(const args::Gemm &);

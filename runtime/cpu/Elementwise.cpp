@@ -143,12 +143,11 @@ void loomrt::backend::loomrt_safe_divide(const float *num, const float *den,
   *out = *den == 0.0f ? 0.0f : *num / *den;
 }
 
-float loomrt::backend::loomrt_sum_squares(loomrt_dtype dtype, const void *x,
-                                          int64_t n) {
-  LOOMRT_DEVICE_CALL(x);
-  profile::hostSync(); // the sum is the host's
+namespace {
+/// sum(x[i]^2): f32 per block, double across blocks.
+double sumSquares(loomrt_dtype dtype, const void *x, int64_t n) {
   if (n == 0)
-    return 0.0f;
+    return 0.0;
   const int64_t numBlocks = (n + kBlock - 1) / kBlock;
   double total = 0.0;
 #pragma omp parallel for reduction(+ : total) if (n > kMinParallelWork)
@@ -160,7 +159,21 @@ float loomrt::backend::loomrt_sum_squares(loomrt_dtype dtype, const void *x,
       sq[i] = v[i] * v[i];
     total += double(sumF32(sq, len));
   }
-  return float(total);
+  return total;
+}
+} // namespace
+
+float loomrt::backend::loomrt_sum_squares(loomrt_dtype dtype, const void *x,
+                                          int64_t n) {
+  LOOMRT_DEVICE_CALL(x);
+  profile::hostSync(); // the sum is the host's
+  return float(sumSquares(dtype, x, n));
+}
+
+void loomrt::backend::loomrt_sum_squares_add(loomrt_dtype dtype, const void *x,
+                                             int64_t n, float *acc) {
+  LOOMRT_DEVICE_CALL(x, acc);
+  *acc += float(sumSquares(dtype, x, n));
 }
 
 //===----------------------------------------------------------------------===//

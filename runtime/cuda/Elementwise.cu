@@ -181,19 +181,49 @@ void loomrt::backend::loomrt_add_bias(loomrt_dtype dtype, int64_t rows,
   CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+/// Queues sum(x[i]^2) into *result (device memory; partials in `scratch`).
+void sumSquaresInto(loomrt_dtype dtype, const void *x, int64_t n,
+                    Scratch &scratch, float *result) {
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  sumSquaresBlocks<<<unsigned(blocks), kThreads, 0, stream()>>>(
+      dtype, x, n, scratch.as<float>());
+  CUDA_CHECK_LAUNCH();
+  sumPartials<<<1, 1024, 0, stream()>>>(scratch.as<float>(), blocks, result);
+  CUDA_CHECK_LAUNCH();
+}
+
+__global__ void addScalarKernel(float *acc, const float *value) {
+  *acc += *value;
+}
+
+int64_t sumBlocks(int64_t n) {
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  LOOMRT_CHECK(blocks <= INT32_MAX, "%lld elements are too many", (long long)n);
+  return blocks;
+}
+} // namespace
+
+void loomrt::backend::loomrt_sum_squares_add(loomrt_dtype dtype, const void *x,
+                                             int64_t n, float *acc) {
+  if (n == 0)
+    return;
+  const int64_t blocks = sumBlocks(n);
+  Scratch partial((blocks + 1) * int64_t(sizeof(float)));
+  float *result = partial.as<float>() + blocks;
+  sumSquaresInto(dtype, x, n, partial, result);
+  addScalarKernel<<<1, 1, 0, stream()>>>(acc, result);
+  CUDA_CHECK_LAUNCH();
+}
+
 float loomrt::backend::loomrt_sum_squares(loomrt_dtype dtype, const void *x,
                                           int64_t n) {
   if (n == 0)
     return 0.0f;
-  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
-  LOOMRT_CHECK(blocks <= INT32_MAX, "%lld elements are too many", (long long)n);
+  const int64_t blocks = sumBlocks(n);
   Scratch partial((blocks + 1) * int64_t(sizeof(float)));
   float *result = partial.as<float>() + blocks;
-  sumSquaresBlocks<<<unsigned(blocks), kThreads, 0, stream()>>>(
-      dtype, x, n, partial.as<float>());
-  CUDA_CHECK_LAUNCH();
-  sumPartials<<<1, 1024, 0, stream()>>>(partial.as<float>(), blocks, result);
-  CUDA_CHECK_LAUNCH();
+  sumSquaresInto(dtype, x, n, partial, result);
   float total = 0.0f;
   CUDA_CHECK(cudaMemcpyAsync(&total, result, sizeof(float),
                              cudaMemcpyDeviceToHost, stream()));

@@ -113,7 +113,7 @@ Run::Run(int argc, char **argv)
       rank(loomrt_world_rank()), worldSize(loomrt_world_size()) {
   for (int i = 1; i < argc; ++i)
     args.push_back(argv[i]);
-  dev.scalar = DeviceBuffer(sizeof(float));
+  dev.scalar = DeviceBuffer(2 * sizeof(float));
 }
 
 Run::~Run() {

@@ -135,6 +135,9 @@ private:
   /// all_reduce(op) of one host value over `comm` (collectives take backend
   /// memory: it crosses through dev.scalar).
   float allReduceScalar(loomrt_comm comm, int32_t op, float value);
+  /// The same for two values at once (one host wait).
+  std::pair<float, float> allReduceScalars(loomrt_comm comm, int32_t op,
+                                           float a, float b);
   /// Reads and zeroes the step's router-loss accumulators (loomrt_metrics)
   /// into `result`.
   void takeRouterLosses(StepResult &result);
@@ -231,7 +234,10 @@ private:
   // host values cross collectives in (allReduceScalar).
   struct {
     std::vector<DeviceBuffer> tokens, labels, lossMask, loss, gradScale;
+    /// Host values crossing a collective (allReduceScalars: up to 2).
     DeviceBuffer scalar;
+    /// A train step's losses, one per micro-batch, read back once.
+    DeviceBuffer stepLosses;
   } dev;
   /// The entries' workspace (Entry::workspaceBytes): the largest any entry
   /// of this rank needs, allocated once by bind().

@@ -31,22 +31,31 @@ namespace loom::rank {
 // The step loop
 //===----------------------------------------------------------------------===//
 
+// Up without waiting (loomrt_upload), down with the one wait for the result.
 float Run::allReduceScalar(loomrt_comm comm, int32_t op, float value) {
-  loomrt_copy(dev.scalar.get(), &value, sizeof(float));
+  loomrt_upload(dev.scalar.get(), &value, sizeof(float));
   loomrt_all_reduce(comm, LOOMRT_F32, op, dev.scalar.get(), dev.scalar.get(),
                     1);
   loomrt_copy(&value, dev.scalar.get(), sizeof(float));
   return value;
 }
 
+std::pair<float, float> Run::allReduceScalars(loomrt_comm comm, int32_t op,
+                                              float a, float b) {
+  float values[2] = {a, b};
+  loomrt_upload(dev.scalar.get(), values, sizeof(values));
+  loomrt_all_reduce(comm, LOOMRT_F32, op, dev.scalar.get(), dev.scalar.get(),
+                    2);
+  loomrt_copy(values, dev.scalar.get(), sizeof(values));
+  return {values[0], values[1]};
+}
+
 
 float Run::meanLoss(const LossTally &tally) {
   float weighted = float(tally.weighted), tokens = float(tally.tokens);
-  if (gradSize > 1) {
-    loomrt_comm group = comms.at(m.gradientGroup);
-    weighted = allReduceScalar(group, LOOMRT_SUM, weighted);
-    tokens = allReduceScalar(group, LOOMRT_SUM, tokens);
-  }
+  if (gradSize > 1)
+    std::tie(weighted, tokens) = allReduceScalars(
+        comms.at(m.gradientGroup), LOOMRT_SUM, weighted, tokens);
   return tokens > 0.0f ? weighted / tokens : 0.0f;
 }
 
@@ -265,6 +274,7 @@ void Run::runSteps() {
       dev.loss.emplace_back(int64_t(sizeof(float)));
       dev.gradScale.emplace_back(int64_t(sizeof(float))); // set by trainStep
     }
+    dev.stepLosses = DeviceBuffer(m.numMicrobatches * int64_t(sizeof(float)));
     microTokens.assign(size_t(m.numMicrobatches), 0.0);
     entry = bind(me->entries.at(opts.train ? "train_step" : "forward"));
     if (!opts.validData.empty()) {

@@ -333,13 +333,16 @@ double Run::globalGradNorm() {
   for (const FlatPiece &pc : owned)
     if (trained[pc.param].countsInNorm)
       runs.push_back({pc.flatOffset, pc.flatOffset + pc.n});
-  double local = 0.0;
+  // Summed on the device, over the world too: one host wait for the norm.
+  float *acc = dev.scalar.as<float>();
+  loomrt_zero(acc, sizeof(float));
   for (const FlatRun &r : mergeRuns(std::move(runs)))
-    local += double(loomrt_sum_squares(
-        LOOMRT_F32, ownGrads + (r.begin - ownBegin), r.end - r.begin));
-  float sum = float(local);
+    loomrt_sum_squares_add(LOOMRT_F32, ownGrads + (r.begin - ownBegin),
+                           r.end - r.begin, acc);
   if (worldSize > 1)
-    sum = allReduceScalar(loomrt_comm_world(), LOOMRT_SUM, sum);
+    loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, acc, acc, 1);
+  float sum = 0.0f;
+  loomrt_copy(&sum, acc, sizeof(float));
   return std::sqrt(double(sum));
 }
 
@@ -423,6 +426,8 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
           : std::vector<float>(size_t(m.numMicrobatches),
                                float(lossScale / double(m.numMicrobatches)));
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
+  if (entry.producesLoss)
+    loomrt_zero(dev.stepLosses.get(), m.numMicrobatches * int64_t(sizeof(float)));
   // A validation pass since the last step added to them too.
   bool routerLosses =
       m.routerLosses.loadBalancing > 0 || m.routerLosses.zLoss > 0;
@@ -442,11 +447,12 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     if (entry.pipelined && micro + 1 < m.numMicrobatches)
       continue;
     entry.fn(entry.args.data());
-    for (int64_t k = entry.pipelined ? 0 : micro; k <= micro; ++k) {
-      double tokens = microTokens[size_t(k)];
-      result.loss.weighted += takeLoss(entry, k) * tokens;
-      result.loss.tokens += tokens;
-    }
+    // Each micro-batch's loss is kept on the device (its slot is reused by
+    // the next one) and read back once after the step.
+    for (int64_t k = entry.pipelined ? 0 : micro; k <= micro; ++k)
+      if (entry.producesLoss)
+        loomrt_axpy(1, 1.0f, LOOMRT_F32, dev.loss[slotOf(entry, k)].get(),
+                    LOOMRT_F32, dev.stepLosses.as<float>() + k);
     // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
     for (const TrainParam &t : trained)
       if (t.chunk < 0)
@@ -454,6 +460,15 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                     mainGrads + t.offset);
   }
   loomrt_set_grads_ready_hook(nullptr, nullptr);
+  std::vector<float> losses(size_t(m.numMicrobatches), 0.0f);
+  if (entry.producesLoss)
+    loomrt_copy(losses.data(), dev.stepLosses.get(),
+                int64_t(losses.size() * sizeof(float)));
+  for (int64_t k = 0; k < m.numMicrobatches; ++k) {
+    double tokens = microTokens[size_t(k)];
+    result.loss.weighted += double(losses[size_t(k)]) * tokens;
+    result.loss.tokens += tokens;
+  }
   if (routerLosses)
     takeRouterLosses(result);
   for (const auto &[chunk, runs] : chunkRuns)

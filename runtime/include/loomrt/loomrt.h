@@ -186,6 +186,10 @@ void loomrt_safe_divide(const float *num, const float *den, float *out);
 /* Returns sum(x[i]^2) accumulated in f32 partial sums (per block) and
  * double across blocks: the local part of a gradient norm. */
 float loomrt_sum_squares(loomrt_dtype dtype, const void *x, int64_t n);
+/* The same added to *acc, an f32 scalar in backend memory, without waiting
+ * for the device: a gradient norm over many pieces reads back once. */
+void loomrt_sum_squares_add(loomrt_dtype dtype, const void *x, int64_t n,
+                            float *acc);
 
 /*===----------------------------------------------------------------------===*
  * GEMM and linear layers

@@ -1,6 +1,6 @@
 """Checks loom-run --profile-json output of gpt-tiny trained with tp 2.
 
-usage: profile_check.py PROFILE.jsonl CONFIG.json RANK STEPS [MAX_HOST_SYNCS]
+usage: profile_check.py PROFILE.jsonl CONFIG.json RANK STEPS [MAX_HOST_SYNCS [MICROBATCHES]]
 
 Every step has the required keys; the calls are the ones the model makes
 (one linear_forward per projection, one adamw per parameter tensor); the
@@ -14,6 +14,7 @@ import sys
 
 path, config_path, rank, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 max_syncs = int(sys.argv[5]) if len(sys.argv) > 5 else None
+microbatches = int(sys.argv[6]) if len(sys.argv) > 6 else 1
 config = json.load(open(config_path))
 layers = config["n_layer"]
 rows = [json.loads(line) for line in open(path)]
@@ -35,7 +36,8 @@ for r in rows:
         errors.append("step %s: calls take %.3f ms of a %.3f ms step" % (r["step"], total, r["ms"]))
     # GPT-2: q, k, v, attention projection, fc, mlp projection per layer,
     # and the output layer; 16 parameter tensors per layer and 4 more.
-    want = {"loomrt_linear_forward": 6 * layers + 1, "loomrt_adamw": 16 * layers + 4}
+    want = {"loomrt_linear_forward": (6 * layers + 1) * microbatches,
+            "loomrt_adamw": 16 * layers + 4}
     for name, n in want.items():
         got = calls.get(name, {}).get("count")
         if got != n:
