@@ -262,7 +262,18 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   plan::TfmSetRouterLossesOptions routerLosses;
   routerLosses.auxCoeff = o.moeAuxLossCoeff.value_or(-1.0);
   routerLosses.zCoeff = o.moeZLossCoeff.value_or(-1.0);
+  plan::TfmSetExpertCapacityOptions capacity;
+  capacity.capacityFactor = o.moeExpertCapacityFactor.value_or(0.0);
+  capacity.dropPolicy = o.moeTokenDropPolicy;
+  capacity.padToCapacity = o.moePadExpertInputToCapacity;
+  if (o.moeExpertCapacityFactor) {
+    bool moe = false;
+    module.walk([&](tfm::MoePermuteOp) { moe = true; });
+    if (!moe)
+      return fail("--moe-expert-capacity-factor: the model has no MoE layers");
+  }
   if (Error e = run("differentiate", [&](OpPassManager &pm) {
+        pm.addPass(plan::createTfmSetExpertCapacity(capacity));
         pm.addPass(plan::createTfmSetRouterLosses(routerLosses));
         if (o.train)
           pm.addPass(autodiff::createTfmDifferentiate(diffOptions));

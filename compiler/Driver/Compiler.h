@@ -58,6 +58,12 @@ struct CompileOptions {
   /// router (unset: the model's, the config's router_aux_loss_coef and no
   /// z-loss).
   std::optional<double> moeAuxLossCoeff, moeZLossCoeff;
+  /// Megatron's --moe-expert-capacity-factor (unset: dropless),
+  /// --moe-token-drop-policy ("probs" or "position") and
+  /// --moe-pad-expert-input-to-capacity.
+  std::optional<double> moeExpertCapacityFactor;
+  std::string moeTokenDropPolicy = "probs";
+  bool moePadExpertInputToCapacity = false;
   /// The runtime backend the rank executables link: "cpu" or "cuda".
   std::string backend = "cpu";
   /// Where rank-XXXXX, manifest.json and launch are written.

@@ -276,7 +276,8 @@ Value ModelBuilder::moeMlp(StringRef prefix, Value x) {
   auto permuted = b.create<MoePermuteOp>(
       loc, tensor({n, h}), RankedTensorType::get({e}, b.getI32Type()),
       route.getExperts().getType(), x, route.getExperts(),
-      b.getI64IntegerAttr(e));
+      b.getI64IntegerAttr(e), /*capacity=*/IntegerAttr(),
+      /*pad_to_capacity=*/UnitAttr());
   Value rows = permuted.getRows(), counts = permuted.getCounts();
   StringRef gateName = mixtral ? "w1" : "gate_proj",
             upName = mixtral ? "w3" : "up_proj",

@@ -61,6 +61,23 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
                     cl::desc("Router z-loss coefficient (Megatron's flag; "
                              "default 0)"),
                     cl::cat(category)),
+      moeExpertCapacityFactor(
+          "moe-expert-capacity-factor",
+          cl::desc("Each expert keeps at most this multiple of its even share "
+                   "of a micro-batch's (token, expert) pairs and drops the "
+                   "rest (Megatron's flag; default: dropless)"),
+          cl::cat(category)),
+      moeTokenDropPolicy(
+          "moe-token-drop-policy", cl::init("probs"),
+          cl::desc("With a capacity, the pairs an expert keeps: probs (the "
+                   "largest router probabilities) or position (the first "
+                   "tokens)"),
+          cl::value_desc("probs|position"), cl::cat(category)),
+      moePadExpertInputToCapacity(
+          "moe-pad-expert-input-to-capacity",
+          cl::desc("Pad every expert's rows to its capacity (needs "
+                   "--moe-expert-capacity-factor)"),
+          cl::cat(category)),
       backend("backend", cl::init("cpu"),
               cl::desc("Runtime the rank executables link: cpu (OpenBLAS + "
                        "MPI) or cuda (CUDA kernels, cuBLAS, NCCL; one GPU per "
@@ -107,6 +124,24 @@ Expected<driver::CompileOptions> CompileFlags::options() const {
                   " must be a finite number >= 0");
     *slot = v;
   }
+  if (moeExpertCapacityFactor.getNumOccurrences()) {
+    double v = moeExpertCapacityFactor;
+    if (!(v > 0.0) || !std::isfinite(v))
+      return fail("--moe-expert-capacity-factor " + std::to_string(v) +
+                  " must be a finite number > 0");
+    options.moeExpertCapacityFactor = v;
+  }
+  if (moeTokenDropPolicy != "probs" && moeTokenDropPolicy != "position")
+    return fail("--moe-token-drop-policy '" + moeTokenDropPolicy +
+                "' is not probs or position");
+  if (moeTokenDropPolicy.getNumOccurrences() &&
+      !options.moeExpertCapacityFactor)
+    return fail("--moe-token-drop-policy needs --moe-expert-capacity-factor");
+  options.moeTokenDropPolicy = moeTokenDropPolicy;
+  if (moePadExpertInputToCapacity && !options.moeExpertCapacityFactor)
+    return fail("--moe-pad-expert-input-to-capacity needs "
+                "--moe-expert-capacity-factor");
+  options.moePadExpertInputToCapacity = moePadExpertInputToCapacity;
   options.recomputeMethod = recomputeMethod;
   if (recomputeNumLayers.getNumOccurrences()) {
     if (recomputeNumLayers < 1)

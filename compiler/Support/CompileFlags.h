@@ -54,6 +54,9 @@ public:
   llvm::cl::opt<std::string> recomputeGranularity, recomputeMethod;
   llvm::cl::opt<int64_t> recomputeNumLayers;
   llvm::cl::opt<double> moeAuxLossCoeff, moeZLossCoeff;
+  llvm::cl::opt<double> moeExpertCapacityFactor;
+  llvm::cl::opt<std::string> moeTokenDropPolicy;
+  llvm::cl::opt<bool> moePadExpertInputToCapacity;
   llvm::cl::opt<std::string> backend;
 };
 

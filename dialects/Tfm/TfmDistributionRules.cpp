@@ -1016,6 +1016,7 @@ Dists MoeRouterLossOp::inferResultDistributions() {
 Dists MoeRouterLossGradOp::inferResultDistributions() {
   return allReplicated(*this);
 }
+Dists MoeDropOp::inferResultDistributions() { return allReplicated(*this); }
 Dists MoePermuteOp::inferResultDistributions() { return allReplicated(*this); }
 Dists MoePermuteGradOp::inferResultDistributions() {
   return allReplicated(*this);

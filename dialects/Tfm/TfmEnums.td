@@ -38,4 +38,10 @@ def Tfm_BlockKind : I32EnumAttr<"BlockKind", "part of the model", [
   let cppNamespace = "::loom::tfm";
 }
 
+def Tfm_DropPolicy : I32EnumAttr<"DropPolicy", "which pairs an expert over capacity keeps", [
+    I32EnumAttrCase<"probs", 0>,
+    I32EnumAttrCase<"position", 1>]> {
+  let cppNamespace = "::loom::tfm";
+}
+
 #endif // LOOM_DIALECTS_TFM_TFMENUMS_TD

@@ -1008,8 +1008,7 @@ LogicalResult MoeRouterLossGradOp::verify() {
                           getZCoeff());
 }
 
-/// rows [N, H] of a [B, S, H] tensor `tokens` and a row map [B, S, k]:
-/// N >= B * S * k.
+/// rows [N, H] of a [B, S, H] tensor `tokens` and a row map [B, S, k].
 static LogicalResult checkRows(Operation *op, Value rows, Value tokens,
                                Value rowMap) {
   if (failed(checkRank(op, "rows", rows, 2, "[rows, hidden]")) ||
@@ -1026,12 +1025,30 @@ static LogicalResult checkRows(Operation *op, Value rows, Value tokens,
   if (tensorOf(rows).getDimSize(1) != hidden)
     return op->emitOpError() << "rows have " << tensorOf(rows).getDimSize(1)
                              << " features but the tokens " << hidden;
-  int64_t pairs = tensorOf(rowMap).getNumElements();
-  if (tensorOf(rows).getDimSize(0) < pairs)
-    return op->emitOpError() << tensorOf(rows).getDimSize(0)
-                             << " rows cannot hold the " << pairs
-                             << " (token, expert) pairs";
   return success();
+}
+
+LogicalResult MoeDropOp::verify() {
+  if (failed(checkRank(*this, "experts", getExperts(), 3,
+                       "[batch, seq, top_k]")) ||
+      failed(checkShape(*this, "probs", getProbs(),
+                        tensorOf(getExperts()).getShape(), "experts' shape")) ||
+      failed(checkPositive(*this, "num_experts", int64_t(getNumExperts()))))
+    return failure();
+  if (getCapacity() < 1)
+    return emitOpError() << "capacity must be at least 1, got "
+                         << getCapacity();
+  return success();
+}
+
+/// The rows moe_permute writes: one per pair, or with a capacity at most
+/// `capacity` per expert (exactly that many with padding).
+static int64_t permutedRows(int64_t pairs, int64_t experts,
+                            std::optional<uint64_t> capacity, bool pad) {
+  if (!capacity)
+    return pairs;
+  int64_t bound = experts * int64_t(*capacity);
+  return pad ? bound : std::min(pairs, bound);
 }
 
 LogicalResult MoePermuteOp::verify() {
@@ -1042,6 +1059,17 @@ LogicalResult MoePermuteOp::verify() {
                         tensorOf(getExperts()).getShape(), "experts' shape")) ||
       failed(checkRows(*this, getRows(), getInput(), getRowMap())))
     return failure();
+  if (getPadToCapacity() && !getCapacity())
+    return emitOpError() << "pad_to_capacity needs a capacity";
+  if (getCapacity() && *getCapacity() < 1)
+    return emitOpError() << "capacity must be at least 1, got "
+                         << *getCapacity();
+  int64_t want = permutedRows(tensorOf(getRowMap()).getNumElements(),
+                              int64_t(getNumExperts()), getCapacity(),
+                              getPadToCapacity());
+  if (tensorOf(getRows()).getDimSize(0) != want)
+    return emitOpError() << "has " << tensorOf(getRows()).getDimSize(0)
+                         << " rows; its pairs and capacity need " << want;
   return success();
 }
 

@@ -1435,13 +1435,46 @@ def Tfm_MoeRouterLossGradOp : Tfm_Op<"moe_router_loss_grad", [Pure,
   let hasVerifier = 1;
 }
 
+def Tfm_MoeDropOp : Tfm_Op<"moe_drop", [Pure,
+    AllTypesMatch<["experts", "kept"]>, Tfm_Distributed]> {
+  let summary = "token dropping: each expert keeps at most `capacity` pairs";
+  let description = [{
+    Megatron's expert capacity: of the (token, slot) pairs routed to an
+    expert, at most `capacity` are kept; `kept` is `experts` with -1 for a
+    dropped pair. `probs` keeps an expert's pairs of largest router
+    probability (ties: the earlier pair), `position` its first pairs in
+    (token, slot) order. A dropped pair adds nothing to its token's output
+    and its probability gets no gradient.
+
+    ```mlir
+    %kept = tfm.moe_drop %p, %e num_experts 4 capacity 6 probs : tensor<2x8x2xf32>, tensor<2x8x2xi32>
+    ```
+  }];
+  let arguments = (ins Tfm_StatTensor:$probs, Tfm_IdTensor:$experts,
+                       I64Attr:$num_experts, I64Attr:$capacity,
+                       Tfm_DropPolicy:$policy);
+  let results = (outs Tfm_IdTensor:$kept);
+  let assemblyFormat = [{
+    $probs `,` $experts `num_experts` $num_experts `capacity` $capacity
+    $policy attr-dict `:`
+    type($probs) `,` type($experts)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_MoePermuteOp : Tfm_Op<"moe_permute", [Pure, Tfm_Distributed]> {
   let summary = "token dispatch order: each token once per expert, grouped by expert";
   let description = [{
-    `rows [T*k, H]` holds `input[t]` once per (token t, slot j) pair, the
+    `rows [N, H]` holds `input[t]` once per (token t, slot j) pair, the
     pairs sorted by expert, then token, then slot; `counts [E]` (i32) is the
     number of rows of each expert and `row_map [B, S, k]` (i32) the row of
-    each pair.
+    each pair. A pair whose expert is -1 (dropped by tfm.moe_drop) has no
+    row (-1 in `row_map`). Without `capacity`, N = B*S*k. With it (at most
+    `capacity` pairs per expert), N = min(B*S*k, E*capacity) and rows past
+    the kept pairs are zero; `pad_to_capacity` pads every expert's group
+    with zero rows to `capacity` rows (N = E*capacity, every count
+    `capacity`: Megatron's `--moe-pad-expert-input-to-capacity`, whose
+    padding rows have router weight 0, as zero rows add nothing here).
 
     ```mlir
     %rows, %counts, %map = tfm.moe_permute %x, %e num_experts 4
@@ -1449,11 +1482,13 @@ def Tfm_MoePermuteOp : Tfm_Op<"moe_permute", [Pure, Tfm_Distributed]> {
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_IdTensor:$experts,
-                       I64Attr:$num_experts);
+                       I64Attr:$num_experts, OptionalAttr<I64Attr>:$capacity,
+                       UnitAttr:$pad_to_capacity);
   let results = (outs Tfm_FloatTensor:$rows, Tfm_IdTensor:$counts,
                       Tfm_IdTensor:$row_map);
   let assemblyFormat = [{
-    $input `,` $experts `num_experts` $num_experts attr-dict `:`
+    $input `,` $experts `num_experts` $num_experts (`capacity` $capacity^)?
+    (`pad_to_capacity` $pad_to_capacity^)? attr-dict `:`
     type($input) `,` type($experts) `->` type($rows) `,` type($counts) `,`
     type($row_map)
   }];

@@ -206,6 +206,9 @@ LogicalResult moeRouterLoss(MoeRouterLossOp op, GradientContext &c) {
   return success();
 }
 
+/// Which pairs an expert keeps is a routing decision too.
+LogicalResult moeDrop(MoeDropOp, GradientContext &) { return success(); }
+
 LogicalResult moePermute(MoePermuteOp op, GradientContext &c) {
   Value drows = c.gradient(op.getRows());
   Value dx = c.builder.create<MoePermuteGradOp>(
@@ -278,6 +281,7 @@ void autodiff::registerGradientRules(DialectRegistry &registry) {
     attach<CrossEntropyOp, crossEntropy>(ctx);
     attach<MoeRouteOp, moeRoute>(ctx);
     attach<MoeRouterLossOp, moeRouterLoss>(ctx);
+    attach<MoeDropOp, moeDrop>(ctx);
     attach<MoePermuteOp, moePermute>(ctx);
     attach<MoeUnpermuteOp, moeUnpermute>(ctx);
     attach<GroupedLinearOp, groupedLinear>(ctx);

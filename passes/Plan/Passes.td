@@ -157,6 +157,39 @@ def TfmPadSequence : Pass<"tfm-pad-sequence", "mlir::ModuleOp"> {
 }
 
 
+def TfmSetExpertCapacity : Pass<"tfm-set-expert-capacity", "mlir::ModuleOp"> {
+  let summary = "token dropping: each expert keeps at most its capacity of pairs";
+  let description = [{
+    Megatron's `--moe-expert-capacity-factor`, `--moe-token-drop-policy` and
+    `--moe-pad-expert-input-to-capacity`. Each MoE layer's capacity is
+    `ceil(T*k/E * factor)` pairs per expert (T the micro-batch's tokens;
+    at most T, as an expert takes a token once): a `tfm.moe_drop` after the
+    router marks the pairs over it, the dispatch keeps the others, and the
+    dispatched rows (and the expert layers on them) shrink to
+    `min(T*k, E*capacity)`, or with padding grow to `E*capacity`, every
+    expert's group padded to the capacity. Run before `tfm-differentiate`.
+
+    ```
+    loom-opt m.mlir --tfm-set-expert-capacity="capacity-factor=1.0"
+    // %kept = tfm.moe_drop %p, %e num_experts 4 capacity 8 probs
+    // tfm.moe_permute %x, %kept num_experts 4 capacity 8 : ... -> tensor<32x64xf32>, ...
+    ```
+  }];
+  let options = [
+    Option<"capacityFactor", "capacity-factor", "double", "0.0",
+           "Capacity of each expert as a multiple of its even share T*k/E "
+           "(0: dropless)">,
+    Option<"dropPolicy", "drop-policy", "std::string", "\"probs\"",
+           "Which pairs an expert keeps: probs (the largest router "
+           "probabilities) or position (the first tokens)">,
+    Option<"padToCapacity", "pad-to-capacity", "bool", "false",
+           "Pad every expert's rows to its capacity">
+  ];
+  let statistics = [
+    Statistic<"numLayers", "layers", "MoE layers given a capacity">
+  ];
+}
+
 def TfmSetRouterLosses : Pass<"tfm-set-router-losses", "mlir::ModuleOp"> {
   let summary = "set the coefficients of the routers' losses; drop the zero ones";
   let description = [{

@@ -108,6 +108,7 @@ void check(const args::MoeRouteForward &);
 void check(const args::MoeRouteBackward &);
 void check(const args::MoeRouterLossForward &);
 void check(const args::MoeRouterLossBackward &);
+void check(const args::MoeDrop &);
 void check(const args::MoePermute &);
 void check(const args::MoePermuteBackward &);
 void check(const args::MoeUnpermute &);

@@ -190,29 +190,67 @@ void loomrt::backend::loomrt_moe_router_loss_backward(
 // Dispatch order and combine
 //===----------------------------------------------------------------------===//
 
+void loomrt::backend::loomrt_moe_drop(int64_t T, int64_t E, int64_t k,
+                                      int64_t capacity, int32_t policy,
+                                      const float *probs,
+                                      const int32_t *experts, int32_t *kept) {
+  LOOMRT_DEVICE_CALL(probs, experts, kept);
+  // Each expert's pairs in (token, slot) order; "probs" orders them by
+  // descending prob, the earlier pair first on a tie (a stable sort).
+  std::vector<std::vector<int64_t>> pairs(static_cast<size_t>(E));
+  for (int64_t i = 0; i < T * k; ++i) {
+    kept[i] = -1;
+    if (experts[i] >= 0 && experts[i] < E)
+      pairs[size_t(experts[i])].push_back(i);
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<int64_t> &v = pairs[size_t(e)];
+    if (policy == 0)
+      std::stable_sort(v.begin(), v.end(), [&](int64_t a, int64_t b) {
+        return probs[a] > probs[b];
+      });
+    for (size_t r = 0; r < v.size() && int64_t(r) < capacity; ++r)
+      kept[v[r]] = int32_t(e);
+  }
+}
+
 void loomrt::backend::loomrt_moe_permute(loomrt_dtype dtype, int64_t T,
                                          int64_t H, int64_t k, int64_t E,
+                                         int64_t N, int64_t pad_to,
                                          const void *x, const int32_t *experts,
                                          void *rows, int32_t *counts,
                                          int32_t *row_map) {
   LOOMRT_DEVICE_CALL(x, experts, rows, counts, row_map);
   std::vector<int64_t> next(size_t(E), 0);
   for (int64_t i = 0; i < T * k; ++i)
-    ++next[size_t(experts[i])];
+    if (experts[i] >= 0)
+      ++next[size_t(experts[i])];
   int64_t offset = 0;
   for (int64_t e = 0; e < E; ++e) {
-    counts[e] = int32_t(next[size_t(e)]);
+    if (pad_to > 0 && next[size_t(e)] > pad_to)
+      fatal(__func__, "expert %lld has %lld pairs, more than pad_to=%lld",
+            (long long)e, (long long)next[size_t(e)], (long long)pad_to);
+    counts[e] = int32_t(pad_to > 0 ? pad_to : next[size_t(e)]);
     next[size_t(e)] = offset;
     offset += counts[e];
   }
+  if (offset > N)
+    fatal(__func__, "%lld rows kept do not fit in N=%lld", (long long)offset,
+          (long long)N);
   // Pairs in (token, slot) order land in each expert's group in that order.
   for (int64_t i = 0; i < T * k; ++i)
-    row_map[i] = int32_t(next[size_t(experts[i])]++);
+    row_map[i] = experts[i] >= 0 ? int32_t(next[size_t(experts[i])]++) : -1;
   const int64_t esz = dtypeSize(dtype);
+  // Padding and rows past the groups are zero.
+  if (pad_to > 0)
+    std::memset(rows, 0, size_t(N * H * esz));
+  else
+    std::memset(at(rows, offset * H, esz), 0, size_t((N - offset) * H * esz));
 #pragma omp parallel for schedule(static) if (T * k * H > kMinParallelWork)
   for (int64_t i = 0; i < T * k; ++i)
-    std::memcpy(at(rows, row_map[i] * H, esz), at(x, (i / k) * H, esz),
-                size_t(H * esz));
+    if (row_map[i] >= 0)
+      std::memcpy(at(rows, row_map[i] * H, esz), at(x, (i / k) * H, esz),
+                  size_t(H * esz));
 }
 
 namespace {
@@ -228,6 +266,8 @@ void combineRows(loomrt_dtype dtype, int64_t T, int64_t H, int64_t k,
     for (int64_t t = 0; t < T; ++t) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = 0; j < k; ++j) {
+        if (row_map[t * k + j] < 0)
+          continue; // dropped
         toF32(dtype, at(rows, row_map[t * k + j] * H, esz), row.data(), H);
         const float w = probs ? probs[t * k + j] : 1.0f;
         for (int64_t h = 0; h < H; ++h)
@@ -262,8 +302,7 @@ void loomrt::backend::loomrt_moe_unpermute_backward(
     const void *dout, void *drows, float *dprobs) {
   LOOMRT_DEVICE_CALL(rows, probs, row_map, dout, drows, dprobs);
   const int64_t esz = dtypeSize(dtype);
-  if (N > T * k)
-    std::memset(drows, 0, size_t(N * H * esz));
+  std::memset(drows, 0, size_t(N * H * esz));
 #pragma omp parallel
   {
     std::vector<float> d(static_cast<size_t>(H)), row(static_cast<size_t>(H)), out(static_cast<size_t>(H));
@@ -272,6 +311,10 @@ void loomrt::backend::loomrt_moe_unpermute_backward(
       toF32(dtype, at(dout, t * H, esz), d.data(), H);
       for (int64_t j = 0; j < k; ++j) {
         const int64_t r = row_map[t * k + j];
+        if (r < 0) {
+          dprobs[t * k + j] = 0.0f; // dropped
+          continue;
+        }
         toF32(dtype, at(rows, r * H, esz), row.data(), H);
         const float p = probs[t * k + j];
         float dot = 0.0f;

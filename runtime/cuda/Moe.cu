@@ -295,8 +295,8 @@ __global__ void routerLossGrad(int64_t T, int64_t E, float auxScale,
 // Dispatch and combine
 //===----------------------------------------------------------------------===//
 
-/// key = expert << 32 | pair index. An expert outside [0, E) sorts after
-/// all of them as E (it is not counted), keeping row_map a permutation.
+/// key = expert << 32 | pair index. A dropped pair (expert -1) sorts after
+/// all of them as E and gets no row.
 __global__ void pairKeys(int64_t n, int64_t E, const int32_t *experts,
                          uint64_t *keys) {
   GRID_STRIDE(i, n) {
@@ -305,21 +305,77 @@ __global__ void pairKeys(int64_t n, int64_t E, const int32_t *experts,
   }
 }
 
-__global__ void pairRows(int64_t n, const uint64_t *sorted, int32_t *rowMap) {
-  GRID_STRIDE(p, n) { rowMap[sorted[p] & 0xffffffffu] = int32_t(p); }
+/// start[e] = rows of experts before e (counts before padding), by one
+/// thread: E is small.
+__global__ void groupStarts(int64_t E, const int32_t *counts, int64_t *start) {
+  int64_t s = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    start[e] = s;
+    s += counts[e];
+  }
 }
 
-/// rows[p] = x[token of sorted pair p]: a copy, 16-bit data as 16-bit words.
-__global__ void gatherRows(int esz, int64_t n, int64_t H, int64_t k,
-                           const uint64_t *sorted, const void *x, void *rows) {
+/// The row of sorted pair p: p itself, or with padding its rank in its
+/// expert's group placed at e * padTo; -1 for a dropped pair.
+__global__ void pairRows(int64_t n, int64_t E, int64_t padTo,
+                         const int64_t *start, const uint64_t *sorted,
+                         int32_t *rowMap) {
+  GRID_STRIDE(p, n) {
+    const int64_t e = int64_t(sorted[p] >> 32);
+    int64_t row = -1;
+    if (e < E)
+      row = padTo > 0 ? e * padTo + (p - start[e]) : p;
+    rowMap[sorted[p] & 0xffffffffu] = int32_t(row);
+  }
+}
+
+/// rows[row_map[i]] = x[token of pair i]: a copy, 16-bit data as 16-bit
+/// words; pairs without a row (dropped) or past N copy nothing.
+__global__ void gatherRows(int esz, int64_t n, int64_t H, int64_t k, int64_t N,
+                           const int32_t *rowMap, const void *x, void *rows) {
   GRID_STRIDE(e, n * H) {
-    const int64_t p = e / H, c = e % H;
-    const int64_t t = int64_t(sorted[p] & 0xffffffffu) / k;
+    const int64_t i = e / H, c = e % H;
+    const int64_t r = rowMap[i];
+    if (r < 0 || r >= N)
+      continue;
+    const int64_t t = i / k;
     if (esz == 4)
-      static_cast<float *>(rows)[e] = static_cast<const float *>(x)[t * H + c];
+      static_cast<float *>(rows)[r * H + c] =
+          static_cast<const float *>(x)[t * H + c];
     else
-      static_cast<uint16_t *>(rows)[e] =
+      static_cast<uint16_t *>(rows)[r * H + c] =
           static_cast<const uint16_t *>(x)[t * H + c];
+  }
+}
+
+__global__ void fillInt(int64_t n, int32_t v, int32_t *out) {
+  GRID_STRIDE(i, n) { out[i] = v; }
+}
+
+/// key = expert << 32 | ~bits(prob) (descending probs within an expert:
+/// probs are >= 0, whose bits order as the values), or expert << 32 alone
+/// for the position policy; the sort is stable, so ties keep pair order.
+__global__ void dropKeys(int64_t n, int64_t E, bool byProbs,
+                         const int32_t *experts, const float *probs,
+                         uint64_t *keys, int32_t *index) {
+  GRID_STRIDE(i, n) {
+    const int64_t e = experts[i];
+    uint64_t key = uint64_t(e >= 0 && e < E ? e : E) << 32;
+    if (byProbs)
+      key |= uint64_t(~__float_as_uint(fmaxf(probs[i], 0.0f)));
+    keys[i] = key;
+    index[i] = int32_t(i);
+  }
+}
+
+/// kept[pair] = its expert when its rank in the expert's group is below
+/// the capacity, else -1.
+__global__ void keepRanks(int64_t n, int64_t E, int64_t capacity,
+                          const int64_t *start, const uint64_t *sorted,
+                          const int32_t *index, int32_t *kept) {
+  GRID_STRIDE(p, n) {
+    const int64_t e = int64_t(sorted[p] >> 32);
+    kept[index[p]] = e < E && p - start[e] < capacity ? int32_t(e) : -1;
   }
 }
 
@@ -332,6 +388,8 @@ __global__ void combineRows(loomrt_dtype dt, int64_t T, int64_t H, int64_t k,
     const int64_t t = e / H, c = e % H;
     float acc = 0.0f;
     for (int64_t j = 0; j < k; ++j) {
+      if (rowMap[t * k + j] < 0)
+        continue; // dropped
       const float v = ld(src, dt, int64_t(rowMap[t * k + j]) * H + c);
       acc += probs ? probs[t * k + j] * v : v;
     }
@@ -360,6 +418,11 @@ __global__ void pairDots(loomrt_dtype dt, int64_t T, int64_t H, int64_t k,
   if (i >= T * k)
     return;
   const int64_t t = i / k, r = rowMap[i];
+  if (r < 0) {
+    if ((threadIdx.x & 31) == 0)
+      dprobs[i] = 0.0f; // dropped
+    return;
+  }
   float acc = 0.0f;
   for (int64_t c = threadIdx.x & 31; c < H; c += 32)
     acc += ld(dout, dt, t * H + c) * ld(rows, dt, r * H + c);
@@ -652,15 +715,63 @@ void loomrt::backend::loomrt_moe_router_loss_backward(
   CUDA_CHECK_LAUNCH();
 }
 
-void loomrt::backend::loomrt_moe_permute(loomrt_dtype dtype, int64_t T,
-                                         int64_t H, int64_t k, int64_t E,
-                                         const void *x, const int32_t *experts,
-                                         void *rows, int32_t *counts,
-                                         int32_t *row_map) {
+void loomrt::backend::loomrt_moe_drop(int64_t T, int64_t E, int64_t k,
+                                      int64_t capacity, int32_t policy,
+                                      const float *probs,
+                                      const int32_t *experts, int32_t *kept) {
   const int64_t n = T * k;
   LOOMRT_CHECK(n <= INT32_MAX && E < INT32_MAX,
                "%lld (token, slot) pairs or %lld experts are too many",
                (long long)n, (long long)E);
+  if (n == 0)
+    return;
+  Scratch buf(2 * n * int64_t(sizeof(uint64_t)) + 2 * Scratch::round(n * 4) +
+              Scratch::round(E * 4) + E * int64_t(sizeof(int64_t)));
+  uint64_t *keys = buf.as<uint64_t>(), *sorted = keys + n;
+  char *rest = reinterpret_cast<char *>(sorted + n);
+  int32_t *index = reinterpret_cast<int32_t *>(rest);
+  int32_t *sortedIndex =
+      reinterpret_cast<int32_t *>(rest + Scratch::round(n * 4));
+  int32_t *counts =
+      reinterpret_cast<int32_t *>(rest + 2 * Scratch::round(n * 4));
+  int64_t *start = reinterpret_cast<int64_t *>(rest + 2 * Scratch::round(n * 4) +
+                                               Scratch::round(E * 4));
+  CUDA_CHECK(cudaMemsetAsync(counts, 0, size_t(E * 4), stream()));
+  countTokens<<<gridFor(n), kThreads, 0, stream()>>>(n, 1, E, experts, counts);
+  CUDA_CHECK_LAUNCH();
+  groupStarts<<<1, 1, 0, stream()>>>(E, counts, start);
+  CUDA_CHECK_LAUNCH();
+  dropKeys<<<gridFor(n), kThreads, 0, stream()>>>(n, E, policy == 0, experts,
+                                                  probs, keys, index);
+  CUDA_CHECK_LAUNCH();
+  int endBit = 32;
+  for (uint64_t v = uint64_t(E); v; v >>= 1)
+    ++endBit;
+  const int beginBit = policy == 0 ? 0 : 32;
+  size_t tempBytes = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, tempBytes, keys, sorted,
+                                             index, sortedIndex, int(n),
+                                             beginBit, endBit, stream()));
+  Scratch temp(static_cast<int64_t>(tempBytes));
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), tempBytes, keys,
+                                             sorted, index, sortedIndex, int(n),
+                                             beginBit, endBit, stream()));
+  keepRanks<<<gridFor(n), kThreads, 0, stream()>>>(n, E, capacity, start,
+                                                   sorted, sortedIndex, kept);
+  CUDA_CHECK_LAUNCH();
+}
+
+void loomrt::backend::loomrt_moe_permute(loomrt_dtype dtype, int64_t T,
+                                         int64_t H, int64_t k, int64_t E,
+                                         int64_t N, int64_t pad_to,
+                                         const void *x, const int32_t *experts,
+                                         void *rows, int32_t *counts,
+                                         int32_t *row_map) {
+  const int64_t n = T * k;
+  LOOMRT_CHECK(n <= INT32_MAX && E < INT32_MAX && N <= INT32_MAX,
+               "%lld (token, slot) pairs, %lld experts or %lld rows are too "
+               "many",
+               (long long)n, (long long)E, (long long)N);
   if (E > 0) {
     CUDA_CHECK(cudaMemsetAsync(counts, 0, size_t(E * 4), stream()));
     if (n > 0) {
@@ -670,27 +781,42 @@ void loomrt::backend::loomrt_moe_permute(loomrt_dtype dtype, int64_t T,
       CUDA_CHECK_LAUNCH();
     }
   }
-  if (n == 0)
-    return;
-  Scratch keys(2 * n * int64_t(sizeof(uint64_t)));
-  uint64_t *in = keys.as<uint64_t>(), *sorted = in + n;
-  pairKeys<<<gridFor(n), kThreads, 0, stream()>>>(n, E, experts, in);
-  CUDA_CHECK_LAUNCH();
-  // Sort the bits that can differ: the pair index and experts 0..E.
-  int endBit = 32;
-  for (uint64_t v = uint64_t(E); v; v >>= 1)
-    ++endBit;
-  size_t tempBytes = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, in, sorted,
-                                            int(n), 0, endBit, stream()));
-  Scratch temp(static_cast<int64_t>(tempBytes));
-  CUDA_CHECK(cub::DeviceRadixSort::SortKeys(
-      temp.as<void>(), tempBytes, in, sorted, int(n), 0, endBit, stream()));
-  pairRows<<<gridFor(n), kThreads, 0, stream()>>>(n, sorted, row_map);
-  CUDA_CHECK_LAUNCH();
-  if (H > 0) {
-    gatherRows<<<gridFor(n * H), kThreads, 0, stream()>>>(
-        int(dtypeSize(dtype)), n, H, k, sorted, x, rows);
+  // Rows no pair lands on (padding, rows past the kept pairs) are zero.
+  if (N * H > 0)
+    CUDA_CHECK(
+        cudaMemsetAsync(rows, 0, size_t(N * H * dtypeSize(dtype)), stream()));
+  if (n > 0) {
+    Scratch keys(2 * n * int64_t(sizeof(uint64_t)) +
+                 E * int64_t(sizeof(int64_t)));
+    uint64_t *in = keys.as<uint64_t>(), *sorted = in + n;
+    int64_t *start = reinterpret_cast<int64_t *>(sorted + n);
+    pairKeys<<<gridFor(n), kThreads, 0, stream()>>>(n, E, experts, in);
+    CUDA_CHECK_LAUNCH();
+    if (pad_to > 0) {
+      groupStarts<<<1, 1, 0, stream()>>>(E, counts, start);
+      CUDA_CHECK_LAUNCH();
+    }
+    // Sort the bits that can differ: the pair index and experts 0..E.
+    int endBit = 32;
+    for (uint64_t v = uint64_t(E); v; v >>= 1)
+      ++endBit;
+    size_t tempBytes = 0;
+    CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, in, sorted,
+                                              int(n), 0, endBit, stream()));
+    Scratch temp(static_cast<int64_t>(tempBytes));
+    CUDA_CHECK(cub::DeviceRadixSort::SortKeys(
+        temp.as<void>(), tempBytes, in, sorted, int(n), 0, endBit, stream()));
+    pairRows<<<gridFor(n), kThreads, 0, stream()>>>(n, E, pad_to, start, sorted,
+                                                    row_map);
+    CUDA_CHECK_LAUNCH();
+    if (H > 0) {
+      gatherRows<<<gridFor(n * H), kThreads, 0, stream()>>>(
+          int(dtypeSize(dtype)), n, H, k, N, row_map, x, rows);
+      CUDA_CHECK_LAUNCH();
+    }
+  }
+  if (pad_to > 0 && E > 0) {
+    fillInt<<<gridFor(E), kThreads, 0, stream()>>>(E, int32_t(pad_to), counts);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -722,8 +848,8 @@ void loomrt::backend::loomrt_moe_unpermute_backward(
     loomrt_dtype dtype, int64_t T, int64_t H, int64_t k, int64_t N,
     const void *rows, const float *probs, const int32_t *row_map,
     const void *dout, void *drows, float *dprobs) {
-  // Rows no pair maps to (capacity padding) are zero: clear all, then
-  // scatter; row_map is a permutation, so no two pairs write one row.
+  // Rows no pair maps to (capacity padding, dropped pairs) are zero: clear
+  // all, then scatter; no two pairs share a row.
   if (N * H > 0)
     CUDA_CHECK(
         cudaMemsetAsync(drows, 0, size_t(N * H * dtypeSize(dtype)), stream()));

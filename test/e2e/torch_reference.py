@@ -291,9 +291,11 @@ def moe_mlp(cfg, W, p, m, aux):
     if mo["renormalize"]:
         top = top / top.sum(dim=-1, keepdim=True)
     gate_name, up_name, down_name = mo["names"]
+    T = x.shape[0]
+    keep = expert_capacity_mask(mo, idx, top, T)
     y = torch.zeros_like(x)
     for e in range(E):
-        tok, slot = torch.where(idx == e)
+        tok, slot = torch.where((idx == e) & keep)
         if tok.numel() == 0:
             continue
         xe = x[tok]
@@ -302,7 +304,6 @@ def moe_mlp(cfg, W, p, m, aux):
         h = F.silu(xe @ expert(gate_name).T) * (xe @ expert(up_name).T)
         out = h @ expert(down_name).T
         y = y.index_add(0, tok, out * top[tok, slot].unsqueeze(-1))
-    T = x.shape[0]
     if mo["aux_coeff"] > 0 and aux is not None:
         count = torch.bincount(idx.reshape(-1), minlength=E).to(scores.dtype)
         aux.append(mo["aux_coeff"] * E / (k * T * T)
@@ -317,6 +318,28 @@ def moe_mlp(cfg, W, p, m, aux):
         shared = h @ W[s + "down_proj.weight"].T
         y = y + torch.sigmoid(x @ W[pre + "shared_expert_gate.weight"].T) * shared
     return y.reshape(m.shape)
+
+
+def expert_capacity_mask(mo, idx, top, T):
+    """Megatron's token dropping (--moe-expert-capacity-factor): each
+    expert keeps at most ceil(T k / E * factor) of its (token, slot) pairs
+    (never more than T), those of largest routing weight ("probs"; ties:
+    the earlier pair) or its first ones ("position"). All kept without a
+    factor."""
+    keep = torch.ones_like(idx, dtype=torch.bool)
+    factor = mo.get("capacity_factor")
+    if not factor:
+        return keep
+    E, k = mo["experts"], mo["k"]
+    cap = min(max(math.ceil(T * k / E * factor), 1), T)
+    for e in range(E):
+        tok, slot = torch.where(idx == e)  # (token, slot) order
+        pairs = list(zip(tok.tolist(), slot.tolist()))
+        if mo["drop_policy"] == "probs":
+            pairs.sort(key=lambda ts: -float(top[ts[0], ts[1]]))  # stable
+        for t, j in pairs[cap:]:
+            keep[t, j] = False
+    return keep
 
 
 def is_moe_layer(cfg, i):
@@ -562,6 +585,9 @@ def load_setup(args):
         if getattr(args, "moe_aux_loss_coeff", None) is not None:
             cfg.moe["aux_coeff"] = args.moe_aux_loss_coeff
         cfg.moe["z_coeff"] = getattr(args, "moe_z_loss_coeff", 0.0) or 0.0
+        cfg.moe["capacity_factor"] = getattr(args, "moe_expert_capacity_factor",
+                                             None)
+        cfg.moe["drop_policy"] = getattr(args, "moe_token_drop_policy", "probs")
     with open(args.manifest) as f:
         manifest = json.load(f)
     dtype = torch.float64 if args.precision == "f64" else torch.float32
@@ -1102,6 +1128,10 @@ def main():
         q.add_argument("--moe-aux-loss-coeff", type=float,
                        help="loom-compile's flag (default: the config's)")
         q.add_argument("--moe-z-loss-coeff", type=float, default=0.0)
+        q.add_argument("--moe-expert-capacity-factor", type=float,
+                       help="loom-compile's flag (default: dropless)")
+        q.add_argument("--moe-token-drop-policy", choices=["probs", "position"],
+                       default="probs")
     g.add_argument("--grads", required=True, help="loom-run --dump-grads FILE")
     t.add_argument("--metrics", required=True)
     t.add_argument("--final", required=True, help="loom-run --save FILE")

@@ -107,6 +107,19 @@ LogicalResult lower(MoeRouterLossGradOp op, MoeRouterLossGradOp::Adaptor a,
 }
 
 template <>
+LogicalResult lower(MoeDropOp op, MoeDropOp::Adaptor a, Emitter &e) {
+  e.call(rt::MoeDrop{.T = e.i64(tokens(a.getExperts())),
+                     .E = e.i64(op.getNumExperts()),
+                     .k = e.i64(dim(a.getExperts(), 2)),
+                     .capacity = e.i64(int64_t(op.getCapacity())),
+                     .policy = e.i32(op.getPolicy() == DropPolicy::probs ? 0 : 1),
+                     .probs = e.ptr(a.getProbs()),
+                     .experts = e.ptr(a.getExperts()),
+                     .kept = e.ptr(e.result(0))});
+  return success();
+}
+
+template <>
 LogicalResult lower(MoePermuteOp op, MoePermuteOp::Adaptor a, Emitter &e) {
   Value rows = e.result(0);
   e.call(rt::MoePermute{.dtype = e.dtype(rows),
@@ -114,6 +127,10 @@ LogicalResult lower(MoePermuteOp op, MoePermuteOp::Adaptor a, Emitter &e) {
                         .H = e.i64(dim(a.getInput(), 2)),
                         .k = e.i64(dim(a.getExperts(), 2)),
                         .E = e.i64(op.getNumExperts()),
+                        .N = e.i64(dim(rows, 0)),
+                        .pad_to = e.i64(op.getPadToCapacity()
+                                            ? int64_t(*op.getCapacity())
+                                            : 0),
                         .x = e.ptr(a.getInput()),
                         .experts = e.ptr(a.getExperts()),
                         .rows = e.ptr(rows),
@@ -243,7 +260,7 @@ LogicalResult lower(SigmoidGateGradOp op, SigmoidGateGradOp::Adaptor a,
 
 void attachMoeLowerings(MLIRContext *ctx) {
   attach<MoeRouteOp, MoeRouteGradOp, MoeRouterLossOp, MoeRouterLossGradOp,
-         MoePermuteOp, MoePermuteGradOp, MoeUnpermuteOp, MoeUnpermuteGradOp,
+         MoeDropOp, MoePermuteOp, MoePermuteGradOp, MoeUnpermuteOp, MoeUnpermuteGradOp,
          GroupedLinearOp, GroupedLinearGradOp, SigmoidGateOp,
          SigmoidGateGradOp>(ctx);
 }

@@ -658,25 +658,41 @@ void loomrt_moe_router_loss_backward(int64_t T, int64_t E, int64_t k,
                                      const int32_t *experts,
                                      const float *grad_scale, float *dlogits);
 
+/* Capacity (Megatron's --moe-expert-capacity-factor): each expert keeps at
+ * most `capacity` of the T*k pairs (token t, slot j) routed to it; the
+ * others are dropped. kept [T,k] (int32) is experts [T,k] with -1 for a
+ * dropped pair. policy 0 ("probs", Megatron's default) keeps an expert's
+ * pairs of largest probs [T,k] (f32; ties: the earlier pair), policy 1
+ * ("position") its first pairs in (token, slot) order. */
+void loomrt_moe_drop(int64_t T, int64_t E, int64_t k, int64_t capacity,
+                     int32_t policy, const float *probs,
+                     const int32_t *experts, int32_t *kept);
+
 /* Token dispatch order: the T*k pairs (token t, slot j) sorted by expert,
- * then token, then slot (a stable counting sort of experts). rows [T*k, H]
- * holds x[t] once per pair in that order; counts [E] (int32) the rows of
- * each expert; row_map [T,k] (int32) the row of pair (t, j). */
+ * then token, then slot (a stable counting sort of experts); a pair whose
+ * expert is -1 (dropped) has no row. rows [N,H] holds x[t] once per pair
+ * in that order, from row 0 (N >= the pairs kept; rows past them are
+ * zero); counts [E] (int32) the rows of each expert; row_map [T,k] (int32)
+ * the row of pair (t, j), -1 for a dropped pair. pad_to > 0 pads every
+ * expert's group with zero rows to pad_to rows (N = E * pad_to, every
+ * count pad_to; Megatron's --moe-pad-expert-input-to-capacity). */
 void loomrt_moe_permute(loomrt_dtype dtype, int64_t T, int64_t H, int64_t k,
-                        int64_t E, const void *x, const int32_t *experts,
-                        void *rows, int32_t *counts, int32_t *row_map);
-/* dx [T,H] (overwritten): dx[t] = sum_j drows[row_map[t,j]], in f32. */
+                        int64_t E, int64_t N, int64_t pad_to, const void *x,
+                        const int32_t *experts, void *rows, int32_t *counts,
+                        int32_t *row_map);
+/* dx [T,H] (overwritten): dx[t] = sum_j drows[row_map[t,j]], in f32 (pairs
+ * whose row is -1 add nothing). */
 void loomrt_moe_permute_backward(loomrt_dtype dtype, int64_t T, int64_t H,
                                  int64_t k, const void *drows,
                                  const int32_t *row_map, void *dx);
 /* Combine: out[t] = sum_j probs[t,j] * rows[row_map[t,j]] for out [T,H],
- * summed in f32 and rounded once. */
+ * summed in f32 and rounded once (pairs whose row is -1 add nothing). */
 void loomrt_moe_unpermute(loomrt_dtype dtype, int64_t T, int64_t H, int64_t k,
                           const void *rows, const float *probs,
                           const int32_t *row_map, void *out);
-/* drows [N,H] (overwritten; N >= T*k, rows no pair maps to are zero):
+/* drows [N,H] (overwritten; rows no pair maps to are zero):
  * drows[row_map[t,j]] = probs[t,j] * dout[t]; dprobs [T,k] (f32):
- * dprobs[t,j] = <dout[t], rows[row_map[t,j]]>. */
+ * dprobs[t,j] = <dout[t], rows[row_map[t,j]]>, 0 for a dropped pair. */
 void loomrt_moe_unpermute_backward(loomrt_dtype dtype, int64_t T, int64_t H,
                                    int64_t k, int64_t N, const void *rows,
                                    const float *probs, const int32_t *row_map,

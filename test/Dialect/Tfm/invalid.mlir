@@ -997,8 +997,44 @@ func.func @f(%l: tensor<2x8x4xf32>, %e: tensor<2x8x2xi32>) {
 
 // Test: the dispatched rows hold every (token, expert) pair
 func.func @f(%x: tensor<2x8x64xf32>, %e: tensor<2x8x2xi32>) {
-  // expected-error @+1 {{16 rows cannot hold the 32 (token, expert) pairs}}
+  // expected-error @+1 {{has 16 rows; its pairs and capacity need 32}}
   %r, %c, %m = tfm.moe_permute %x, %e num_experts 4 : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<16x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+  return
+}
+
+// -----
+
+// Test: with a capacity, the rows are the pairs an expert can keep
+func.func @f(%x: tensor<2x8x64xf32>, %e: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{has 32 rows; its pairs and capacity need 12}}
+  %r, %c, %m = tfm.moe_permute %x, %e num_experts 4 capacity 3 : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+  return
+}
+
+// -----
+
+// Test: padding to capacity needs a capacity
+func.func @f(%x: tensor<2x8x64xf32>, %e: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{pad_to_capacity needs a capacity}}
+  %r, %c, %m = tfm.moe_permute %x, %e num_experts 4 pad_to_capacity : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+  return
+}
+
+// -----
+
+// Test: a capacity of at least one pair
+func.func @f(%p: tensor<2x8x2xf32>, %e: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{capacity must be at least 1, got 0}}
+  %k = tfm.moe_drop %p, %e num_experts 4 capacity 0 probs : tensor<2x8x2xf32>, tensor<2x8x2xi32>
+  return
+}
+
+// -----
+
+// Test: one probability per routed pair
+func.func @f(%p: tensor<2x8x1xf32>, %e: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{probs shape [2, 8, 1] does not match [2, 8, 2] (experts' shape)}}
+  %k = tfm.moe_drop %p, %e num_experts 4 capacity 2 position : tensor<2x8x1xf32>, tensor<2x8x2xi32>
   return
 }
 

@@ -218,6 +218,16 @@ func.func @moe(%x: tensor<2x8x64xf32>, %logits: tensor<2x8x4xf32>,
   // CHECK: tfm.moe_permute %{{.*}}, %{{.*}} num_experts 4 : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
   %rows, %counts, %map = tfm.moe_permute %x, %e num_experts 4
       : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+  // CHECK: tfm.moe_drop %{{.*}}, %{{.*}} num_experts 4 capacity 3 probs : tensor<2x8x2xf32>, tensor<2x8x2xi32>
+  %kept = tfm.moe_drop %p, %e num_experts 4 capacity 3 probs : tensor<2x8x2xf32>, tensor<2x8x2xi32>
+  // CHECK: tfm.moe_drop %{{.*}}, %{{.*}} num_experts 4 capacity 3 position :
+  %kept2 = tfm.moe_drop %p, %e num_experts 4 capacity 3 position : tensor<2x8x2xf32>, tensor<2x8x2xi32>
+  // CHECK: tfm.moe_permute %{{.*}}, %{{.*}} num_experts 4 capacity 3 : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<12x64xf32>
+  %crows, %ccounts, %cmap = tfm.moe_permute %x, %kept num_experts 4 capacity 3
+      : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<12x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+  // CHECK: tfm.moe_permute %{{.*}}, %{{.*}} num_experts 4 capacity 10 pad_to_capacity : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<40x64xf32>
+  %prows, %pcounts, %pmap = tfm.moe_permute %x, %kept num_experts 4 capacity 10 pad_to_capacity
+      : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<40x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
   // CHECK: tfm.grouped_linear %{{.*}} : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<4xi32> -> tensor<32x128xf32>
   %h = tfm.grouped_linear %rows, %w, %counts : tensor<32x64xf32>, tensor<4x128x64xf32>, tensor<4xi32> -> tensor<32x128xf32>
   // CHECK: tfm.grouped_linear_grad

@@ -111,6 +111,7 @@ constexpr int kSkip = 77;
   X(loomrt_linear_backward_data)                                               \
   X(loomrt_linear_backward_weight)                                             \
   X(loomrt_linear_forward)                                                     \
+  X(loomrt_moe_drop)                                                           \
   X(loomrt_moe_permute)                                                        \
   X(loomrt_moe_permute_backward)                                               \
   X(loomrt_moe_route_backward)                                                 \
@@ -1149,20 +1150,50 @@ void testMoe() {
       Dev xd(be, dt, x), ex(be, experts), rows(be, dt, drowsIn),
           counts(be, std::vector<int32_t>(size_t(E), -1)),
           map(be, std::vector<int32_t>(size_t(T * k), -1));
-      be.loomrt_moe_permute(dt, T, H, k, E, xd.get(), ex.as<int32_t>(),
-                            rows.get(), counts.as<int32_t>(),
+      be.loomrt_moe_permute(dt, T, H, k, E, T * k, 0, xd.get(),
+                            ex.as<int32_t>(), rows.get(), counts.as<int32_t>(),
                             map.as<int32_t>());
       return {rows.read(dt), counts.readInts(), map.readInts()};
     });
+    // Capacity 9 of the pairs each expert received, both policies, then
+    // dispatched packed and padded to the capacity (and combined back).
+    const int64_t capacity = 9;
+    for (int32_t policy = 0; policy < 2; ++policy)
+      for (int64_t pad : {int64_t(0), capacity})
+        check("moe_drop/permute/unpermute policy=" + std::to_string(policy) +
+                  " pad=" + std::to_string(pad) + " " + t,
+              tolFor(dt), [&](Backend &be) -> Outs {
+                const int64_t rowsN = E * capacity;
+                Dev pr(be, LOOMRT_F32, probs), ex(be, experts),
+                    kept(be, std::vector<int32_t>(size_t(T * k), 7)),
+                    xd(be, dt, x), rows(be, dt, randomVec(size_t(rowsN * H), 92)),
+                    counts(be, std::vector<int32_t>(size_t(E), -1)),
+                    map(be, std::vector<int32_t>(size_t(T * k), 7)),
+                    out(be, dt, x), drows(be, dt, randomVec(size_t(rowsN * H), 93)),
+                    dpr(be, LOOMRT_F32, probs), dod(be, dt, dout);
+                be.loomrt_moe_drop(T, E, k, capacity, policy, pr.as<float>(),
+                                   ex.as<int32_t>(), kept.as<int32_t>());
+                be.loomrt_moe_permute(dt, T, H, k, E, rowsN, pad, xd.get(),
+                                      kept.as<int32_t>(), rows.get(),
+                                      counts.as<int32_t>(), map.as<int32_t>());
+                be.loomrt_moe_unpermute(dt, T, H, k, rows.get(), pr.as<float>(),
+                                        map.as<int32_t>(), out.get());
+                be.loomrt_moe_unpermute_backward(
+                    dt, T, H, k, rowsN, rows.get(), pr.as<float>(),
+                    map.as<int32_t>(), dod.get(), drows.get(), dpr.as<float>());
+                return {kept.readInts(), rows.read(dt),  counts.readInts(),
+                        map.readInts(),  out.read(dt),   drows.read(dt),
+                        dpr.read(LOOMRT_F32)};
+              });
     check("moe_permute_backward/unpermute/unpermute_backward " + t, tolFor(dt),
           [&](Backend &be) -> Outs {
             // Each backend's own row_map (checked exactly above).
             Dev xd(be, dt, x), ex(be, experts), rows(be, dt, drowsIn),
                 counts(be, nullptr, size_t(E * 4)),
                 map(be, nullptr, size_t(T * k * 4));
-            be.loomrt_moe_permute(dt, T, H, k, E, xd.get(), ex.as<int32_t>(),
-                                  rows.get(), counts.as<int32_t>(),
-                                  map.as<int32_t>());
+            be.loomrt_moe_permute(dt, T, H, k, E, T * k, 0, xd.get(),
+                                  ex.as<int32_t>(), rows.get(),
+                                  counts.as<int32_t>(), map.as<int32_t>());
             Dev dr(be, dt, drowsIn), dx(be, dt, x);
             be.loomrt_moe_permute_backward(dt, T, H, k, dr.get(),
                                            map.as<int32_t>(), dx.get());
