@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/common/Backend.h"
+#include "runtime/common/ClipCoefficient.h"
 #include "runtime/common/Profile.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
@@ -414,10 +415,17 @@ void loomrt::backend::loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
 void loomrt::backend::loomrt_adamw(int64_t n, float *param, const float *grad,
                                    float *exp_avg, float *exp_avg_sq, float lr,
                                    float beta1, float beta2, float eps,
-                                   float weight_decay, int64_t step) {
-  LOOMRT_DEVICE_CALL(param, grad, exp_avg, exp_avg_sq);
+                                   float weight_decay, int64_t step,
+                                   const float *grad_sumsq, float max_norm) {
+  LOOMRT_DEVICE_CALL(param, grad, exp_avg, exp_avg_sq, grad_sumsq);
   if (n == 0)
     return;
+  float clip = 1.0f;
+  if (grad_sumsq) {
+    if (!std::isfinite(*grad_sumsq))
+      return; // skipped
+    clip = clipCoefficient(*grad_sumsq, max_norm);
+  }
   // Same operation order as torch.optim.AdamW's single-tensor path (1.13),
   // so the results agree to the last bit or two.
   const float biasCorrection1 = 1.0f - std::pow(beta1, float(step));
@@ -427,7 +435,7 @@ void loomrt::backend::loomrt_adamw(int64_t n, float *param, const float *grad,
   const float decay = 1.0f - lr * weight_decay;
 #pragma omp parallel for schedule(static) if (n > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i];
+    float g = clip == 1.0f ? grad[i] : grad[i] * clip;
     float p = param[i] * decay;
     float m = beta1 * exp_avg[i] + (1.0f - beta1) * g;
     float v = exp_avg_sq[i] * beta2 + (1.0f - beta2) * g * g;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/common/Backend.h"
+#include "runtime/common/ClipCoefficient.h"
 #include "runtime/cuda/Common.h"
 
 #include <cmath>
@@ -452,13 +453,21 @@ void loomrt::backend::loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
 
 namespace {
 // Same operation order as the cpu backend (torch.optim.AdamW's
-// single-tensor path).
+// single-tensor path). The skip and the clip coefficient come from the
+// gradient's sum of squares on the device (no host wait).
 __global__ void adamwKernel(int64_t n, float *param, const float *grad,
                             float *m1, float *m2, float beta1, float beta2,
                             float eps, float stepSize, float bc2Sqrt,
-                            float decay) {
+                            float decay, const float *sumsq, float maxNorm) {
+  float clip = 1.0f;
+  if (sumsq) {
+    const float s = *sumsq;
+    if (!isfinite(s))
+      return; // skipped
+    clip = loomrt::clipCoefficient(s, maxNorm);
+  }
   GRID_STRIDE(i, n) {
-    const float g = grad[i];
+    const float g = clip == 1.0f ? grad[i] : grad[i] * clip;
     const float p = param[i] * decay;
     const float m = beta1 * m1[i] + (1.0f - beta1) * g;
     const float v = m2[i] * beta2 + (1.0f - beta2) * g * g;
@@ -473,7 +482,8 @@ __global__ void adamwKernel(int64_t n, float *param, const float *grad,
 void loomrt::backend::loomrt_adamw(int64_t n, float *param, const float *grad,
                                    float *exp_avg, float *exp_avg_sq, float lr,
                                    float beta1, float beta2, float eps,
-                                   float weight_decay, int64_t step) {
+                                   float weight_decay, int64_t step,
+                                   const float *grad_sumsq, float max_norm) {
   if (n == 0)
     return;
   // The scalars are computed on the host exactly as the cpu backend does.
@@ -484,6 +494,6 @@ void loomrt::backend::loomrt_adamw(int64_t n, float *param, const float *grad,
   const float decay = 1.0f - lr * weight_decay;
   adamwKernel<<<gridFor(n), kThreads, 0, stream()>>>(
       n, param, grad, exp_avg, exp_avg_sq, beta1, beta2, eps, stepSize, bc2Sqrt,
-      decay);
+      decay, grad_sumsq, max_norm);
   CUDA_CHECK_LAUNCH();
 }

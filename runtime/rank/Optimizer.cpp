@@ -76,13 +76,6 @@ bool takesWeightDecay(const std::string &name, const Shape &shape) {
   return !(endsWith(".bias") || shape.size() == 1);
 }
 
-double clipCoefficient(double totalNorm, double clip) {
-  if (clip <= 0.0)
-    return 1.0;
-  double coeff = clip / (totalNorm + 1.0e-6);
-  return coeff < 1.0 ? coeff : 1.0;
-}
-
 void DynamicLossScaler::update(bool foundNonfinite) {
   if (foundNonfinite) {
     growthTracker = 0;

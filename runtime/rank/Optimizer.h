@@ -61,11 +61,6 @@ struct LrSchedule {
 /// (norm weights) take no weight decay. `shape` is the global shape.
 bool takesWeightDecay(const std::string &name, const Shape &shape);
 
-/// clip_grad_norm_fp32: the gradients are multiplied by the result, which is
-/// clip / (norm + 1e-6) when that is below 1 and 1 otherwise (and always 1
-/// when clip <= 0, clipping off).
-double clipCoefficient(double totalNorm, double clip);
-
 /// Megatron's DynamicGradScaler (fp16 only). On overflow the growth tracker
 /// restarts and, once `hysteresis` overflows have been seen since the last
 /// growth, the scale is multiplied by `backoff` (not below `minScale`);

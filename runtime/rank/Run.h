@@ -82,8 +82,23 @@ struct LossTally {
   double tokens = 0.0;   // this rank's loss tokens (its cp chunk's)
 };
 
+/// A train step's scalars in backend memory, summed over the world by one
+/// all-reduce and read back once (RunTraining.cpp): the gradient's sum of
+/// squares, the loss weighted by its tokens and those tokens, the routers'
+/// losses (loomrt_metrics).
+enum StepStat : int64_t {
+  kSumSquares = 0,
+  kLossWeighted = 1,
+  kLossTokens = 2,
+  kMetrics = 3,
+  kStepStats = kMetrics + LOOMRT_NUM_METRICS
+};
+
 struct StepResult {
-  LossTally loss; // over this rank's micro-batches
+  LossTally loss; // over this rank's micro-batches (forward-only steps)
+  /// A train step's token-weighted mean loss over the world (none where no
+  /// rank computes a loss).
+  std::optional<float> meanLoss;
   double lr = 0.0;
   std::optional<double> gradNorm; // none for a skipped update
   bool skipped = false;
@@ -138,9 +153,9 @@ private:
   /// The same for two values at once (one host wait).
   std::pair<float, float> allReduceScalars(loomrt_comm comm, int32_t op,
                                            float a, float b);
-  /// Reads and zeroes the step's router-loss accumulators (loomrt_metrics)
-  /// into `result`.
-  void takeRouterLosses(StepResult &result);
+  /// The routers' losses of the step from the world's sums of
+  /// loomrt_metrics, into `result`.
+  void takeRouterLosses(const float *sums, StepResult &result);
   /// The token-weighted mean loss of `tally` over the gradient group (dp,
   /// or dp x cp: every cp rank adds its chunk's tokens with the micro-batch
   /// loss, which is the whole sequence's). Collective over that group.
@@ -165,7 +180,9 @@ private:
   void saveCheckpoints();
   void trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                  StepResult &result);
-  double globalGradNorm();
+  /// Adds the squares of the gradient elements this rank counts for the
+  /// norm to the f32 scalar `acc` in backend memory.
+  void addGradSumSquares(float *acc);
   /// The data-parallel reduction of the main gradients after a step (of
   /// the runs not reduced during it), ending with every reduction done.
   void reduceGradients();
@@ -236,8 +253,8 @@ private:
     std::vector<DeviceBuffer> tokens, labels, lossMask, loss, gradScale;
     /// Host values crossing a collective (allReduceScalars: up to 2).
     DeviceBuffer scalar;
-    /// A train step's losses, one per micro-batch, read back once.
-    DeviceBuffer stepLosses;
+    /// A train step's scalars (StepStat), read back once.
+    DeviceBuffer stepStats;
   } dev;
   /// The entries' workspace (Entry::workspaceBytes): the largest any entry
   /// of this rank needs, allocated once by bind().

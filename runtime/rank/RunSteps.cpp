@@ -274,7 +274,7 @@ void Run::runSteps() {
       dev.loss.emplace_back(int64_t(sizeof(float)));
       dev.gradScale.emplace_back(int64_t(sizeof(float))); // set by trainStep
     }
-    dev.stepLosses = DeviceBuffer(m.numMicrobatches * int64_t(sizeof(float)));
+    dev.stepStats = DeviceBuffer(kStepStats * int64_t(sizeof(float)));
     microTokens.assign(size_t(m.numMicrobatches), 0.0);
     entry = bind(me->entries.at(opts.train ? "train_step" : "forward"));
     if (!opts.validData.empty()) {
@@ -346,7 +346,9 @@ void Run::runSteps() {
     }
     state.iteration += 1;
     state.consumedSamples += samplesPerStep;
-    float stepLoss = entry.producesLoss ? meanLoss(result.loss) : 0.0f;
+    float stepLoss = result.meanLoss      ? *result.meanLoss
+                     : entry.producesLoss ? meanLoss(result.loss)
+                                          : 0.0f;
     if (profiler)
       profiler->endStep(state.iteration);
     double seconds = loomrt_wtime() - start;

@@ -321,29 +321,20 @@ void Run::loadOptimizerState() {
       loomrt_cast(LOOMRT_F32, main + t.offset, t.spec->dtype, t.model, t.n);
 }
 
-double Run::globalGradNorm() {
+void Run::addGradSumSquares(float *acc) {
   // Every element once: each distinct box of a parameter is counted by its
   // first holder only (data-parallel and tensor-parallel replicas hold equal
   // gradients after the all-reduce) or, with the distributed optimizer, by
-  // the slices of that holder's data-parallel group; the world sums the
-  // parts.
-  // Adjacent counted pieces form one run of the flat buffer, and each run
-  // is one reduction (one host wait on a device), not one per parameter.
+  // the slices of that holder's data-parallel group; the world's sum (the
+  // step's one all-reduce of scalars) adds the parts. Adjacent counted
+  // pieces form one run of the flat buffer, one reduction each.
   std::vector<FlatRun> runs;
   for (const FlatPiece &pc : owned)
     if (trained[pc.param].countsInNorm)
       runs.push_back({pc.flatOffset, pc.flatOffset + pc.n});
-  // Summed on the device, over the world too: one host wait for the norm.
-  float *acc = dev.scalar.as<float>();
-  loomrt_zero(acc, sizeof(float));
   for (const FlatRun &r : mergeRuns(std::move(runs)))
     loomrt_sum_squares_add(LOOMRT_F32, ownGrads + (r.begin - ownBegin),
                            r.end - r.begin, acc);
-  if (worldSize > 1)
-    loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, acc, acc, 1);
-  float sum = 0.0f;
-  loomrt_copy(&sum, acc, sizeof(float));
-  return std::sqrt(double(sum));
 }
 
 void Run::onGradsReady(void *run, int64_t chunk) {
@@ -426,8 +417,10 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
           : std::vector<float>(size_t(m.numMicrobatches),
                                float(lossScale / double(m.numMicrobatches)));
   loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
-  if (entry.producesLoss)
-    loomrt_zero(dev.stepLosses.get(), m.numMicrobatches * int64_t(sizeof(float)));
+  // The step's scalars (StepStat) stay on the device until its one read.
+  float *stats = dev.stepStats.as<float>();
+  loomrt_zero(stats, kStepStats * int64_t(sizeof(float)));
+  double lossTokens = 0.0;
   // A validation pass since the last step added to them too.
   bool routerLosses =
       m.routerLosses.loadBalancing > 0 || m.routerLosses.zLoss > 0;
@@ -447,12 +440,16 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     if (entry.pipelined && micro + 1 < m.numMicrobatches)
       continue;
     entry.fn(entry.args.data());
-    // Each micro-batch's loss is kept on the device (its slot is reused by
-    // the next one) and read back once after the step.
+    // Each micro-batch's loss, weighted by its loss tokens (Megatron logs
+    // the token-weighted mean), is summed on the device (its slot is reused
+    // by the next one) and read back with the step's other scalars.
     for (int64_t k = entry.pipelined ? 0 : micro; k <= micro; ++k)
-      if (entry.producesLoss)
-        loomrt_axpy(1, 1.0f, LOOMRT_F32, dev.loss[slotOf(entry, k)].get(),
-                    LOOMRT_F32, dev.stepLosses.as<float>() + k);
+      if (entry.producesLoss) {
+        loomrt_axpy(1, float(microTokens[size_t(k)]), LOOMRT_F32,
+                    dev.loss[slotOf(entry, k)].get(), LOOMRT_F32,
+                    stats + kLossWeighted);
+        lossTokens += microTokens[size_t(k)];
+      }
     // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
     for (const TrainParam &t : trained)
       if (t.chunk < 0)
@@ -460,17 +457,13 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                     mainGrads + t.offset);
   }
   loomrt_set_grads_ready_hook(nullptr, nullptr);
-  std::vector<float> losses(size_t(m.numMicrobatches), 0.0f);
-  if (entry.producesLoss)
-    loomrt_copy(losses.data(), dev.stepLosses.get(),
-                int64_t(losses.size() * sizeof(float)));
-  for (int64_t k = 0; k < m.numMicrobatches; ++k) {
-    double tokens = microTokens[size_t(k)];
-    result.loss.weighted += double(losses[size_t(k)]) * tokens;
-    result.loss.tokens += tokens;
+  if (entry.producesLoss) {
+    float tokens = float(lossTokens);
+    loomrt_upload(stats + kLossTokens, &tokens, sizeof(float));
   }
   if (routerLosses)
-    takeRouterLosses(result);
+    loomrt_axpy(LOOMRT_NUM_METRICS, 1.0f, LOOMRT_F32, loomrt_metrics(),
+                LOOMRT_F32, stats + kMetrics);
   for (const auto &[chunk, runs] : chunkRuns)
     if (!signalledChunks.count(chunk))
       throw Error("the compiled train step of rank " + std::to_string(rank) +
@@ -505,41 +498,50 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
               {{"format", "pt"}, {"loom.family", m.family}});
 
   result.lr = state.schedule.at(state.optimizerSteps);
-  bool nonfinite = false;
-  if (dynamicScaling) {
-    // Every rank must take the same decision: MAX over the world.
-    float flag = float(loomrt_has_nonfinite(LOOMRT_F32, ownGrads, ownN));
-    if (worldSize > 1)
-      flag = allReduceScalar(loomrt_comm_world(), LOOMRT_MAX, flag);
-    nonfinite = flag != 0.0f;
-    state.scaler.update(nonfinite);
-  }
-  double norm = nonfinite ? 0.0 : globalGradNorm();
-  // Without a scaler, a non-finite gradient would poison the weights: the
-  // update is skipped all the same (the norm is the same on every rank).
-  if (nonfinite || !std::isfinite(norm)) {
-    result.skipped = true;
-    ++state.skippedIterations;
-    return;
-  }
-  result.gradNorm = norm;
+  // The gradient's sum of squares joins the step's scalars, and one
+  // all-reduce over the world sums them all: the norm's parts, the loss
+  // (its tokens from the last stage's ranks, each tp replica alike, so the
+  // ratio is the dp x cp mean) and the routers' losses. A non-finite
+  // gradient anywhere makes the sum non-finite: AdamW reads it on the
+  // device, skips the update and clips by it, so nothing waits for it here.
+  addGradSumSquares(stats + kSumSquares);
+  if (worldSize > 1)
+    loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, stats,
+                      stats, kStepStats);
   const AdamWConfig &ad = state.adamw;
-  double coeff = clipCoefficient(norm, ad.clipGrad);
-  if (coeff < 1.0)
-    loomrt_scale(LOOMRT_F32, ownGrads, ownN, float(coeff));
-  ++state.optimizerSteps;
   for (const FlatPiece &pc : owned) {
     const TrainParam &t = trained[pc.param];
     int64_t at = pc.flatOffset - ownBegin;
     loomrt_adamw(pc.n, mainOf(pc), ownGrads + at, expAvg + at, expAvgSq + at,
                  float(result.lr), float(ad.beta1), float(ad.beta2),
                  float(ad.eps), t.decay ? float(ad.weightDecay) : 0.0f,
-                 state.optimizerSteps);
+                 state.optimizerSteps + 1, stats + kSumSquares,
+                 float(ad.clipGrad));
     if (!distributed && t.spec->dtype != LOOMRT_F32)
       loomrt_cast(LOOMRT_F32, mainOf(pc), t.spec->dtype, t.model, pc.n);
   }
   if (distributed)
     allGatherParams();
+
+  // The step's one host wait: its scalars, after the update was queued.
+  float host[kStepStats];
+  loomrt_copy(host, stats, sizeof(host));
+  if (host[kLossTokens] > 0.0f)
+    result.meanLoss = host[kLossWeighted] / host[kLossTokens];
+  if (routerLosses)
+    takeRouterLosses(host + kMetrics, result);
+  const double norm = std::sqrt(double(host[kSumSquares]));
+  // The same on every rank (one world sum); with f16 the scaler backs off.
+  const bool nonfinite = !std::isfinite(norm);
+  if (dynamicScaling)
+    state.scaler.update(nonfinite);
+  if (nonfinite) {
+    result.skipped = true;
+    ++state.skippedIterations;
+    return;
+  }
+  result.gradNorm = norm;
+  ++state.optimizerSteps;
 }
 
 void Run::checkWeightHashes() {
@@ -649,17 +651,10 @@ void Run::allGatherParams() {
     loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
 }
 
-void Run::takeRouterLosses(StepResult &result) {
+void Run::takeRouterLosses(const float *sums, StepResult &result) {
   // Every rank of a pipeline stage ran its MoE layers on its micro-batches:
   // the world's sum counts each layer (ranks per stage) x micro-batches
   // times.
-  float *acc = loomrt_metrics();
-  if (worldSize > 1)
-    loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, acc, acc,
-                      LOOMRT_NUM_METRICS);
-  float sums[LOOMRT_NUM_METRICS];
-  loomrt_copy(sums, acc, sizeof(sums));
-  loomrt_zero(acc, sizeof(sums));
   auto pp = m.plan.find("pp");
   double perLayer = double(worldSize) /
                     double(pp == m.plan.end() ? 1 : pp->second) *

@@ -748,10 +748,17 @@ float *loomrt_metrics(void);
 /* One AdamW step (torch.optim.AdamW, decoupled weight decay) on f32 main
  * parameters, for n elements; step is 1-based:
  *   p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
- *   p -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps). */
+ *   p -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps).
+ * grad_sumsq (NULL: none) is an f32 scalar in backend memory, the sum of
+ * squares of the whole gradient (every rank's part): when it is not finite
+ * the step changes nothing (a non-finite gradient, Megatron's skipped
+ * iteration), and with max_norm > 0 the step takes g times Megatron's clip
+ * coefficient min(1, max_norm / (sqrt(grad_sumsq) + 1e-6)), computed in
+ * double and rounded to f32. Both are read on the device: no host wait. */
 void loomrt_adamw(int64_t n, float *param, const float *grad, float *exp_avg,
                   float *exp_avg_sq, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, int64_t step);
+                  float eps, float weight_decay, int64_t step,
+                  const float *grad_sumsq, float max_norm);
 
 /*===----------------------------------------------------------------------===*
  * Communication (MPI on the cpu backend, NCCL on cuda)

@@ -14,6 +14,7 @@
 #include "test/Unit/Rank/TempDir.h"
 #include "test/Unit/Rank/TestManifests.h"
 
+#include "runtime/common/ClipCoefficient.h"
 #include "runtime/rank/Checkpoint.h"
 #include "runtime/rank/Program.h"
 #include "runtime/rank/Optimizer.h"
@@ -143,13 +144,15 @@ TEST(WeightDecay, BiasesAndOneDimensionalParamsAreExempt) {
 }
 
 TEST(Clipping, MegatronCoefficient) {
-  EXPECT_DOUBLE_EQ(clipCoefficient(0.5, 1.0), 1.0);
-  EXPECT_DOUBLE_EQ(clipCoefficient(4.0, 1.0), 1.0 / (4.0 + 1e-6));
+  // From the gradient's sum of squares (the AdamW kernels read it).
+  using loomrt::clipCoefficient;
+  EXPECT_FLOAT_EQ(clipCoefficient(0.25f, 1.0f), 1.0f);
+  EXPECT_FLOAT_EQ(clipCoefficient(16.0f, 1.0f), float(1.0 / (4.0 + 1e-6)));
   // Exactly at the clip the epsilon makes the coefficient just below 1.
-  EXPECT_LT(clipCoefficient(1.0, 1.0), 1.0);
-  EXPECT_DOUBLE_EQ(clipCoefficient(1e9, 0.0), 1.0); // clipping off
+  EXPECT_LT(clipCoefficient(1.0f, 1.0f), 1.0f);
+  EXPECT_FLOAT_EQ(clipCoefficient(1e9f, 0.0f), 1.0f); // clipping off
   // After scaling, the norm is the clip (up to the epsilon).
-  double norm = 7.5, c = clipCoefficient(norm, 2.0);
+  float norm = 7.5f, c = clipCoefficient(norm * norm, 2.0f);
   EXPECT_NEAR(norm * c, 2.0, 1e-6);
 }
 

@@ -282,7 +282,8 @@ TEST(AdamWTest, ThreeStepsMatchTorchFormula) {
   for (int64_t step = 1; step <= 3; ++step) {
     std::vector<float> g = randomVec(size_t(n), uint32_t(10 + step));
     loomrt_adamw(n, p.data(), g.data(), m.data(), v.data(), float(lr),
-                 float(b1), float(b2), float(eps), float(wd), step);
+                 float(b1), float(b2), float(eps), float(wd), step, nullptr,
+                 0.0f);
     for (int64_t i = 0; i < n; ++i) {
       P[i] -= lr * wd * P[i];
       M[i] = b1 * M[i] + (1 - b1) * g[i];
@@ -295,6 +296,37 @@ TEST(AdamWTest, ThreeStepsMatchTorchFormula) {
   expectClose(p, P, 1e-6, 1e-5, "param");
   expectClose(m, M, 1e-7, 1e-5, "exp_avg");
   expectClose(v, Vv, 1e-8, 1e-5, "exp_avg_sq");
+}
+
+TEST(AdamWTest, SkipsAndClipsFromTheDeviceSumOfSquares) {
+  // A non-finite sum of squares leaves everything as it was; a finite one
+  // over the clip takes the step on g * clip / (norm + 1e-6), exactly as
+  // scaling the gradient first; under the clip, the plain step.
+  const int64_t n = 40;
+  const std::vector<float> p0 = randomVec(size_t(n), 3),
+                           g = randomVec(size_t(n), 4);
+  auto step = [&](const float *sumsq, float maxNorm,
+                  const std::vector<float> &grad) {
+    std::vector<float> p = p0, m(size_t(n), 0.5f), v(size_t(n), 0.25f);
+    loomrt_adamw(n, p.data(), grad.data(), m.data(), v.data(), 1e-2f, 0.9f,
+                 0.95f, 1e-8f, 0.1f, 2, sumsq, maxNorm);
+    return std::vector<std::vector<float>>{p, m, v};
+  };
+  for (float bad : {std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    auto out = step(&bad, 1.0f, g);
+    EXPECT_EQ(out[0], p0);
+    EXPECT_EQ(out[1], std::vector<float>(size_t(n), 0.5f));
+    EXPECT_EQ(out[2], std::vector<float>(size_t(n), 0.25f));
+  }
+  const float sumsq = 16.0f; // norm 4
+  std::vector<float> scaled = g;
+  const float coeff = float(0.5 / (4.0 + 1e-6));
+  for (float &x : scaled)
+    x *= coeff;
+  EXPECT_EQ(step(&sumsq, 0.5f, g), step(nullptr, 0.0f, scaled));
+  EXPECT_EQ(step(&sumsq, 8.0f, g), step(nullptr, 0.0f, g));
+  EXPECT_EQ(step(&sumsq, 0.0f, g), step(nullptr, 0.0f, g)); // clipping off
 }
 
 TEST(CrossEntropyTest, SafeDivideTakesTheMeanOnTheDevice) {

@@ -1074,8 +1074,27 @@ void testAdamW() {
     for (int step = 1; step <= 3; ++step) {
       Dev g(be, LOOMRT_F32, randomVec(size_t(n), 41 + uint32_t(step)));
       be.loomrt_adamw(n, p.as<float>(), g.as<float>(), m.as<float>(),
-                      v.as<float>(), 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+                      v.as<float>(), 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step,
+                      nullptr, 0.0f);
     }
+    return {p.read(LOOMRT_F32), m.read(LOOMRT_F32), v.read(LOOMRT_F32)};
+  });
+  // The device's sum of squares: clipped (norm 50 over 1.0), then a
+  // non-finite one that must leave everything unchanged.
+  check("adamw clip and skip", 1e-6, [&](Backend &be) -> Outs {
+    Dev p(be, LOOMRT_F32, randomVec(size_t(n), 40)),
+        m(be, LOOMRT_F32, std::vector<float>(size_t(n), 0.1f)),
+        v(be, LOOMRT_F32, std::vector<float>(size_t(n), 0.2f)),
+        g(be, LOOMRT_F32, randomVec(size_t(n), 45)),
+        big(be, LOOMRT_F32, std::vector<float>{2500.0f}),
+        inf(be, LOOMRT_F32,
+            std::vector<float>{std::numeric_limits<float>::infinity()});
+    be.loomrt_adamw(n, p.as<float>(), g.as<float>(), m.as<float>(),
+                    v.as<float>(), 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1,
+                    big.as<float>(), 1.0f);
+    be.loomrt_adamw(n, p.as<float>(), g.as<float>(), m.as<float>(),
+                    v.as<float>(), 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2,
+                    inf.as<float>(), 1.0f);
     return {p.read(LOOMRT_F32), m.read(LOOMRT_F32), v.read(LOOMRT_F32)};
   });
 }
