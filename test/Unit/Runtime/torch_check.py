@@ -49,7 +49,7 @@ rms_backward = sig("loomrt_rms_norm_backward", I32, I64, I64, P, P, P, FL, P,
 rope_forward = sig("loomrt_rope_forward", I32, I64, I64, I64, I64, I64, FL,
                    I32, FL, FL, FL, I64, P, P, P)
 gelu_forward = sig("loomrt_gelu_forward", I32, I32, I64, P, P)
-adamw = sig("loomrt_adamw", I64, P, P, P, P, FL, FL, FL, FL, FL, I64)
+adamw = sig("loomrt_adamw", I64, P, P, P, P, FL, FL, FL, FL, FL, I64, P, FL)
 cast = sig("loomrt_cast", I32, P, I32, P, I64)
 
 failures = []
@@ -226,7 +226,7 @@ for step in range(1, 4):
     g = torch.randn(n)
     tp.grad = g.clone()
     opt.step()
-    adamw(n, ptr(param), ptr(g), ptr(m), ptr(v), 3e-3, 0.9, 0.95, 1e-8, 0.1, step)
+    adamw(n, ptr(param), ptr(g), ptr(m), ptr(v), 3e-3, 0.9, 0.95, 1e-8, 0.1, step, None, 0.0)
 check("adamw param", param, tp.detach(), 1e-6, 1e-7)
 # Moments may differ in the last bit (torch 2 switched to lerp_).
 check("adamw exp_avg", m, opt.state[tp]["exp_avg"], 1e-5, 1e-8)
