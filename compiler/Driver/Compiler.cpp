@@ -194,16 +194,17 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
 
   if (Error e = checkSupported(o))
     return e;
-  // Mixture-of-experts layers route and dispatch whole tokens so far.
-  int64_t tp = o.plan.sizes.tp, cp = o.plan.sizes.cp;
+  // Mixture-of-experts layers are tensor-parallel (their experts split as a
+  // dense MLP is) but not context-parallel so far.
+  int64_t cp = o.plan.sizes.cp;
   bool moe = false;
   module.walk([&](tfm::MoeRouteOp) { moe = true; });
-  if (moe && (tp > 1 || cp > 1))
+  if (moe && cp > 1)
     return fail(llvm::formatv(
-        "--{0} {1}: the model has mixture-of-experts layers, which are "
-        "compiled for --tp 1 and --cp 1 so far (with --dp, --pp and "
+        "--cp {0}: the model has mixture-of-experts layers, which are "
+        "compiled for --cp 1 so far (with --tp, --sp, --dp, --pp and "
         "--num-microbatches)",
-        tp > 1 ? "tp" : "cp", tp > 1 ? tp : cp));
+        cp));
 
   // The program: the forward entry, tokens, labels and loss mask -> loss.
   Expected<func::FuncOp> forward = forwardEntry(module);

@@ -988,10 +988,14 @@ void loom::tfm::registerDistributionExternalModels(DialectRegistry &registry) {
 // Mixture of experts
 //===----------------------------------------------------------------------===//
 //
-// Tokens are routed and dispatched whole: every operand replicated, and so
-// every result. Expert parallelism (a split of the experts, a dispatch
-// across ranks) and tensor or context parallelism of MoE layers are not
-// compiled yet; loom-compile refuses those plans before sharding.
+// Routing decides on every token, whole: the router's operands and results
+// replicated. The experts are tensor-parallel as a dense MLP is (each
+// expert's gate and up projections column-parallel, its down projection
+// row-parallel): the dispatched rows' features split between them and the
+// combine linear in the rows, so a partial sum passes through it. Expert
+// parallelism (a split of the experts, a dispatch across ranks) and context
+// parallelism of MoE layers are not compiled yet; loom-compile refuses
+// those plans before sharding.
 
 namespace {
 Dists allReplicated(Operation *op) {
@@ -1003,6 +1007,30 @@ Dists allReplicated(Operation *op) {
   }
   return SmallVector<DistAttr>(
       op->getNumResults(), DistAttr::replicated(getDist(mesh).getMesh()));
+}
+
+/// The replicated distribution with `v`'s partial axes: a map linear in `v`
+/// whose other operands are replicated.
+DistAttr replicatedWithPartial(Value v) {
+  DistAttr d = getDist(v);
+  return DistAttr::replicated(d.getMesh())
+      .withPartial(d.getPartialAxes(), d.getReduction());
+}
+
+/// Dispatched rows [N, features] whose rows are whole (every rank holds
+/// every token's rows).
+LogicalResult wholeRows(Operation *op, StringRef what, Value rows) {
+  return wholeDim(op, what, rows, 0,
+                  "the dispatched rows are never split (only their "
+                  "features)");
+}
+
+/// The routing operands (ids, probabilities, row maps) of `op`: replicated.
+LogicalResult replicatedRouting(Operation *op, ValueRange values) {
+  for (Value v : values)
+    if (failed(replicated(op, "the routing operand", v)))
+      return failure();
+  return success();
 }
 } // namespace
 
@@ -1019,23 +1047,112 @@ Dists MoeRouterLossGradOp::inferResultDistributions() {
 Dists MoeDropOp::inferResultDistributions() { return allReplicated(*this); }
 Dists MoePermuteOp::inferResultDistributions() { return allReplicated(*this); }
 Dists MoePermuteGradOp::inferResultDistributions() {
-  return allReplicated(*this);
+  // A sum of each token's rows: linear in them.
+  if (failed(replicatedRouting(*this, getRowMap())) ||
+      failed(wholeRows(*this, "the rows' gradient", getRowsGrad())) ||
+      failed(wholeDim(*this, "the rows' gradient", getRowsGrad(), 1,
+                      "the tokens' gradient is whole on its features")))
+    return failure();
+  return SmallVector<DistAttr>{replicatedWithPartial(getRowsGrad())};
 }
 Dists MoeUnpermuteOp::inferResultDistributions() {
-  return allReplicated(*this);
+  // Weighted sums of rows: linear in them.
+  if (failed(replicatedRouting(*this, {getProbs(), getRowMap()})) ||
+      failed(wholeRows(*this, "the rows", getRows())) ||
+      failed(wholeDim(*this, "the rows", getRows(), 1,
+                      "a token's output is whole on its features")))
+    return failure();
+  return SmallVector<DistAttr>{replicatedWithPartial(getRows())};
 }
 Dists MoeUnpermuteGradOp::inferResultDistributions() {
-  return allReplicated(*this);
+  // drows = probs * dout (dout whole); dprobs = <dout, rows>, a partial sum
+  // where the rows are.
+  if (failed(replicatedRouting(*this, {getProbs(), getRowMap()})) ||
+      failed(replicated(*this, "the output gradient", getGrad())) ||
+      failed(wholeRows(*this, "the rows", getRows())) ||
+      failed(wholeDim(*this, "the rows", getRows(), 1,
+                      "the combine's rows are whole on their features")))
+    return failure();
+  DistAttr whole = DistAttr::replicated(getDist(getGrad()).getMesh());
+  return SmallVector<DistAttr>{whole, replicatedWithPartial(getRows())};
 }
 Dists GroupedLinearOp::inferResultDistributions() {
-  return allReplicated(*this);
+  // Each expert's linear, tensor-parallel as LinearOp: x [rows, in],
+  // W [experts, out, in] -> y [rows, out].
+  Value x = getInput(), w = getWeight();
+  if (failed(notPartial(*this, "the weight", w,
+                        "parameters are never partial sums")) ||
+      failed(replicated(*this, "the expert counts", getCounts())) ||
+      failed(wholeRows(*this, "the input", x)) ||
+      failed(wholeDim(*this, "the weight", w, 0,
+                      "the experts are not split (expert parallelism is not "
+                      "compiled yet)")))
+    return failure();
+  DistAttr xd = getDist(x);
+  if (xd.isPartial() && xd.getReduction() != mesh::ReductionKind::Sum)
+    return emitOpError() << "the input is " << of(x)
+                         << "; a linear map is linear in sums only";
+  SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w);
+  if (xs[1] != ws[2])
+    return emitOpError() << "the input is " << of(x) << " and the weight "
+                         << of(w)
+                         << ": the input's features and the weight's "
+                            "in-features must be split alike";
+  return one(make(*this, x, {xs[0], ws[1]},
+                  concat(xd.getPartialAxes(), xs[1].axes)));
 }
 Dists GroupedLinearGradOp::inferResultDistributions() {
-  return allReplicated(*this);
+  Value x = getInput(), w = getWeight(), dy = getGrad();
+  if (failed(notPartial(*this, "the weight", w,
+                        "parameters are never partial sums")) ||
+      failed(notPartial(*this, "the input", x,
+                        "the weight's gradient would be a product of sums")) ||
+      failed(notPartial(*this, "the output gradient", dy,
+                        "the weight's gradient would be a product of sums")) ||
+      failed(replicated(*this, "the expert counts", getCounts())) ||
+      failed(wholeRows(*this, "the input", x)) ||
+      failed(wholeRows(*this, "the output gradient", dy)) ||
+      failed(wholeDim(*this, "the weight", w, 0,
+                      "the experts are not split (expert parallelism is not "
+                      "compiled yet)")))
+    return failure();
+  SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w), gs = dimsOf(dy);
+  if (gs[1] != ws[1] || xs[1] != ws[2])
+    return emitOpError() << "the input (" << of(x) << "), the weight ("
+                         << of(w) << ") and the output gradient (" << of(dy)
+                         << ") must split the features alike";
+  // dx = dy W[e]: a sum over the out-features; dW[e] = dy^T x over rows
+  // every rank holds.
+  FailureOr<DistAttr> dx = make(*this, x, {xs[0], ws[2]}, gs[1].axes);
+  FailureOr<DistAttr> dw = make(*this, w, {ws[0], gs[1], xs[1]}, {});
+  if (failed(dx) || failed(dw))
+    return failure();
+  return SmallVector<DistAttr>{*dx, *dw};
 }
 Dists SigmoidGateOp::inferResultDistributions() {
-  return allReplicated(*this);
+  // input * sigmoid(gate): linear in the input (a partial sum stays one,
+  // split features stay split); the gate whole.
+  if (failed(replicated(*this, "the gate", getGate())))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getInput())};
 }
 Dists SigmoidGateGradOp::inferResultDistributions() {
-  return allReplicated(*this);
+  // dx = dout * s (dout whole, like the result); dgate = sum over the
+  // features of dout * x * s': partial where x is, or where its features
+  // are split.
+  Value x = getInput();
+  DistAttr xd = getDist(x);
+  if (failed(replicated(*this, "the gate", getGate())) ||
+      failed(replicated(*this, "the output gradient", getGrad())))
+    return failure();
+  if (xd.isPartial() && xd.getReduction() != mesh::ReductionKind::Sum)
+    return emitOpError() << "the input is " << of(x)
+                         << "; the gate's gradient is linear in sums only";
+  int64_t last = cast<RankedTensorType>(x.getType()).getRank() - 1;
+  FailureOr<DistAttr> dgate =
+      make(*this, x, dimsOf(getGate()),
+           concat(xd.getPartialAxes(), xd.getAxes(last)));
+  if (failed(dgate))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getGrad()), *dgate};
 }

@@ -1533,8 +1533,10 @@ def Tfm_MoeUnpermuteOp : Tfm_Op<"moe_unpermute", [Pure, Tfm_Distributed]> {
 }
 
 def Tfm_MoeUnpermuteGradOp : Tfm_Op<"moe_unpermute_grad", [Pure,
-    AllTypesMatch<["rows", "rows_grad"]>, AllTypesMatch<["probs", "probs_grad"]>,
-    Tfm_Distributed]> {
+    AllShapesMatch<["rows", "rows_grad"]>,
+    AllElementTypesMatch<["rows", "rows_grad"]>,
+    AllShapesMatch<["probs", "probs_grad"]>,
+    AllElementTypesMatch<["probs", "probs_grad"]>, Tfm_Distributed]> {
   let summary = "gradient of tfm.moe_unpermute";
   let description = [{
     `rows_grad[row_map[t, j]] = probs[t, j] * grad[t]`,
@@ -1550,6 +1552,8 @@ def Tfm_MoeUnpermuteGradOp : Tfm_Op<"moe_unpermute_grad", [Pure,
   let assemblyFormat = [{
     $rows `,` $probs `,` $row_map `,` $grad attr-dict `:` type($rows) `,`
     type($probs) `,` type($row_map) `,` type($grad)
+    `` custom<GradTypes>(ref(type($rows)), ref(type($probs)), type($rows_grad),
+                         type($probs_grad))
   }];
   let hasVerifier = 1;
 }
@@ -1577,8 +1581,10 @@ def Tfm_GroupedLinearOp : Tfm_Op<"grouped_linear", [Pure, Tfm_Distributed]> {
 }
 
 def Tfm_GroupedLinearGradOp : Tfm_Op<"grouped_linear_grad", [Pure,
-    AllTypesMatch<["input", "input_grad"]>,
-    AllTypesMatch<["weight", "weight_grad"]>, Tfm_Distributed]> {
+    AllShapesMatch<["input", "input_grad"]>,
+    AllElementTypesMatch<["input", "input_grad"]>,
+    AllShapesMatch<["weight", "weight_grad"]>,
+    AllElementTypesMatch<["weight", "weight_grad"]>, Tfm_Distributed]> {
   let summary = "gradient of tfm.grouped_linear";
   let description = [{
     Per group e: `input_grad_e = grad_e weight[e]`, `weight_grad[e] =
@@ -1595,6 +1601,8 @@ def Tfm_GroupedLinearGradOp : Tfm_Op<"grouped_linear_grad", [Pure,
   let assemblyFormat = [{
     $input `,` $weight `,` $counts `,` $grad attr-dict `:` type($input) `,`
     type($weight) `,` type($counts) `,` type($grad)
+    `` custom<GradTypes>(ref(type($input)), ref(type($weight)),
+                         type($input_grad), type($weight_grad))
   }];
   let hasVerifier = 1;
 }
@@ -1619,8 +1627,10 @@ def Tfm_SigmoidGateOp : Tfm_Op<"sigmoid_gate", [Pure,
 }
 
 def Tfm_SigmoidGateGradOp : Tfm_Op<"sigmoid_gate_grad", [Pure,
-    AllTypesMatch<["input", "grad", "input_grad"]>,
-    AllTypesMatch<["gate", "gate_grad"]>, Tfm_Distributed]> {
+    AllShapesMatch<["input", "grad", "input_grad"]>,
+    AllElementTypesMatch<["input", "grad", "input_grad"]>,
+    AllShapesMatch<["gate", "gate_grad"]>,
+    AllElementTypesMatch<["gate", "gate_grad"]>, Tfm_Distributed]> {
   let summary = "gradient of tfm.sigmoid_gate";
   let description = [{
     `input_grad = sigmoid(gate) * grad`, `gate_grad = sigmoid'(gate) *
@@ -1634,7 +1644,10 @@ def Tfm_SigmoidGateGradOp : Tfm_Op<"sigmoid_gate_grad", [Pure,
                        Tfm_FloatTensor:$grad);
   let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$gate_grad);
   let assemblyFormat = [{
-    $input `,` $gate `,` $grad attr-dict `:` type($input) `,` type($gate)
+    $input `,` $gate `,` $grad attr-dict `:` type($input) `,` type($gate) `,`
+    type($grad)
+    `` custom<GradTypes>(ref(type($grad)), ref(type($gate)), type($input_grad),
+                         type($gate_grad))
   }];
 }
 

@@ -219,7 +219,8 @@ LogicalResult moePermute(MoePermuteOp op, GradientContext &c) {
 
 LogicalResult moeUnpermute(MoeUnpermuteOp op, GradientContext &c) {
   auto g = c.builder.create<MoeUnpermuteGradOp>(
-      op.getLoc(), c.forward(op.getRows()), c.forward(op.getProbs()),
+      op.getLoc(), op.getRows().getType(), op.getProbs().getType(),
+      c.forward(op.getRows()), c.forward(op.getProbs()),
       c.forward(op.getRowMap()), c.gradient(op.getResult()));
   c.accumulate(op.getRows(), g.getRowsGrad());
   c.accumulate(op.getProbs(), g.getProbsGrad());
@@ -228,7 +229,8 @@ LogicalResult moeUnpermute(MoeUnpermuteOp op, GradientContext &c) {
 
 LogicalResult groupedLinear(GroupedLinearOp op, GradientContext &c) {
   auto g = c.builder.create<GroupedLinearGradOp>(
-      op.getLoc(), c.forward(op.getInput()), c.forward(op.getWeight()),
+      op.getLoc(), op.getInput().getType(), op.getWeight().getType(),
+      c.forward(op.getInput()), c.forward(op.getWeight()),
       c.forward(op.getCounts()), c.gradient(op.getResult()));
   c.accumulate(op.getInput(), g.getInputGrad());
   c.accumulate(op.getWeight(), g.getWeightGrad());
@@ -237,7 +239,8 @@ LogicalResult groupedLinear(GroupedLinearOp op, GradientContext &c) {
 
 LogicalResult sigmoidGate(SigmoidGateOp op, GradientContext &c) {
   auto g = c.builder.create<SigmoidGateGradOp>(
-      op.getLoc(), c.forward(op.getInput()), c.forward(op.getGate()),
+      op.getLoc(), op.getInput().getType(), op.getGate().getType(),
+      c.forward(op.getInput()), c.forward(op.getGate()),
       c.gradient(op.getResult()));
   c.accumulate(op.getInput(), g.getInputGrad());
   c.accumulate(op.getGate(), g.getGateGrad());

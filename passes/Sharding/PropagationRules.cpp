@@ -62,6 +62,22 @@ using Model = PropagationOpInterface::ExternalModel<Concrete, OpT>;
 // Linear layers
 //===----------------------------------------------------------------------===//
 
+/// Whether `v` is a router's logits or a gate (read by routing or by a
+/// sigmoid gate, perhaps also saved for the backward): every token's whole
+/// row is needed there, so its linear is not split.
+bool feedsRouting(Value v) {
+  bool routing = false;
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<MoeRouteOp, MoeRouterLossOp>(user) ||
+        (isa<SigmoidGateOp>(user) && use.getOperandNumber() == 1))
+      routing = true;
+    else if (!isa<YieldOp>(user))
+      return false;
+  }
+  return routing;
+}
+
 struct LinearRule : Model<LinearRule, LinearOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<LinearOp>(o);
@@ -69,6 +85,15 @@ struct LinearRule : Model<LinearRule, LinearOp> {
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     Value x = op.getInput();
     int64_t rank = rankOf(x);
+    // A router or a gate: a replicated weight on the whole tokens (as
+    // Megatron's router, computed on every token here).
+    if (feedsRouting(op.getResult())) {
+      if (failed(p.require(o, 0, p.wholeOverTp(getDist(x)))) ||
+          failed(p.require(o, 1, p.replicated())) ||
+          (op.getBias() && failed(p.require(o, 2, p.replicated()))))
+        return failure();
+      return p.inferResults(o);
+    }
     if (p.featuresSplit(x))
       return rowParallel(op, p);
     // Column-parallel: the input whole over tp (all-gathered with SP,
@@ -763,6 +788,90 @@ struct CrossEntropyGradRule
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+//
+// Every rank routes every token (the layer's input gathered whole, as a
+// dense MLP's column-parallel input is); the experts are split as a dense
+// MLP is: gate and up column-parallel, down row-parallel, so the combine
+// gives a partial sum that meets the residual stream by the layer's one
+// all-reduce (or reduce-scatter with SP).
+
+/// `v`'s distribution with only its partial axes kept (rows whole).
+DistAttr keepPartial(Propagation &p, Value v) {
+  DistAttr d = getDist(v);
+  return p.replicated().withPartial(d.getPartialAxes(), d.getReduction());
+}
+
+/// Routing ops: every operand whole over tp.
+template <typename OpT> struct RoutingRule : Model<RoutingRule<OpT>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    for (unsigned i = 0; i < o->getNumOperands(); ++i)
+      if (failed(p.require(o, i, p.wholeOverTp(getDist(o->getOperand(i))))))
+        return failure();
+    return p.inferResults(o);
+  }
+};
+
+/// Ops linear in operand `Linear` (kept partial, rows whole); every other
+/// operand whole over tp.
+template <typename OpT, unsigned Linear>
+struct LinearInRule : Model<LinearInRule<OpT, Linear>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    for (unsigned i = 0; i < o->getNumOperands(); ++i)
+      if (failed(p.require(o, i,
+                           i == Linear
+                               ? keepPartial(p, o->getOperand(i))
+                               : p.wholeOverTp(getDist(o->getOperand(i))))))
+        return failure();
+    return p.inferResults(o);
+  }
+};
+
+struct GroupedLinearRule : Model<GroupedLinearRule, GroupedLinearOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<GroupedLinearOp>(o);
+    if (p.tp().empty())
+      return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
+    Value x = op.getInput();
+    if (failed(p.require(o, 2, p.replicated())))
+      return failure();
+    // Row-parallel (the down projection): the weight's in-features split
+    // like the rows' features, a partial sum out.
+    if (p.featuresSplit(x))
+      return failure(
+          failed(p.require(o, 1, dimLike(p.replicated(), 2, getDist(x), 1))) ||
+          failed(p.inferResults(o)));
+    // Column-parallel (gate and up): rows whole, out-features split.
+    int64_t out =
+        cast<RankedTensorType>(op.getWeight().getType()).getDimSize(1);
+    if (out % p.tpRanks() != 0)
+      return op.emitError() << "the experts' " << out
+                            << " out-features are not divisible by tp "
+                            << p.tpRanks();
+    if (failed(p.require(o, 0, p.wholeOverTp(getDist(x)))) ||
+        failed(p.require(o, 1, p.replicated().withAxes(1, {p.tp()}))))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
+struct GroupedLinearGradRule
+    : Model<GroupedLinearGradRule, GroupedLinearGradOp> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<GroupedLinearGradOp>(o);
+    // The forward's decision, read off the weight [experts, out, in].
+    DistAttr w = getDist(op.getWeight());
+    DistAttr xd = dimLike(p.replicated(), 1, w, 2);
+    DistAttr dyd = dimLike(p.replicated(), 1, w, 1);
+    if (failed(p.require(o, 0, xd)) || failed(p.require(o, 2, p.replicated())) ||
+        failed(p.require(o, 3, dyd)))
+      return failure();
+    return p.inferResults(o);
+  }
+};
+
 template <typename... Ops> void attachActivations(MLIRContext *ctx) {
   (Ops::template attachInterface<ActivationRule<Ops>>(*ctx), ...);
 }
@@ -791,5 +900,22 @@ void sharding::registerPropagationRules(DialectRegistry &registry) {
     RopeGradOp::attachInterface<RopeRule<RopeGradOp>>(*ctx);
     CrossEntropyOp::attachInterface<CrossEntropyRule>(*ctx);
     CrossEntropyGradOp::attachInterface<CrossEntropyGradRule>(*ctx);
+    MoeRouteOp::attachInterface<RoutingRule<MoeRouteOp>>(*ctx);
+    MoeRouteGradOp::attachInterface<RoutingRule<MoeRouteGradOp>>(*ctx);
+    MoeRouterLossOp::attachInterface<RoutingRule<MoeRouterLossOp>>(*ctx);
+    MoeRouterLossGradOp::attachInterface<RoutingRule<MoeRouterLossGradOp>>(
+        *ctx);
+    MoeDropOp::attachInterface<RoutingRule<MoeDropOp>>(*ctx);
+    MoePermuteOp::attachInterface<RoutingRule<MoePermuteOp>>(*ctx);
+    MoePermuteGradOp::attachInterface<LinearInRule<MoePermuteGradOp, 0>>(
+        *ctx);
+    MoeUnpermuteOp::attachInterface<LinearInRule<MoeUnpermuteOp, 0>>(*ctx);
+    MoeUnpermuteGradOp::attachInterface<LinearInRule<MoeUnpermuteGradOp, 0>>(
+        *ctx);
+    SigmoidGateOp::attachInterface<LinearInRule<SigmoidGateOp, 0>>(*ctx);
+    SigmoidGateGradOp::attachInterface<LinearInRule<SigmoidGateGradOp, 0>>(
+        *ctx);
+    GroupedLinearOp::attachInterface<GroupedLinearRule>(*ctx);
+    GroupedLinearGradOp::attachInterface<GroupedLinearGradRule>(*ctx);
   });
 }

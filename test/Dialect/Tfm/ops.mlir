@@ -243,6 +243,6 @@ func.func @moe(%x: tensor<2x8x64xf32>, %logits: tensor<2x8x4xf32>,
   // CHECK: tfm.sigmoid_gate %{{.*}} : tensor<2x8x64xf32>, tensor<2x8x1xf32>
   %s = tfm.sigmoid_gate %x, %g : tensor<2x8x64xf32>, tensor<2x8x1xf32>
   // CHECK: tfm.sigmoid_gate_grad
-  %ds, %dg = tfm.sigmoid_gate_grad %x, %g, %dy : tensor<2x8x64xf32>, tensor<2x8x1xf32>
+  %ds, %dg = tfm.sigmoid_gate_grad %x, %g, %dy : tensor<2x8x64xf32>, tensor<2x8x1xf32>, tensor<2x8x64xf32>
   return
 }

@@ -185,3 +185,63 @@ module attributes {tfm.local_shapes} {
     return
   }
 }
+
+// -----
+
+// Test: experts split across ranks (expert parallelism is not compiled)
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<32x16xf32, #tfm.dist<@dense>>, %w: tensor<4x24x16xf32, #tfm.dist<@dense, [[tp]]>>, %c: tensor<4xi32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the weight is split on dim 0 over tp; the experts are not split (expert parallelism is not compiled yet)}}
+    %y = tfm.grouped_linear %x, %w, %c : tensor<32x16xf32, #tfm.dist<@dense>>, tensor<4x24x16xf32, #tfm.dist<@dense, [[tp]]>>, tensor<4xi32, #tfm.dist<@dense>> -> tensor<32x24xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a row-parallel expert weight fed whole rows
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<32x24xf32, #tfm.dist<@dense>>, %w: tensor<4x16x24xf32, #tfm.dist<@dense, [[], [], [tp]]>>, %c: tensor<4xi32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the input is replicated and the weight split on dim 2 over tp: the input's features and the weight's in-features must be split alike}}
+    %y = tfm.grouped_linear %x, %w, %c : tensor<32x24xf32, #tfm.dist<@dense>>, tensor<4x16x24xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<4xi32, #tfm.dist<@dense>> -> tensor<32x16xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: the dispatched rows are never split
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%r: tensor<32x16xf32, #tfm.dist<@dense, [[tp]]>>, %p: tensor<2x8x2xf32, #tfm.dist<@dense>>, %m: tensor<2x8x2xi32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the rows is split on dim 0 over tp; the dispatched rows are never split (only their features)}}
+    %y = tfm.moe_unpermute %r, %p, %m : tensor<32x16xf32, #tfm.dist<@dense, [[tp]]>>, tensor<2x8x2xf32, #tfm.dist<@dense>>, tensor<2x8x2xi32, #tfm.dist<@dense>> -> tensor<2x8x16xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: routing decides on whole probabilities
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%r: tensor<32x16xf32, #tfm.dist<@dense>>, %p: tensor<2x8x2xf32, #tfm.dist<@dense, partial = sum[tp]>>, %m: tensor<2x8x2xi32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the routing operand is a partial sum over tp but must be replicated}}
+    %y = tfm.moe_unpermute %r, %p, %m : tensor<32x16xf32, #tfm.dist<@dense>>, tensor<2x8x2xf32, #tfm.dist<@dense, partial = sum[tp]>>, tensor<2x8x2xi32, #tfm.dist<@dense>> -> tensor<2x8x16xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a sigmoid gate reads its gate whole
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<2x8x16xf32, #tfm.dist<@dense>>, %g: tensor<2x8x1xf32, #tfm.dist<@dense, partial = sum[tp]>>) {
+    // expected-error @+1 {{the gate is a partial sum over tp but must be replicated}}
+    %y = tfm.sigmoid_gate %x, %g : tensor<2x8x16xf32, #tfm.dist<@dense>>, tensor<2x8x1xf32, #tfm.dist<@dense, partial = sum[tp]>>
+    return
+  }
+}
