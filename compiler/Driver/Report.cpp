@@ -122,8 +122,12 @@ void printProgram(llvm::raw_ostream &os, const Report &r,
                                      : "per micro-batch",
                           r.recomputation);
   if (r.moe)
-    os << "  experts: every expert on every rank (ep 1): tokens are "
-          "dispatched locally, 0 bytes sent\n";
+    os << "  experts: every expert on every rank (ep 1"
+       << (r.plan.sizes.tp > 1
+               ? llvm::formatv(", each split over tp {0}", r.plan.sizes.tp)
+                     .str()
+               : "")
+       << "): tokens are dispatched locally, 0 bytes sent\n";
   if (r.repeatedKv)
     os << llvm::formatv("  kv heads repeated to one per tp rank in {0} "
                         "attention op(s): k and v all-gathered before, their "
