@@ -100,6 +100,16 @@ LogicalResult notPartial(Operation *op, StringRef what, Value v,
   return op->emitOpError() << what << " is " << of(v) << "; " << why;
 }
 
+/// `v` is not a partial maximum: an op linear in `v` takes partial sums
+/// only (`what` names the operand, `op` the op).
+LogicalResult sumsOnly(Operation *op, StringRef what, Value v, StringRef opWhat) {
+  DistAttr d = getDist(v);
+  if (!d.isPartial() || d.getReduction() == mesh::ReductionKind::Sum)
+    return success();
+  return op->emitOpError() << what << " is " << of(v) << "; " << opWhat
+                           << " is linear in sums only";
+}
+
 /// `v` is whole on dim `d` (not split, chunks in order).
 LogicalResult wholeDim(Operation *op, StringRef what, Value v, int64_t d,
                        StringRef why) {
@@ -168,10 +178,8 @@ Dists elementwise(Operation *op, bool linear) {
                                    "the op is not linear, so it needs whole "
                                    "values")))
     return failure();
-  if (getDist(first).isPartial() &&
-      getDist(first).getReduction() != mesh::ReductionKind::Sum)
-    return op->emitOpError() << "the input is " << of(first)
-                             << "; the op is linear in sums only";
+  if (failed(sumsOnly(op, "the input", first, "the op")))
+    return failure();
   return SmallVector<DistAttr>(op->getNumResults(), getDist(first));
 }
 
@@ -363,10 +371,9 @@ Dists EmbeddingGradOp::inferResultDistributions() {
       failed(sameDims(*this, "the gradient", grad, {0, 1}, "the ids", ids,
                       {0, 1})))
     return failure();
+  if (failed(sumsOnly(*this, "the gradient", grad, "the op")))
+    return failure();
   DistAttr gd = getDist(grad);
-  if (gd.isPartial() && gd.getReduction() != mesh::ReductionKind::Sum)
-    return emitOpError() << "the gradient is " << of(grad)
-                         << "; the op is linear in sums only";
   // Rows are summed over this rank's tokens. Which rows of the vocabulary a
   // rank keeps is a choice (the ids outside them are skipped): the result's.
   DimDist rows = getDist(getResult())
@@ -405,10 +412,9 @@ Dists LinearOp::inferResultDistributions() {
   if (failed(notPartial(*this, "the weight", w,
                         "parameters are never partial sums")))
     return failure();
+  if (failed(sumsOnly(*this, "the input", x, "a linear map")))
+    return failure();
   DistAttr xd = getDist(x);
-  if (xd.isPartial() && xd.getReduction() != mesh::ReductionKind::Sum)
-    return emitOpError() << "the input is " << of(x)
-                         << "; a linear map is linear in sums only";
   SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w);
   // The contraction: the input's features and the weight's in-features
   // split alike give a partial sum over the split's axes.
@@ -1088,10 +1094,9 @@ Dists GroupedLinearOp::inferResultDistributions() {
                       "the experts are not split (expert parallelism is not "
                       "compiled yet)")))
     return failure();
+  if (failed(sumsOnly(*this, "the input", x, "a linear map")))
+    return failure();
   DistAttr xd = getDist(x);
-  if (xd.isPartial() && xd.getReduction() != mesh::ReductionKind::Sum)
-    return emitOpError() << "the input is " << of(x)
-                         << "; a linear map is linear in sums only";
   SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w);
   if (xs[1] != ws[2])
     return emitOpError() << "the input is " << of(x) << " and the weight "
@@ -1145,9 +1150,8 @@ Dists SigmoidGateGradOp::inferResultDistributions() {
   if (failed(replicated(*this, "the gate", getGate())) ||
       failed(replicated(*this, "the output gradient", getGrad())))
     return failure();
-  if (xd.isPartial() && xd.getReduction() != mesh::ReductionKind::Sum)
-    return emitOpError() << "the input is " << of(x)
-                         << "; the gate's gradient is linear in sums only";
+  if (failed(sumsOnly(*this, "the input", x, "the gate's gradient")))
+    return failure();
   int64_t last = cast<RankedTensorType>(x.getType()).getRank() - 1;
   FailureOr<DistAttr> dgate =
       make(*this, x, dimsOf(getGate()),

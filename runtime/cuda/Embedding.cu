@@ -13,8 +13,8 @@
 
 #include "runtime/common/Backend.h"
 #include "runtime/cuda/Common.h"
+#include "runtime/cuda/RadixSort.h"
 
-#include <cub/device/device_radix_sort.cuh>
 
 using namespace loomrt;
 
@@ -69,14 +69,6 @@ __global__ void addRuns(loomrt_dtype dt, int64_t n, int64_t H,
   }
 }
 
-int significantBits(uint64_t v) {
-  int bits = 0;
-  while (v) {
-    ++bits;
-    v >>= 1;
-  }
-  return bits;
-}
 } // namespace
 
 void loomrt::backend::loomrt_embedding_forward(loomrt_dtype dtype, int64_t n,
@@ -114,13 +106,7 @@ void loomrt::backend::loomrt_embedding_backward(
   CUDA_CHECK_LAUNCH();
   // Sort every bit that can differ; the all-ones key of out-of-range tokens
   // stays the largest within those bits.
-  const int endBit = 32 + significantBits(uint64_t(rows));
-  size_t tempBytes = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, in, sorted,
-                                            int(n), 0, endBit, stream()));
-  Scratch temp(static_cast<int64_t>(tempBytes));
-  CUDA_CHECK(cub::DeviceRadixSort::SortKeys(
-      temp.as<void>(), tempBytes, in, sorted, int(n), 0, endBit, stream()));
+  radixSort(in, sorted, n, 0, 32 + significantBits(uint64_t(rows)));
   addRuns<<<unsigned(n), kThreads, 0, stream()>>>(
       dtype, n, H, sorted, dout, gdtype, dtable, accumulate != 0);
   CUDA_CHECK_LAUNCH();

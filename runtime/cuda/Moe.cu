@@ -23,8 +23,8 @@
 
 #include "runtime/common/Backend.h"
 #include "runtime/cuda/Common.h"
+#include "runtime/cuda/RadixSort.h"
 
-#include <cub/device/device_radix_sort.cuh>
 
 #include <climits>
 
@@ -744,18 +744,10 @@ void loomrt::backend::loomrt_moe_drop(int64_t T, int64_t E, int64_t k,
   dropKeys<<<gridFor(n), kThreads, 0, stream()>>>(n, E, policy == 0, experts,
                                                   probs, keys, index);
   CUDA_CHECK_LAUNCH();
-  int endBit = 32;
-  for (uint64_t v = uint64_t(E); v; v >>= 1)
-    ++endBit;
-  const int beginBit = policy == 0 ? 0 : 32;
-  size_t tempBytes = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, tempBytes, keys, sorted,
-                                             index, sortedIndex, int(n),
-                                             beginBit, endBit, stream()));
-  Scratch temp(static_cast<int64_t>(tempBytes));
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), tempBytes, keys,
-                                             sorted, index, sortedIndex, int(n),
-                                             beginBit, endBit, stream()));
+  // By expert, then (probs) by descending prob; stable, so ties keep the
+  // pairs' order.
+  radixSort(keys, sorted, n, policy == 0 ? 0 : 32,
+            32 + significantBits(uint64_t(E)), index, sortedIndex);
   keepRanks<<<gridFor(n), kThreads, 0, stream()>>>(n, E, capacity, start,
                                                    sorted, sortedIndex, kept);
   CUDA_CHECK_LAUNCH();
@@ -797,15 +789,7 @@ void loomrt::backend::loomrt_moe_permute(loomrt_dtype dtype, int64_t T,
       CUDA_CHECK_LAUNCH();
     }
     // Sort the bits that can differ: the pair index and experts 0..E.
-    int endBit = 32;
-    for (uint64_t v = uint64_t(E); v; v >>= 1)
-      ++endBit;
-    size_t tempBytes = 0;
-    CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, tempBytes, in, sorted,
-                                              int(n), 0, endBit, stream()));
-    Scratch temp(static_cast<int64_t>(tempBytes));
-    CUDA_CHECK(cub::DeviceRadixSort::SortKeys(
-        temp.as<void>(), tempBytes, in, sorted, int(n), 0, endBit, stream()));
+    radixSort(in, sorted, n, 0, 32 + significantBits(uint64_t(E)));
     pairRows<<<gridFor(n), kThreads, 0, stream()>>>(n, E, pad_to, start, sorted,
                                                     row_map);
     CUDA_CHECK_LAUNCH();
