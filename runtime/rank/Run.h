@@ -95,10 +95,9 @@ enum StepStat : int64_t {
 };
 
 struct StepResult {
-  LossTally loss; // over this rank's micro-batches (forward-only steps)
-  /// A train step's token-weighted mean loss over the world (none where no
-  /// rank computes a loss).
-  std::optional<float> meanLoss;
+  /// The token-weighted mean loss over micro-batches and data-parallel (and
+  /// cp) ranks; 0 without loss tokens.
+  float meanLoss = 0.0f;
   double lr = 0.0;
   std::optional<double> gradNorm; // none for a skipped update
   bool skipped = false;

@@ -342,13 +342,13 @@ void Run::runSteps() {
     if (opts.train) {
       trainStep(entry, firstDataStep + step, step == 0, result);
     } else {
-      forwardStep(entry, *reader, firstDataStep + step, result.loss);
+      LossTally tally;
+      forwardStep(entry, *reader, firstDataStep + step, tally);
+      result.meanLoss = entry.producesLoss ? meanLoss(tally) : 0.0f;
     }
     state.iteration += 1;
     state.consumedSamples += samplesPerStep;
-    float stepLoss = result.meanLoss      ? *result.meanLoss
-                     : entry.producesLoss ? meanLoss(result.loss)
-                                          : 0.0f;
+    const float stepLoss = result.meanLoss;
     if (profiler)
       profiler->endStep(state.iteration);
     double seconds = loomrt_wtime() - start;

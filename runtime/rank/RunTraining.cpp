@@ -526,8 +526,9 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
   // The step's one host wait: its scalars, after the update was queued.
   float host[kStepStats];
   loomrt_copy(host, stats, sizeof(host));
-  if (host[kLossTokens] > 0.0f)
-    result.meanLoss = host[kLossWeighted] / host[kLossTokens];
+  result.meanLoss = host[kLossTokens] > 0.0f
+                        ? host[kLossWeighted] / host[kLossTokens]
+                        : 0.0f;
   if (routerLosses)
     takeRouterLosses(host + kMetrics, result);
   const double norm = std::sqrt(double(host[kSumSquares]));
