@@ -95,8 +95,6 @@ Error checkSupported(const CompileOptions &o) {
     return fail("recomputation (--recompute-granularity, "
                 "--recompute-activations) needs --train: there is no backward "
                 "to recompute for");
-  if (o.plan.sizes.ep != 1)
-    return notYet("--ep", o.plan.sizes.ep, "expert parallelism");
   return Error::success();
 }
 
@@ -198,13 +196,35 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // dense MLP is) but not context-parallel so far.
   int64_t cp = o.plan.sizes.cp;
   bool moe = false;
-  module.walk([&](tfm::MoeRouteOp) { moe = true; });
+  int64_t numExperts = 0;
+  module.walk([&](tfm::MoePermuteOp op) {
+    moe = true;
+    numExperts = int64_t(op.getNumExperts());
+  });
   if (moe && cp > 1)
     return fail(llvm::formatv(
         "--cp {0}: the model has mixture-of-experts layers, which are "
-        "compiled for --cp 1 so far (with --tp, --sp, --dp, --pp and "
+        "compiled for --cp 1 so far (with --tp, --sp, --ep, --dp, --pp and "
         "--num-microbatches)",
         cp));
+  // Expert parallelism: each rank holds ep's share of the experts and
+  // exchanges tokens with the other ranks of its ep group.
+  if (int64_t ep = o.plan.sizes.ep; ep > 1) {
+    if (!moe)
+      return fail(llvm::formatv(
+          "--ep {0}: the model has no mixture-of-experts layers to split", ep));
+    if (numExperts % ep != 0)
+      return fail(llvm::formatv("--ep {0}: the model's {1} experts do not "
+                                "divide over {0} ranks",
+                                ep, numExperts));
+    if (o.plan.sizes.tp > 1 || o.plan.sizes.etp > 1)
+      return fail(llvm::formatv(
+          "--ep {0} with tensor parallelism (--tp {1}, "
+          "--expert-tensor-parallel-size {2}) is not implemented yet; expert "
+          "parallelism is compiled with --tp 1 so far (with --dp, --pp and "
+          "--num-microbatches)",
+          ep, o.plan.sizes.tp, o.plan.sizes.etp ? o.plan.sizes.etp : o.plan.sizes.tp));
+  }
 
   // The program: the forward entry, tokens, labels and loss mask -> loss.
   Expected<func::FuncOp> forward = forwardEntry(module);
@@ -276,6 +296,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = run("differentiate", [&](OpPassManager &pm) {
         pm.addPass(plan::createTfmSetExpertCapacity(capacity));
         pm.addPass(plan::createTfmSetRouterLosses(routerLosses));
+        pm.addPass(plan::createTfmDispatchExperts());
         if (o.train)
           pm.addPass(autodiff::createTfmDifferentiate(diffOptions));
       }))
@@ -325,9 +346,9 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = run("prepare", buildTfmPrepareLoweringPipeline))
     return e;
   SmallVector<func::FuncOp> entries = entryPoints(module);
-  Expected<std::string> gradientGroup = driver::gradientGroup(entries);
-  if (!gradientGroup)
-    return gradientGroup.takeError();
+  Expected<GradientGroups> gradientGroups = driver::gradientGroups(entries);
+  if (!gradientGroups)
+    return gradientGroups.takeError();
   manifest::Manifest mf;
   if (Error e = addEntries(mf, entries, config.pp))
     return e;
@@ -337,7 +358,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                      .params = *params,
                      .backend = o.backend,
                      .eodTokenId = eodMask,
-                     .gradientGroup = *gradientGroup,
+                     .gradientGroups = *gradientGroups,
                      .entries = entries,
                      .routerLosses = routerLossCounts};
   if (Error e = describeProgram(mf, facts))

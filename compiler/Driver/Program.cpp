@@ -297,9 +297,10 @@ Expected<func::FuncOp> loom::driver::forwardEntry(ModuleOp module) {
               "; import a model with loom-import)");
 }
 
-Expected<std::string>
-loom::driver::gradientGroup(ArrayRef<func::FuncOp> entries) {
-  std::string group, first;
+Expected<GradientGroups>
+loom::driver::gradientGroups(ArrayRef<func::FuncOp> entries) {
+  GradientGroups groups;
+  std::string first;
   for (func::FuncOp f : entries)
     for (unsigned i = 0; i < f.getNumResults(); ++i) {
       auto name = f.getResultAttrOfType<StringAttr>(i, tfm::kGradResultAttrName);
@@ -310,15 +311,20 @@ loom::driver::gradientGroup(ArrayRef<func::FuncOp> entries) {
         return fail("the gradient of " + name.getValue() + " in @" +
                     f.getName() +
                     " names no group to sum over (tfm-mark-gradient-groups)");
-      if (group.empty()) {
-        group = g.getValue().str();
+      if (g.getValue().starts_with("expert:")) {
+        groups.others[name.getValue()] = g.getValue().str();
+      } else if (groups.dense.empty()) {
+        groups.dense = g.getValue().str();
         first = name.getValue().str();
-      } else if (g.getValue() != group) {
+      } else if (g.getValue() != groups.dense) {
         return fail("the gradient of " + name.getValue() + " is summed over " +
-                    g.getValue() + " but that of " + first + " over " + group +
-                    "; the rank program sums every gradient over one group");
+                    g.getValue() + " but that of " + first + " over " +
+                    groups.dense +
+                    "; the rank program sums the dense gradients over one "
+                    "group");
       }
     }
-  return group.empty() ? std::string(rankgen::dimName(rankgen::Dim::DP))
-                       : group;
+  if (groups.dense.empty())
+    groups.dense = rankgen::dimName(rankgen::Dim::DP);
+  return groups;
 }

@@ -98,12 +98,19 @@ llvm::Expected<mlir::func::FuncOp> forwardEntry(mlir::ModuleOp module);
 /// one gradient per parameter).
 mlir::FailureOr<manifest::Entry> describeEntry(mlir::func::FuncOp f);
 
-/// The group the rank program sums gradients over: the one every gradient
-/// result of `entries` names (tfm.grad_group; "dp" without gradients). The
-/// rank program reduces the flat gradient buffer over one group, so
-/// gradients that name different ones are an error.
-llvm::Expected<std::string>
-gradientGroup(llvm::ArrayRef<mlir::func::FuncOp> entries);
+/// The groups the rank program sums gradients over (tfm.grad_group of the
+/// gradient results of `entries`): one for the dense parameters ("dp"
+/// without gradients) and, with expert parallelism, the experts' own
+/// (Megatron's expert-data-parallel group, "expert:dp").
+struct GradientGroups {
+  std::string dense;
+  /// The parameters whose gradient is summed over another group.
+  llvm::StringMap<std::string> others;
+};
+/// Dense gradients that name different groups are an error: the rank
+/// program reduces them as one buffer.
+llvm::Expected<GradientGroups>
+gradientGroups(llvm::ArrayRef<mlir::func::FuncOp> entries);
 
 /// Bytes of activations a sharded train step keeps for its backward (the
 /// forward blocks' results that backward blocks read; per micro-batch).

@@ -197,13 +197,24 @@ Error loom::driver::describeProgram(manifest::Manifest &mf,
                      facts.routerLosses.zLoss};
   // The group gradients are summed over, under the name the layout lists
   // it by (the rank program checks it names a group of the manifest).
-  mf.gradientGroup = layoutKey(facts.layout, facts.gradientGroup);
+  mf.gradientGroup = layoutKey(facts.layout, facts.gradientGroups.dense);
   if (!mf.groups.count(mf.gradientGroup)) {
     auto list = facts.layout.groupsFor(mf.gradientGroup);
     if (!list)
       return fail("gradient group '" + mf.gradientGroup + "': " +
                   list.error());
     mf.groups[mf.gradientGroup] = groupsOf(*list);
+  }
+  // Expert parameters: their gradients are summed over the expert world's
+  // group ("expert:dp", which the layout lists with the other kinds).
+  for (manifest::ParamSpec &spec : mf.params) {
+    auto other = facts.gradientGroups.others.find(spec.name);
+    if (other == facts.gradientGroups.others.end())
+      continue;
+    if (!mf.groups.count(other->second))
+      return fail("gradient group '" + other->second + "' of " + spec.name +
+                  " is not a group of the plan");
+    spec.gradientGroup = other->second;
   }
   if (model.attrs) {
     mf.model.emplace();

@@ -51,7 +51,7 @@ struct ProgramFacts {
   llvm::ArrayRef<ParamInfo> params;
   std::string backend;
   std::optional<int64_t> eodTokenId;
-  std::string gradientGroup;
+  GradientGroups gradientGroups;
   /// The prepared entry points (their communicators name groups the
   /// manifest must list).
   llvm::ArrayRef<mlir::func::FuncOp> entries;

@@ -133,6 +133,10 @@ std::string MeshAxesInfo::groupKind(ArrayRef<StringRef> axes) const {
   std::string kind;
   for (StringRef a : sorted)
     kind += (kind.empty() ? "" : "-") + a.str();
+  // The expert world's mesh (the only one with an ep axis) names the rank
+  // generator's expert groups: its "dp" is the expert-data-parallel group.
+  if (index("ep"))
+    kind = "expert:" + kind;
   return kind;
 }
 

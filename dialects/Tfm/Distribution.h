@@ -65,7 +65,8 @@ public:
   llvm::SmallVector<int16_t> indices(llvm::ArrayRef<llvm::StringRef> axes) const;
   /// The process-group kind of `axes` as the rank generator names it: the
   /// axes' names in the plan's order, fastest first ("tp", "tp-cp"). Mesh
-  /// axes are the order reversed, so that is descending mesh position.
+  /// axes are the order reversed, so that is descending mesh position. On
+  /// the expert world's mesh the kind is an expert one ("expert:ep").
   std::string groupKind(llvm::ArrayRef<llvm::StringRef> axes) const;
   /// Checks that the mesh has every axis `dist` names (in any order within
   /// a dim); emits an error at `where` otherwise.

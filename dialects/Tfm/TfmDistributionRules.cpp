@@ -998,10 +998,11 @@ void loom::tfm::registerDistributionExternalModels(DialectRegistry &registry) {
 // replicated. The experts are tensor-parallel as a dense MLP is (each
 // expert's gate and up projections column-parallel, its down projection
 // row-parallel): the dispatched rows' features split between them and the
-// combine linear in the rows, so a partial sum passes through it. Expert
-// parallelism (a split of the experts, a dispatch across ranks) and context
-// parallelism of MoE layers are not compiled yet; loom-compile refuses
-// those plans before sharding.
+// combine linear in the rows, so a partial sum passes through it. With
+// expert parallelism the experts' weights, their counts and the dispatched
+// rows are split alike over the expert mesh's ep axis, between a
+// tfm.moe_dispatch and a tfm.moe_combine. Context parallelism of MoE
+// layers is not compiled yet; loom-compile refuses it before sharding.
 
 namespace {
 Dists allReplicated(Operation *op) {
@@ -1082,17 +1083,74 @@ Dists MoeUnpermuteGradOp::inferResultDistributions() {
   DistAttr whole = DistAttr::replicated(getDist(getGrad()).getMesh());
   return SmallVector<DistAttr>{whole, replicatedWithPartial(getRows())};
 }
+// Expert parallelism: the counts exchange's result is the same on every
+// rank of the ep group; a dispatch splits the rows and counts it returns
+// over the group's axis (each rank holds its experts' rows), and a combine
+// returns rows in the token order of the rank that sent them, as the
+// dispatch's input was.
+Dists MoeGatherCountsOp::inferResultDistributions() {
+  if (failed(replicated(*this, "the counts", getCounts())))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getCounts())};
+}
+Dists MoeDispatchOp::inferResultDistributions() {
+  if (failed(replicated(*this, "the rows", getRows())) ||
+      failed(replicated(*this, "the counts", getAllCounts())))
+    return failure();
+  DistAttr split = DistAttr::replicated(getMeshAttr()).withAxes(0, {getAxis()});
+  return SmallVector<DistAttr>{split, split};
+}
+Dists MoeCombineOp::inferResultDistributions() {
+  DistAttr want =
+      DistAttr::replicated(getMeshAttr()).withAxes(0, {getAxis()});
+  if (getDist(getDispatched()) != want)
+    return emitOpError() << "the dispatched rows are " << of(getDispatched())
+                         << " but must be " << describe(want);
+  if (failed(replicated(*this, "the counts", getAllCounts())))
+    return failure();
+  return SmallVector<DistAttr>{getDist(getAllCounts())};
+}
+
+/// The experts' split under expert parallelism: the weight [experts, ..]
+/// split on dim 0 (over ep) with the rows and the counts split alike (a
+/// dispatch's results), or nothing split on dim 0 at all.
+static LogicalResult expertsAlike(Operation *op, Value rows, Value weight,
+                                  Value counts, ArrayRef<Value> moreRows = {}) {
+  DimDist w = getDist(weight).getDim(0);
+  if (!w.isNatural() || !getDist(counts).getDim(0).isNatural())
+    return op->emitOpError() << "the weight is " << of(weight)
+                             << " and the counts " << of(counts)
+                             << "; the experts are never reordered";
+  if (getDist(counts).getDim(0) != w ||
+      getDist(weight).getMesh() != getDist(counts).getMesh())
+    return op->emitOpError()
+           << "the weight is " << of(weight) << " and the expert counts "
+           << of(counts) << "; the experts must be split alike";
+  SmallVector<Value> all = {rows};
+  all.append(moreRows.begin(), moreRows.end());
+  for (Value r : all)
+    if (getDist(r).getDim(0) != w ||
+        getDist(r).getMesh() != getDist(weight).getMesh())
+      return op->emitOpError()
+             << "the rows are " << of(r) << " and the weight " << of(weight)
+             << "; the rows of split experts are dispatched rows, split as "
+                "the experts are (tfm.moe_dispatch)";
+  // The counts say how many rows each expert has: nothing else of them is
+  // split.
+  if (getDist(counts).isPartial())
+    return op->emitOpError() << "the expert counts are " << of(counts)
+                             << "; counts are never partial";
+  return success();
+}
+
 Dists GroupedLinearOp::inferResultDistributions() {
   // Each expert's linear, tensor-parallel as LinearOp: x [rows, in],
-  // W [experts, out, in] -> y [rows, out].
+  // W [experts, out, in] -> y [rows, out]; with expert parallelism the
+  // experts, their counts and the dispatched rows split alike on dim 0.
   Value x = getInput(), w = getWeight();
   if (failed(notPartial(*this, "the weight", w,
                         "parameters are never partial sums")) ||
-      failed(replicated(*this, "the expert counts", getCounts())) ||
-      failed(wholeRows(*this, "the input", x)) ||
-      failed(wholeDim(*this, "the weight", w, 0,
-                      "the experts are not split (expert parallelism is not "
-                      "compiled yet)")))
+      failed(expertsAlike(*this, x, w, getCounts())))
     return failure();
   if (failed(sumsOnly(*this, "the input", x, "a linear map")))
     return failure();
@@ -1114,20 +1172,15 @@ Dists GroupedLinearGradOp::inferResultDistributions() {
                         "the weight's gradient would be a product of sums")) ||
       failed(notPartial(*this, "the output gradient", dy,
                         "the weight's gradient would be a product of sums")) ||
-      failed(replicated(*this, "the expert counts", getCounts())) ||
-      failed(wholeRows(*this, "the input", x)) ||
-      failed(wholeRows(*this, "the output gradient", dy)) ||
-      failed(wholeDim(*this, "the weight", w, 0,
-                      "the experts are not split (expert parallelism is not "
-                      "compiled yet)")))
+      failed(expertsAlike(*this, x, w, getCounts(), {dy})))
     return failure();
   SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w), gs = dimsOf(dy);
   if (gs[1] != ws[1] || xs[1] != ws[2])
     return emitOpError() << "the input (" << of(x) << "), the weight ("
                          << of(w) << ") and the output gradient (" << of(dy)
                          << ") must split the features alike";
-  // dx = dy W[e]: a sum over the out-features; dW[e] = dy^T x over rows
-  // every rank holds.
+  // dx = dy W[e]: a sum over the out-features; dW[e] = dy^T x over the
+  // rows this rank holds (every row of its experts).
   FailureOr<DistAttr> dx = make(*this, x, {xs[0], ws[2]}, gs[1].axes);
   FailureOr<DistAttr> dw = make(*this, w, {ws[0], gs[1], xs[1]}, {});
   if (failed(dx) || failed(dw))

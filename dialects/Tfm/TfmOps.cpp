@@ -1091,6 +1091,88 @@ LogicalResult MoeUnpermuteGradOp::verify() {
                     tensorOf(getRowMap()).getShape(), "the row map's shape");
 }
 
+//===----------------------------------------------------------------------===//
+// Expert parallelism: counts exchange, dispatch and combine
+//===----------------------------------------------------------------------===//
+
+/// The size P of the group of `axis` on `mesh`, or failure (with an error
+/// at `op`) when the mesh is missing or has no such axis.
+static FailureOr<int64_t> expertGroupSize(Operation *op,
+                                          FlatSymbolRefAttr mesh,
+                                          StringRef axis) {
+  FailureOr<MeshAxesInfo> axes = MeshAxesInfo::lookup(op, mesh);
+  if (failed(axes))
+    return failure();
+  if (!axes->index(axis))
+    return op->emitOpError() << "runs over axis " << axis << ", which "
+                             << mesh << " does not have";
+  return axes->size(axis);
+}
+
+LogicalResult MoeGatherCountsOp::verify() {
+  FailureOr<int64_t> P = expertGroupSize(*this, getMeshAttr(), getAxis());
+  if (failed(P) || failed(checkRank(*this, "counts", getCounts(), 1,
+                                    "[experts]")))
+    return failure();
+  int64_t E = tensorOf(getCounts()).getDimSize(0);
+  return checkShape(*this, "result", getResult(), {*P * E},
+                    "[ep * experts]: every rank's counts");
+}
+
+/// Rows [N, H] and the dispatched rows [M, H] of one dispatch or combine,
+/// with every rank's counts [P * E] and (dispatch) this rank's [E / P]:
+/// M is P * N per rank, P * P * N in global IR.
+static LogicalResult verifyExpertExchange(Operation *op, Value rows,
+                                          Value dispatched, Value allCounts,
+                                          Value localCounts,
+                                          FlatSymbolRefAttr mesh,
+                                          StringRef axis) {
+  FailureOr<int64_t> P = expertGroupSize(op, mesh, axis);
+  if (failed(P) ||
+      failed(checkRank(op, "rows", rows, 2, "[rows, features]")) ||
+      failed(checkRank(op, "dispatched rows", dispatched, 2,
+                       "[rows, features]")) ||
+      failed(checkSameElementType(op, "dispatched rows", dispatched, "rows",
+                                  rows)) ||
+      failed(checkRank(op, "all counts", allCounts, 1, "[ep * experts]")))
+    return failure();
+  int64_t all = tensorOf(allCounts).getDimSize(0);
+  if (all % *P != 0)
+    return op->emitOpError() << "all counts has " << all
+                             << " entries, not a multiple of the group's "
+                             << *P << " ranks";
+  bool local = hasLocalShapes(op->getParentOfType<ModuleOp>());
+  int64_t E = all / *P, N = tensorOf(rows).getDimSize(0);
+  int64_t H = tensorOf(rows).getDimSize(1);
+  int64_t M = local ? *P * N : *P * *P * N;
+  if (failed(checkShape(op, "dispatched rows", dispatched, {M, H},
+                        local ? "[ep * rows, features]: every rank's rows "
+                                "for this rank's experts at most"
+                              : "[ep * ep * rows, features]: split over ep")))
+    return failure();
+  if (localCounts && E % *P != 0)
+    return op->emitOpError() << E << " experts do not divide over " << *P
+                             << " ranks";
+  if (localCounts && failed(checkShape(op, "local counts", localCounts,
+                                       {local ? E / *P : E},
+                                       local ? "[experts / ep]"
+                                             : "[experts]: split over ep")))
+    return failure();
+  return success();
+}
+
+LogicalResult MoeDispatchOp::verify() {
+  return verifyExpertExchange(*this, getRows(), getDispatched(),
+                              getAllCounts(), getLocalCounts(), getMeshAttr(),
+                              getAxis());
+}
+
+LogicalResult MoeCombineOp::verify() {
+  return verifyExpertExchange(*this, getRows(), getDispatched(),
+                              getAllCounts(), Value(), getMeshAttr(),
+                              getAxis());
+}
+
 /// input [M, K], weight [E, N, K], counts [E], out [M, N].
 static LogicalResult verifyGrouped(Operation *op, Value input, Value weight,
                                    Value counts, Value out) {

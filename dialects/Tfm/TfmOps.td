@@ -1558,6 +1558,89 @@ def Tfm_MoeUnpermuteGradOp : Tfm_Op<"moe_unpermute_grad", [Pure,
   let hasVerifier = 1;
 }
 
+def Tfm_MoeGatherCountsOp : Tfm_Op<"moe_gather_counts", [Pure,
+    Tfm_Distributed]> {
+  let summary = "expert parallelism: every rank's expert counts, to every rank of the ep group";
+  let description = [{
+    The counts exchange of Megatron's all-to-all token dispatcher: the
+    `counts [E]` of tfm.moe_permute of each rank of the group of mesh axis
+    `axis` (the expert-parallel group), concatenated in group rank order
+    into `[P * E]` (P the group's size). tfm.moe_dispatch and
+    tfm.moe_combine read it to know which rows go where. The counts
+    differ from rank to rank (each routes its own tokens); the result is
+    the same on every rank of the group.
+
+    ```mlir
+    %all = tfm.moe_gather_counts %counts on @expert axis "ep"
+        : tensor<4xi32> -> tensor<8xi32>
+    ```
+  }];
+  let arguments = (ins Tfm_IdTensor:$counts, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis);
+  let results = (outs Tfm_IdTensor:$result);
+  let assemblyFormat = [{
+    $counts `on` $mesh `axis` $axis attr-dict `:` type($counts) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoeDispatchOp : Tfm_Op<"moe_dispatch", [Pure, Tfm_Distributed]> {
+  let summary = "expert parallelism: each expert's rows to the rank that holds it";
+  let description = [{
+    Megatron's all-to-all token dispatch. The group of mesh axis `axis` (P
+    ranks) holds the E experts in P equal runs (group rank r: experts
+    r*E/P ..). `rows [N, H]` are this rank's rows grouped by expert (as
+    tfm.moe_permute leaves them) and `all_counts [P * E]` every rank's rows
+    per expert (tfm.moe_gather_counts). Each rank receives the rows of its
+    own experts from every rank: `dispatched` holds them grouped by local
+    expert, then by source rank (the order a grouped GEMM needs, Megatron's
+    sort_chunks_by_idxs), zero past the last; `local_counts` are its
+    experts' rows. The bound on the rows received is P * N (every rank's
+    rows for one rank's experts: the dropless worst case).
+
+    Global IR (before tfm-localize) gives the results their ep-split
+    global shapes, `[P * P * N, H]` and `[E]`; per rank they are
+    `[P * N, H]` and `[E / P]`.
+
+    ```mlir
+    %rows_d, %local = tfm.moe_dispatch %rows, %all on @expert axis "ep"
+        : tensor<32x64xf32>, tensor<8xi32> -> tensor<64x64xf32>, tensor<2xi32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$rows, Tfm_IdTensor:$all_counts,
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+  let results = (outs Tfm_FloatTensor:$dispatched, Tfm_IdTensor:$local_counts);
+  let assemblyFormat = [{
+    $rows `,` $all_counts `on` $mesh `axis` $axis attr-dict `:` type($rows)
+    `,` type($all_counts) `->` type($dispatched) `,` type($local_counts)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MoeCombineOp : Tfm_Op<"moe_combine", [Pure, Tfm_Distributed]> {
+  let summary = "expert parallelism: the experts' output rows back to the ranks they came from";
+  let description = [{
+    The inverse of tfm.moe_dispatch (and its adjoint: each is the other's
+    gradient): `dispatched` rows, laid out as tfm.moe_dispatch leaves them,
+    return to the rank that sent them, at the place they had in its rows
+    `[N, H]` (rows past the rank's counts are zero).
+
+    ```mlir
+    %rows = tfm.moe_combine %out_d, %all on @expert axis "ep"
+        : tensor<64x64xf32>, tensor<8xi32> -> tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$dispatched, Tfm_IdTensor:$all_counts,
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+  let results = (outs Tfm_FloatTensor:$rows);
+  let assemblyFormat = [{
+    $dispatched `,` $all_counts `on` $mesh `axis` $axis attr-dict `:`
+    type($dispatched) `,` type($all_counts) `->` type($rows)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_GroupedLinearOp : Tfm_Op<"grouped_linear", [Pure, Tfm_Distributed]> {
   let summary = "one linear layer per expert over its group of rows";
   let description = [{

@@ -15,6 +15,7 @@
 
 #include "passes/Autodiff/GradientRules.h"
 
+#include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 
 
@@ -227,6 +228,39 @@ LogicalResult moeUnpermute(MoeUnpermuteOp op, GradientContext &c) {
   return success();
 }
 
+// Expert parallelism: the counts are integers; dispatch and combine move
+// rows between ranks, each the other's adjoint.
+LogicalResult moeGatherCounts(MoeGatherCountsOp, GradientContext &) {
+  return success();
+}
+
+LogicalResult moeDispatch(MoeDispatchOp op, GradientContext &c) {
+  Value d = c.builder.create<MoeCombineOp>(
+      op.getLoc(), op.getRows().getType(), c.gradient(op.getDispatched()),
+      c.forward(op.getAllCounts()), op.getMeshAttr(), op.getAxisAttr());
+  c.accumulate(op.getRows(), d);
+  return success();
+}
+
+LogicalResult moeCombine(MoeCombineOp op, GradientContext &c) {
+  Value counts = c.forward(op.getAllCounts());
+  FailureOr<tfm::MeshAxesInfo> mesh =
+      tfm::MeshAxesInfo::lookup(op, op.getMeshAttr());
+  if (failed(mesh))
+    return failure();
+  // The gradient's dispatch returns the experts' counts too ([E] in global
+  // IR, E the counts of every rank over the group's size); unused.
+  auto countsType = cast<RankedTensorType>(counts.getType());
+  auto localCounts = RankedTensorType::get(
+      {countsType.getDimSize(0) / mesh->size(op.getAxis())},
+      countsType.getElementType());
+  auto d = c.builder.create<MoeDispatchOp>(
+      op.getLoc(), op.getDispatched().getType(), localCounts,
+      c.gradient(op.getRows()), counts, op.getMeshAttr(), op.getAxisAttr());
+  c.accumulate(op.getDispatched(), d.getDispatched());
+  return success();
+}
+
 LogicalResult groupedLinear(GroupedLinearOp op, GradientContext &c) {
   auto g = c.builder.create<GroupedLinearGradOp>(
       op.getLoc(), op.getInput().getType(), op.getWeight().getType(),
@@ -287,6 +321,9 @@ void autodiff::registerGradientRules(DialectRegistry &registry) {
     attach<MoeDropOp, moeDrop>(ctx);
     attach<MoePermuteOp, moePermute>(ctx);
     attach<MoeUnpermuteOp, moeUnpermute>(ctx);
+    attach<MoeGatherCountsOp, moeGatherCounts>(ctx);
+    attach<MoeDispatchOp, moeDispatch>(ctx);
+    attach<MoeCombineOp, moeCombine>(ctx);
     attach<GroupedLinearOp, groupedLinear>(ctx);
     attach<SigmoidGateOp, sigmoidGate>(ctx);
   });

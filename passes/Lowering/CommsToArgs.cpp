@@ -66,7 +66,8 @@ lowering::ringGroupOf(Operation *op) {
                         level = s.getLevel();
                         return true;
                       })
-                  .Case([&](tfm::PipelineP2POp s) {
+                  .Case<tfm::PipelineP2POp, tfm::MoeGatherCountsOp,
+                        tfm::MoeDispatchOp, tfm::MoeCombineOp>([&](auto s) {
                     meshName = s.getMeshAttr();
                     axis = s.getAxis();
                     return true;

@@ -217,4 +217,33 @@ def TfmSetRouterLosses : Pass<"tfm-set-router-losses", "mlir::ModuleOp"> {
   ];
 }
 
+def TfmDispatchExperts : Pass<"tfm-dispatch-experts", "mlir::ModuleOp"> {
+  let summary = "expert parallelism: each expert's rows to the rank that holds it and back";
+  let description = [{
+    Megatron's all-to-all token dispatcher, for a plan with ep > 1. In
+    every MoE layer the rows tfm.moe_permute groups by expert go, with a
+    counts exchange, through a `tfm.moe_dispatch` over the expert mesh's ep
+    axis to the ranks that hold their experts (E / ep each, in order), the
+    expert layers run on the rows received, and a `tfm.moe_combine` brings
+    their outputs back to tfm.moe_unpermute. The dispatched rows and
+    counts are split over ep in global IR (`[ep * ep * N, H]`, `[E]`), so
+    tfm-propagate-distribution splits the experts' weights the same way and
+    each rank holds and computes its own experts only. A plan with ep 1 is
+    left as it is. Run before `tfm-differentiate`: the backward is the
+    adjoint (a combine for each dispatch and the reverse).
+
+    ```
+    loom-opt m.mlir --tfm-set-plan="dp=2 ep=2" --tfm-materialize-mesh --tfm-dispatch-experts
+    // %all = tfm.moe_gather_counts %counts on @expert axis "ep" : tensor<4xi32> -> tensor<8xi32>
+    // %d, %local = tfm.moe_dispatch %rows, %all on @expert axis "ep"
+    //     : tensor<128x64xf32>, tensor<8xi32> -> tensor<512x64xf32>, tensor<4xi32>
+    // ... tfm.grouped_linear %d, %w, %local ...
+    // %back = tfm.moe_combine %out, %all on @expert axis "ep"
+    ```
+  }];
+  let statistics = [
+    Statistic<"numLayers", "layers", "MoE layers dispatched over ep">
+  ];
+}
+
 #endif // LOOM_PASSES_PLAN_PASSES_TD

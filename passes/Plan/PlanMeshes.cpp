@@ -15,7 +15,8 @@
 using namespace mlir;
 using namespace loom;
 
-FailureOr<mesh::MeshOp> plan::denseMesh(ModuleOp module) {
+/// The mesh.mesh of the module plan's world `world` (dense or expert).
+static FailureOr<mesh::MeshOp> worldMesh(ModuleOp module, bool expert) {
   auto planAttr = module->getAttrOfType<tfm::PlanAttr>(tfm::kPlanAttrName);
   if (!planAttr)
     return module.emitError() << "module has no tfm.plan; run --tfm-set-plan "
@@ -23,7 +24,8 @@ FailureOr<mesh::MeshOp> plan::denseMesh(ModuleOp module) {
   auto layout = rankgen::ParallelLayout::create(planAttr.toParallelConfig());
   if (!layout)
     return module.emitError() << "plan: " << layout.error();
-  MeshAxes want = denseMeshAxes(layout->config());
+  plan::MeshAxes want = expert ? plan::expertMeshAxes(layout->config(), layout->expertDp())
+                         : plan::denseMeshAxes(layout->config());
   for (auto m : module.getOps<mesh::MeshOp>()) {
     auto names = m->getAttrOfType<ArrayAttr>(tfm::kMeshAxesAttrName);
     if (!names || names.size() != want.names.size() ||
@@ -38,6 +40,15 @@ FailureOr<mesh::MeshOp> plan::denseMesh(ModuleOp module) {
   std::string axes;
   for (auto [name, size] : llvm::zip(want.names, want.shape))
     axes += (axes.empty() ? "" : ", ") + name + " " + std::to_string(size);
-  return module.emitError() << "no mesh.mesh of the plan's dense world (axes "
+  return module.emitError() << "no mesh.mesh of the plan's "
+                            << (expert ? "expert" : "dense") << " world (axes "
                             << axes << "); run tfm-materialize-mesh";
+}
+
+FailureOr<mesh::MeshOp> plan::denseMesh(ModuleOp module) {
+  return worldMesh(module, /*expert=*/false);
+}
+
+FailureOr<mesh::MeshOp> plan::expertMesh(ModuleOp module) {
+  return worldMesh(module, /*expert=*/true);
 }

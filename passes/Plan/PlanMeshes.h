@@ -24,6 +24,11 @@ namespace loom::plan {
 /// the module has no plan or no such mesh.
 mlir::FailureOr<mlir::mesh::MeshOp> denseMesh(mlir::ModuleOp module);
 
+/// The mesh.mesh of the module plan's expert world (axes tp (etp), ep, dp
+/// (edp) and pp), which tfm-materialize-mesh writes when ep > 1 or etp
+/// differs from tp; errors as denseMesh.
+mlir::FailureOr<mlir::mesh::MeshOp> expertMesh(mlir::ModuleOp module);
+
 } // namespace loom::plan
 
 #endif // LOOM_PASSES_PLAN_PLANMESHES_H

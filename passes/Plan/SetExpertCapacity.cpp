@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Plan/ExpertRows.h"
 #include "passes/Plan/Passes.h"
 
 #include "dialects/Tfm/TfmOps.h"
@@ -32,39 +33,6 @@ namespace {
 
 /// Gives `rows` (the dispatched rows) `n` rows, and every value computed
 /// row by row from it up to the combine.
-LogicalResult resizeRows(Value rows, int64_t n) {
-  SmallVector<Value> work{rows};
-  DenseSet<Value> done;
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (!done.insert(v).second)
-      continue;
-    auto type = cast<RankedTensorType>(v.getType());
-    SmallVector<int64_t> shape(type.getShape());
-    shape[0] = n;
-    v.setType(type.clone(shape));
-    for (Operation *user : v.getUsers()) {
-      if (isa<MoeUnpermuteOp>(user))
-        continue;
-      if (auto linear = dyn_cast<GroupedLinearOp>(user)) {
-        if (linear.getInput() != v)
-          return user->emitOpError()
-                 << "reads the dispatched rows other than as its input";
-        work.push_back(linear.getResult());
-        continue;
-      }
-      if (isa<SwigluOp, SiluOp, GeluOp, CastOp>(user)) {
-        work.push_back(user->getResult(0));
-        continue;
-      }
-      return user->emitOpError()
-             << "reads the dispatched rows; tfm-set-expert-capacity cannot "
-                "resize them through it";
-    }
-  }
-  return success();
-}
-
 struct SetExpertCapacityPass
     : plan::impl::TfmSetExpertCapacityBase<SetExpertCapacityPass> {
   using TfmSetExpertCapacityBase::TfmSetExpertCapacityBase;
@@ -130,7 +98,8 @@ struct SetExpertCapacityPass
         permute.setPadToCapacity(true);
       int64_t rows = padToCapacity ? e * capacity
                                    : std::min(tokens * k, e * capacity);
-      if (failed(resizeRows(permute.getRows(), rows)))
+      if (failed(plan::resizeExpertRows(permute.getRows(), rows,
+                                        getArgument())))
         return signalPassFailure();
       ++numLayers;
     }

@@ -814,6 +814,15 @@ template <typename OpT> struct RoutingRule : Model<RoutingRule<OpT>, OpT> {
   }
 };
 
+/// Expert parallelism's counts exchange, dispatch and combine: operands as
+/// they arrive (the rule says what they must be), results by the rule.
+template <typename OpT>
+struct ExpertExchangeRule : Model<ExpertExchangeRule<OpT>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
+  }
+};
+
 /// Ops linear in operand `Linear` (kept partial, rows whole); every other
 /// operand whole over tp.
 template <typename OpT, unsigned Linear>
@@ -832,9 +841,17 @@ struct LinearInRule : Model<LinearInRule<OpT, Linear>, OpT> {
 struct GroupedLinearRule : Model<GroupedLinearRule, GroupedLinearOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<GroupedLinearOp>(o);
+    Value x = op.getInput();
+    // Expert parallelism: dispatched rows (split over ep) meet this rank's
+    // experts, the weight split on dim 0 as the rows are.
+    if (DimDist rows = getDist(x).getDim(0); !rows.isWhole()) {
+      DistAttr experts =
+          DistAttr::replicated(getDist(x).getMesh()).withDim(0, rows);
+      return failure(failed(p.require(o, 1, experts)) ||
+                     failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
+    }
     if (p.tp().empty())
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
-    Value x = op.getInput();
     if (failed(p.require(o, 2, p.replicated())))
       return failure();
     // Row-parallel (the down projection): the weight's in-features split
@@ -861,11 +878,14 @@ struct GroupedLinearGradRule
     : Model<GroupedLinearGradRule, GroupedLinearGradOp> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<GroupedLinearGradOp>(o);
-    // The forward's decision, read off the weight [experts, out, in].
+    // The forward's decision, read off the weight [experts, out, in]: its
+    // experts split (over ep) as the rows and counts are, its features as
+    // the rows' features are.
     DistAttr w = getDist(op.getWeight());
-    DistAttr xd = dimLike(p.replicated(), 1, w, 2);
-    DistAttr dyd = dimLike(p.replicated(), 1, w, 1);
-    if (failed(p.require(o, 0, xd)) || failed(p.require(o, 2, p.replicated())) ||
+    DistAttr experts = DistAttr::replicated(w.getMesh()).withDim(0, w.getDim(0));
+    DistAttr xd = dimLike(experts, 1, w, 2);
+    DistAttr dyd = dimLike(experts, 1, w, 1);
+    if (failed(p.require(o, 0, xd)) || failed(p.require(o, 2, experts)) ||
         failed(p.require(o, 3, dyd)))
       return failure();
     return p.inferResults(o);
@@ -915,6 +935,10 @@ void sharding::registerPropagationRules(DialectRegistry &registry) {
     SigmoidGateOp::attachInterface<LinearInRule<SigmoidGateOp, 0>>(*ctx);
     SigmoidGateGradOp::attachInterface<LinearInRule<SigmoidGateGradOp, 0>>(
         *ctx);
+    MoeGatherCountsOp::attachInterface<ExpertExchangeRule<MoeGatherCountsOp>>(
+        *ctx);
+    MoeDispatchOp::attachInterface<ExpertExchangeRule<MoeDispatchOp>>(*ctx);
+    MoeCombineOp::attachInterface<ExpertExchangeRule<MoeCombineOp>>(*ctx);
     GroupedLinearOp::attachInterface<GroupedLinearRule>(*ctx);
     GroupedLinearGradOp::attachInterface<GroupedLinearGradRule>(*ctx);
   });

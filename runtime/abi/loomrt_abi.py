@@ -236,6 +236,8 @@ COMMON = {
     # calls.
     "loomrt_attention_section_forward", "loomrt_attention_section_backward",
     "loomrt_attention_chunked_forward", "loomrt_attention_chunked_backward",
+    # MoeDispatch.cpp: expert parallelism's exchanges, in p2p calls.
+    "loomrt_moe_dispatch", "loomrt_moe_combine",
     # Trace.cpp
     "loomrt_set_trace", "loomrt_pipeline_step", "loomrt_pipeline_tokens",
     "loomrt_pipeline_loss", "loomrt_set_grads_ready_hook", "loomrt_grads_ready",

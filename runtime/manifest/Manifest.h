@@ -126,6 +126,10 @@ struct ParamSpec {
   bool shardsByRank = false;
   /// What loom-compile writes instead of "shards".
   std::optional<Placement> placement;
+  /// The group kind its gradient is summed over when not the manifest's
+  /// gradientGroup: an expert's, "expert:dp" (Megatron's expert data
+  /// parallel group).
+  std::optional<std::string> gradientGroup;
 
   /// The shard of `rank`, or null if it holds no part of this parameter.
   const Shard *shardOf(int32_t rank) const;
@@ -298,6 +302,10 @@ struct Manifest {
   /// distributed optimizer shards: "dp", or with context parallelism
   /// Megatron's "dp-cp" (the gradients are partial sums over cp).
   std::string gradientGroup = "dp";
+  /// The group kind parameter `p`'s gradient is summed over.
+  const std::string &gradientGroupOf(const ParamSpec &p) const {
+    return p.gradientGroup ? *p.gradientGroup : gradientGroup;
+  }
   /// Its size and this rank's index in it (1 and 0 without such groups).
   std::pair<int64_t, int64_t> gradientParallel(int32_t rank) const;
 

@@ -359,6 +359,8 @@ void parseParams(const Reader &r, const json &root, Manifest &m) {
     if (const json *hf = r.optMember(v, "hf"))
       p.hf = parseHf(r, *hf, at(path, "hf"));
 
+    if (const json *g = r.optMember(v, "gradient_group"))
+      p.gradientGroup = r.string(*g, at(path, "gradient_group"));
     const json *placement = r.optMember(v, "placement");
     if (placement && r.optMember(v, "shards"))
       r.fail(path, "give \"shards\" or \"placement\", not both");
@@ -535,6 +537,8 @@ json paramJson(const ParamSpec &p) {
               {"dtype", manifestDTypeName(p.dtype)},
               {"init", std::move(init)},
               {"hf", std::move(hf)}};
+  if (p.gradientGroup)
+    out["gradient_group"] = *p.gradientGroup;
   if (p.placement) {
     json placement = {{"group", p.placement->group}};
     if (p.placement->splitDim)

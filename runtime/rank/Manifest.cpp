@@ -394,6 +394,10 @@ void check(const Checker &r, Manifest &m) {
   if (m.gradientGroup != "dp" && !m.groups.count(m.gradientGroup))
     r.fail("gradient_group", "\"" + m.gradientGroup +
                                  "\" is not a group kind of \"groups\"");
+  for (const ParamSpec &p : m.params)
+    if (p.gradientGroup && !m.groups.count(*p.gradientGroup))
+      r.fail("params", "the gradient group \"" + *p.gradientGroup + "\" of \"" +
+                           p.name + "\" is not a group kind of \"groups\"");
   checkParams(r, m);
   m.indexParams();
   buildHfTensors(r, m);

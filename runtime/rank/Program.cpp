@@ -199,6 +199,12 @@ void Run::createCommunicators() {
   if (m.groups.count(m.gradientGroup) &&
       m.groups.at(m.gradientGroup)[0].size() > 1)
     kinds.insert(m.gradientGroup);
+  // Expert parameters' gradients are summed over their own group.
+  if (opts.train)
+    for (const ParamSpec &p : m.params)
+      if (p.gradientGroup && m.groups.count(*p.gradientGroup) &&
+          m.groups.at(*p.gradientGroup)[0].size() > 1)
+        kinds.insert(*p.gradientGroup);
   // --calculate-per-token-loss counts each micro-batch's tokens over cp.
   if (opts.calculatePerTokenLoss && m.groups.count("cp") &&
       m.groups.at("cp")[0].size() > 1)

@@ -65,6 +65,8 @@ struct TrainParam {
   void *grad = nullptr;     // train_step's gradient output, in gradDtype
   loomrt_dtype gradDtype = LOOMRT_F32; // the param's, or the entry's dtype
   bool decay = false;       // takesWeightDecay
+  /// The group kind its gradient is summed over (Manifest::gradientGroupOf).
+  const std::string *gradGroup = nullptr;
   // Counted in the grad norm: this rank is the first holder of its box or,
   // with the distributed optimizer, that holder is in this rank's
   // data-parallel group, whose slices hold every element exactly once.
@@ -190,8 +192,13 @@ private:
   static void onGradsReady(void *run, int64_t chunk);
   void gradsReady(int64_t chunk);
   /// Issues the data-parallel reduction of flat main-gradient elements
-  /// `run` (all-reduce, or reduce-scatter into the optimizer's slice).
+  /// `run` (all-reduce, or reduce-scatter into the optimizer's slice); the
+  /// parts of it that are expert parameters over their own group.
   void startReduction(const FlatRun &run);
+  /// The parts of `run` whose gradients are summed over one group each, in
+  /// order, with that group (manifest group kind).
+  std::vector<std::pair<FlatRun, const std::string *>>
+  runsByGroup(const FlatRun &run) const;
   /// --check-weight-hash-interval: every rank compares the hash of each of
   /// its shards with that of the box's first holder; a difference is an
   /// error naming the parameter and both ranks.

@@ -59,6 +59,14 @@ void Run::setUpTraining() {
     // The distributed optimizer slices a flat buffer that every rank of
     // the data-parallel group must lay out alike.
     distributed = opts.useDistributedOptimizer && gradSize > 1;
+    if (distributed)
+      for (const ParamSpec &p : m.params)
+        if (p.gradientGroup)
+          throw Error("--use-distributed-optimizer with expert parallelism "
+                      "is not implemented yet: the experts' gradients (\"" +
+                      p.name + "\") are summed over " + *p.gradientGroup +
+                      ", and the optimizer slices one data-parallel buffer; "
+                      "run without --use-distributed-optimizer");
     const std::vector<int32_t> *dpGroup =
         distributed ? m.groupOf(m.gradientGroup, rank)->first : nullptr;
     auto inDpGroup = [&](int32_t r) {
@@ -101,6 +109,7 @@ void Run::setUpTraining() {
       t.gradDtype = gd == gradDtypes.end() ? p.dtype : gd->second;
       t.grad = loomrt_alloc(t.n * dtypeBytes(t.gradDtype));
       t.decay = takesWeightDecay(p.name, p.shape);
+      t.gradGroup = &m.gradientGroupOf(p);
       if (auto c = gradChunks.find(p.name); c != gradChunks.end())
         t.chunk = c->second;
       // The first holder of this box is counted, through the optimizer
@@ -359,8 +368,43 @@ void Run::gradsReady(int64_t chunk) {
     startReduction(r);
 }
 
+std::vector<std::pair<FlatRun, const std::string *>>
+Run::runsByGroup(const FlatRun &run) const {
+  // The trained params are laid out in order: cut the run where the group
+  // changes (the pad past the last param goes with the dense group).
+  std::vector<std::pair<FlatRun, const std::string *>> parts;
+  auto add = [&](int64_t begin, int64_t end, const std::string *group) {
+    if (begin >= end)
+      return;
+    if (!parts.empty() && parts.back().first.end == begin &&
+        *parts.back().second == *group)
+      parts.back().first.end = end;
+    else
+      parts.push_back({{begin, end}, group});
+  };
+  int64_t at = run.begin;
+  for (const TrainParam &t : trained) {
+    int64_t b = std::max(run.begin, t.offset);
+    int64_t e = std::min(run.end, t.offset + t.n);
+    if (b >= e)
+      continue;
+    add(at, b, &m.gradientGroup);
+    add(b, e, t.gradGroup);
+    at = e;
+  }
+  add(at, run.end, &m.gradientGroup);
+  return parts;
+}
+
 void Run::startReduction(const FlatRun &run) {
   loomrt_comm comm = gradSize > 1 ? comms.at(m.gradientGroup) : nullptr;
+  if (!distributed && comm) {
+    for (const auto &[part, group] : runsByGroup(run))
+      if (comms.count(*group))
+        inFlight.push_back(loomrt_all_reduce_start(
+            comms.at(*group), mainGrads + part.begin, part.end - part.begin));
+    return;
+  }
   if (distributed) {
     // This rank's part of the run lands at its place in the slice.
     std::vector<int64_t> counts = scatterCounts(run, partition);
@@ -370,9 +414,6 @@ void Run::startReduction(const FlatRun &run) {
       recv = gradShard;
     inFlight.push_back(loomrt_reduce_scatter_start(comm, mainGrads + run.begin,
                                                    recv, counts.data()));
-  } else if (comm) {
-    inFlight.push_back(loomrt_all_reduce_start(comm, mainGrads + run.begin,
-                                               run.end - run.begin));
   }
 }
 
@@ -396,8 +437,13 @@ void Run::reduceGradients() {
     loomrt_reduce_scatter(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0,
                           mainGrads, gradShard);
   } else if (gradSize > 1) {
-    loomrt_all_reduce(comms.at(m.gradientGroup), LOOMRT_F32, LOOMRT_SUM,
-                      mainGrads, mainGrads, trainedElements);
+    // One all-reduce per group's run (one in all without experts); a group
+    // of one rank (an expert group without replicas) has none.
+    for (const auto &[part, group] : runsByGroup({0, trainedElements}))
+      if (comms.count(*group))
+        loomrt_all_reduce(comms.at(*group), LOOMRT_F32, LOOMRT_SUM,
+                          mainGrads + part.begin, mainGrads + part.begin,
+                          part.end - part.begin);
   }
   if (distributed)
     loomrt_scale(LOOMRT_F32, gradShard, ownN, float(1.0 / dpSize));

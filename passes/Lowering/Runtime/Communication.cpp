@@ -331,9 +331,79 @@ LogicalResult lower(mesh::AllToAllOp op, mesh::AllToAllOp::Adaptor a,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Expert parallelism: the counts exchange, dispatch and combine
+//===----------------------------------------------------------------------===//
+
+template <>
+LogicalResult lower(MoeGatherCountsOp op, MoeGatherCountsOp::Adaptor a,
+                    Emitter &e) {
+  FailureOr<Ring> group = ringOf(e);
+  if (failed(group))
+    return failure();
+  Value in = a.getCounts();
+  int64_t n = cast<RankedTensorType>(op.getCounts().getType()).getDimSize(0);
+  e.call(rt::AllGather{.comm = group->handle,
+                       .dtype = movedDtype(in, e),
+                       .ndim = e.i32(1),
+                       .shape = e.int64Array({n}),
+                       .dim = e.i32(0),
+                       .send = e.ptr(in),
+                       .recv = e.ptr(e.result(0))});
+  return success();
+}
+
+template <>
+LogicalResult lower(MoeDispatchOp op, MoeDispatchOp::Adaptor a, Emitter &e) {
+  FailureOr<Ring> group = ringOf(e);
+  if (failed(group))
+    return failure();
+  auto rows = cast<RankedTensorType>(op.getRows().getType());
+  int64_t all =
+      cast<RankedTensorType>(op.getAllCounts().getType()).getDimSize(0);
+  Value out = e.result(0);
+  e.call(rt::MoeDispatch{
+      .comm = group->handle,
+      .dtype = e.dtype(out),
+      .E = e.i64(all / group->size),
+      .N = e.i64(rows.getDimSize(0)),
+      .H = e.i64(rows.getDimSize(1)),
+      .M = e.i64(cast<RankedTensorType>(op.getDispatched().getType())
+                     .getDimSize(0)),
+      .all_counts = e.ptr(a.getAllCounts()),
+      .rows = e.ptr(a.getRows()),
+      .dispatched = e.ptr(out),
+      .local_counts = e.ptr(e.result(1))});
+  return success();
+}
+
+template <>
+LogicalResult lower(MoeCombineOp op, MoeCombineOp::Adaptor a, Emitter &e) {
+  FailureOr<Ring> group = ringOf(e);
+  if (failed(group))
+    return failure();
+  auto rows = cast<RankedTensorType>(op.getRows().getType());
+  int64_t all =
+      cast<RankedTensorType>(op.getAllCounts().getType()).getDimSize(0);
+  Value out = e.result(0);
+  e.call(rt::MoeCombine{
+      .comm = group->handle,
+      .dtype = e.dtype(out),
+      .E = e.i64(all / group->size),
+      .N = e.i64(rows.getDimSize(0)),
+      .H = e.i64(rows.getDimSize(1)),
+      .M = e.i64(cast<RankedTensorType>(op.getDispatched().getType())
+                     .getDimSize(0)),
+      .all_counts = e.ptr(a.getAllCounts()),
+      .dispatched = e.ptr(a.getDispatched()),
+      .rows = e.ptr(out)});
+  return success();
+}
+
 void attachCommunicationLowerings(MLIRContext *ctx) {
   attach<RingShiftOp, PipelineP2POp, LevelAllToAllOp, PipelineStepOp,
-         PipelineDataOp, GradsReadyOp>(ctx);
+         PipelineDataOp, GradsReadyOp, MoeGatherCountsOp, MoeDispatchOp,
+         MoeCombineOp>(ctx);
 }
 
 void attachCollectiveLowerings(MLIRContext *ctx) {

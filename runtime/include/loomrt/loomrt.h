@@ -837,6 +837,28 @@ void loomrt_all_to_all(loomrt_comm comm, loomrt_dtype dtype, int32_t ndim,
                        const int64_t *shape, int32_t split_dim,
                        int32_t concat_dim, const void *send, void *recv);
 
+/* Expert parallelism (Megatron's all-to-all token dispatcher) over the P
+ * ranks of comm, each holding E/P experts (group rank r: experts r*E/P ..
+ * (r+1)*E/P-1). all_counts [P*E] (int32) holds every rank's rows per expert
+ * (the loomrt_all_gather of the counts loomrt_moe_permute returned, group
+ * rank order). Dispatch: this rank's rows [N,H], grouped by expert, go to
+ * the ranks of their experts; dispatched [M,H] receives the rows of this
+ * rank's experts grouped by local expert, then by source rank (what
+ * loomrt_grouped_linear_forward takes), zero past them; local_counts
+ * [E/P] (int32) its experts' rows. M must hold them: P*N is the dropless
+ * bound. Combine is the inverse: dispatched rows [M,H] laid out so return
+ * to the rows [N,H] of the ranks they came from (zero past the rank's
+ * counts). One grouped p2p exchange each; both read all_counts on the host
+ * (on the cuda backend a wait for the device: one per call). */
+void loomrt_moe_dispatch(loomrt_comm comm, loomrt_dtype dtype, int64_t E,
+                         int64_t N, int64_t H, int64_t M,
+                         const int32_t *all_counts, const void *rows,
+                         void *dispatched, int32_t *local_counts);
+void loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype, int64_t E,
+                        int64_t N, int64_t H, int64_t M,
+                        const int32_t *all_counts, const void *dispatched,
+                        void *rows);
+
 /* Grouped point-to-point (pipeline stages, ring attention):
  *   loomrt_p2p_begin(comm); loomrt_send(..); loomrt_recv(..); ...
  *   loomrt_p2p_end(comm);

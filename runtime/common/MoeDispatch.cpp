@@ -1,0 +1,151 @@
+//===- MoeDispatch.cpp - Expert parallelism's token exchanges ---*- C++ -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// loomrt_moe_dispatch and loomrt_moe_combine, the same on every backend:
+// the host reads every rank's counts per expert, then one grouped p2p batch
+// (loomrt_send / loomrt_recv, which the backend's transport runs: MPI or
+// NCCL) moves each expert's rows straight to their place, so no repacking
+// pass is needed on either side. Per pair of ranks the messages go in
+// expert order on both sides, which is the order MPI and NCCL match them in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/common/Composed.h"
+#include "runtime/common/Errors.h"
+
+#include "runtime/abi/Common.h.inc"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+using namespace loomrt;
+
+namespace {
+
+/// Who sends what to whom, read off every rank's counts.
+struct Exchange {
+  int64_t P, r, E, local; ///< group size, this rank, experts, experts per rank
+  std::vector<int32_t> counts; ///< [P][E] on the host
+  int64_t esz, rowBytes;
+
+  int64_t count(int64_t rank, int64_t expert) const {
+    return counts[size_t(rank * E + expert)];
+  }
+  /// First row of expert e in this rank's rows (grouped by expert).
+  int64_t sentRow(int64_t e) const {
+    int64_t row = 0;
+    for (int64_t i = 0; i < e; ++i)
+      row += count(r, i);
+    return row;
+  }
+  /// First row from source s of local expert j in the dispatched rows
+  /// (grouped by local expert, then source).
+  int64_t receivedRow(int64_t j, int64_t s) const {
+    int64_t row = 0;
+    for (int64_t jj = 0; jj <= j; ++jj)
+      for (int64_t ss = 0; ss < (jj == j ? s : P); ++ss)
+        row += count(ss, r * local + jj);
+    return row;
+  }
+  int64_t sentTotal() const { return sentRow(E); }
+  int64_t receivedTotal() const { return receivedRow(local - 1, P); }
+};
+
+Exchange readExchange(const char *fn, loomrt_comm comm, loomrt_dtype dtype,
+                      int64_t E, int64_t N, int64_t H, int64_t M,
+                      const int32_t *allCounts) {
+  Exchange x;
+  x.P = ::loomrt_comm_size(comm);
+  x.r = ::loomrt_comm_rank(comm);
+  x.E = E;
+  if (E < 1 || E % x.P != 0)
+    fatal(fn, "%lld experts do not divide over %lld ranks", (long long)E,
+          (long long)x.P);
+  if (N < 0 || H < 1 || M < 0)
+    fatal(fn, "bad sizes N %lld, H %lld, M %lld", (long long)N, (long long)H,
+          (long long)M);
+  x.local = E / x.P;
+  x.counts.resize(size_t(x.P * E));
+  ::loomrt_copy(x.counts.data(), allCounts,
+              int64_t(x.counts.size() * sizeof(int32_t)));
+  for (int32_t c : x.counts)
+    if (c < 0)
+      fatal(fn, "a count of rows is negative (%d)", int(c));
+  x.esz = ::loomrt_dtype_size(dtype);
+  x.rowBytes = H * x.esz;
+  if (x.sentTotal() > N)
+    fatal(fn, "this rank's counts add up to %lld rows but it has %lld",
+          (long long)x.sentTotal(), (long long)N);
+  if (x.receivedTotal() > M)
+    fatal(fn, "this rank's experts receive %lld rows but the dispatched "
+          "buffer holds %lld", (long long)x.receivedTotal(), (long long)M);
+  return x;
+}
+
+} // namespace
+
+void common::loomrt_moe_dispatch(loomrt_comm comm, loomrt_dtype dtype,
+                                 int64_t E, int64_t N, int64_t H, int64_t M,
+                                 const int32_t *all_counts, const void *rows,
+                                 void *dispatched, int32_t *local_counts) {
+  Exchange x = readExchange(__func__, comm, dtype, E, N, H, M, all_counts);
+  ::loomrt_p2p_begin(comm);
+  // To each rank its experts' rows, expert by expert.
+  for (int64_t q = 0; q < x.P; ++q)
+    for (int64_t j = 0; j < x.local; ++j) {
+      int64_t e = q * x.local + j, n = x.count(x.r, e);
+      if (n > 0)
+        ::loomrt_send(comm, dtype, at(rows, x.sentRow(e) * x.rowBytes), n * H,
+                    int32_t(q));
+    }
+  // From each rank its rows of this rank's experts, each at its place.
+  for (int64_t s = 0; s < x.P; ++s)
+    for (int64_t j = 0; j < x.local; ++j) {
+      int64_t n = x.count(s, x.r * x.local + j);
+      if (n > 0)
+        ::loomrt_recv(comm, dtype, at(dispatched, x.receivedRow(j, s) * x.rowBytes),
+                    n * H, int32_t(s));
+    }
+  ::loomrt_p2p_end(comm);
+  int64_t received = x.receivedTotal();
+  ::loomrt_zero(at(dispatched, received * x.rowBytes),
+              (M - received) * x.rowBytes);
+  std::vector<int32_t> mine(size_t(x.local), 0);
+  for (int64_t j = 0; j < x.local; ++j)
+    for (int64_t s = 0; s < x.P; ++s)
+      mine[size_t(j)] += x.count(s, x.r * x.local + j);
+  ::loomrt_copy(local_counts, mine.data(),
+              int64_t(mine.size() * sizeof(int32_t)));
+}
+
+void common::loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype,
+                                int64_t E, int64_t N, int64_t H, int64_t M,
+                                const int32_t *all_counts,
+                                const void *dispatched, void *rows) {
+  Exchange x = readExchange(__func__, comm, dtype, E, N, H, M, all_counts);
+  ::loomrt_p2p_begin(comm);
+  // Back to each source rank its rows of this rank's experts.
+  for (int64_t s = 0; s < x.P; ++s)
+    for (int64_t j = 0; j < x.local; ++j) {
+      int64_t n = x.count(s, x.r * x.local + j);
+      if (n > 0)
+        ::loomrt_send(comm, dtype,
+                    at(dispatched, x.receivedRow(j, s) * x.rowBytes), n * H,
+                    int32_t(s));
+    }
+  // From each rank the rows this rank sent it, where they came from.
+  for (int64_t q = 0; q < x.P; ++q)
+    for (int64_t j = 0; j < x.local; ++j) {
+      int64_t e = q * x.local + j, n = x.count(x.r, e);
+      if (n > 0)
+        ::loomrt_recv(comm, dtype, at(rows, x.sentRow(e) * x.rowBytes), n * H,
+                    int32_t(q));
+    }
+  ::loomrt_p2p_end(comm);
+  int64_t sent = x.sentTotal();
+  ::loomrt_zero(at(rows, sent * x.rowBytes), (N - sent) * x.rowBytes);
+}
