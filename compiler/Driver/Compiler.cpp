@@ -65,6 +65,10 @@ namespace {
 Error checkSupported(const CompileOptions &o) {
   if (auto checked = rankgen::checkPlan(o.plan); !checked)
     return fail(checked.error());
+  // The rank grid builds (the expert world, etp x ep x edp x pp, must fit
+  // the same ranks): said here, not at the module's first line.
+  if (auto layout = rankgen::ParallelLayout::create(o.plan.sizes); !layout)
+    return fail("plan: " + layout.error());
   auto notYet = [](StringRef flag, int64_t value, StringRef what) {
     return fail(llvm::formatv("{0} {1}: {2} is not implemented yet; this "
                               "compiler builds tensor-, sequence-, context-, "

@@ -1094,7 +1094,7 @@ Dists MoeGatherCountsOp::inferResultDistributions() {
   return SmallVector<DistAttr>{getDist(getCounts())};
 }
 Dists MoeDispatchOp::inferResultDistributions() {
-  if (failed(replicated(*this, "the rows", getRows())) ||
+  if (failed(replicated(*this, "the dispatch's input", getRows())) ||
       failed(replicated(*this, "the counts", getAllCounts())))
     return failure();
   DistAttr split = DistAttr::replicated(getMeshAttr()).withAxes(0, {getAxis()});

@@ -1082,3 +1082,53 @@ func.func @f(%x: tensor<2x8x64xf32>, %g: tensor<2x8x2xf32>) {
   %y = tfm.sigmoid_gate %x, %g : tensor<2x8x64xf32>, tensor<2x8x2xf32>
   return
 }
+
+// -----
+
+// Test: gathered counts hold every rank's
+mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+func.func @f(%c: tensor<4xi32>) {
+  // expected-error @+1 {{result shape [4] does not match [8] ([ep * experts]: every rank's counts)}}
+  %all = tfm.moe_gather_counts %c on @expert axis "ep" : tensor<4xi32> -> tensor<4xi32>
+  return
+}
+
+// -----
+
+// Test: an exchange over an axis the mesh does not have
+mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+func.func @f(%c: tensor<4xi32>) {
+  // expected-error @+1 {{runs over axis tp, which @expert does not have}}
+  %all = tfm.moe_gather_counts %c on @expert axis "tp" : tensor<4xi32> -> tensor<8xi32>
+  return
+}
+
+// -----
+
+// Test: a dispatch's rows bound: ep x ep x rows in global IR
+mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+func.func @f(%rows: tensor<32x64xf32>, %all: tensor<8xi32>) {
+  // expected-error @+1 {{dispatched rows shape [64, 64] does not match [128, 64] ([ep * ep * rows, features]: split over ep)}}
+  %d, %l = tfm.moe_dispatch %rows, %all on @expert axis "ep" : tensor<32x64xf32>, tensor<8xi32> -> tensor<64x64xf32>, tensor<4xi32>
+  return
+}
+
+// -----
+
+// Test: experts that do not divide over ep
+mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+func.func @f(%rows: tensor<32x64xf32>, %all: tensor<6xi32>) {
+  // expected-error @+1 {{3 experts do not divide over 2 ranks}}
+  %d, %l = tfm.moe_dispatch %rows, %all on @expert axis "ep" : tensor<32x64xf32>, tensor<6xi32> -> tensor<128x64xf32>, tensor<3xi32>
+  return
+}
+
+// -----
+
+// Test: a combine returns rows of the dispatched element type
+mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+func.func @f(%d: tensor<128x64xbf16>, %all: tensor<8xi32>) {
+  // expected-error @+1 {{dispatched rows element type 'bf16' does not match rows element type 'f32'}}
+  %rows = tfm.moe_combine %d, %all on @expert axis "ep" : tensor<128x64xbf16>, tensor<8xi32> -> tensor<32x64xf32>
+  return
+}

@@ -199,6 +199,22 @@ func.func @permute_chunks(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
   return %y : tensor<2x8x4xf32>
 }
 
+// Expert parallelism's exchanges (global IR: the dispatched rows and
+// counts at their ep-split global shapes).
+mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+// CHECK-LABEL: func.func @expert_exchange
+func.func @expert_exchange(%rows: tensor<32x64xf32>, %counts: tensor<4xi32>) {
+  // CHECK: tfm.moe_gather_counts %{{.*}} on @expert axis "ep" : tensor<4xi32> -> tensor<8xi32>
+  %all = tfm.moe_gather_counts %counts on @expert axis "ep" : tensor<4xi32> -> tensor<8xi32>
+  // CHECK: tfm.moe_dispatch %{{.*}}, %{{.*}} on @expert axis "ep" : tensor<32x64xf32>, tensor<8xi32> -> tensor<128x64xf32>, tensor<4xi32>
+  %d, %local = tfm.moe_dispatch %rows, %all on @expert axis "ep"
+      : tensor<32x64xf32>, tensor<8xi32> -> tensor<128x64xf32>, tensor<4xi32>
+  // CHECK: tfm.moe_combine %{{.*}}, %{{.*}} on @expert axis "ep" : tensor<128x64xf32>, tensor<8xi32> -> tensor<32x64xf32>
+  %back = tfm.moe_combine %d, %all on @expert axis "ep"
+      : tensor<128x64xf32>, tensor<8xi32> -> tensor<32x64xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @moe
 func.func @moe(%x: tensor<2x8x64xf32>, %logits: tensor<2x8x4xf32>,
                %w: tensor<4x128x64xf32>, %scale: tensor<f32>,

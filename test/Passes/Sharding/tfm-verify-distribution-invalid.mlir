@@ -188,12 +188,50 @@ module attributes {tfm.local_shapes} {
 
 // -----
 
-// Test: experts split across ranks (expert parallelism is not compiled)
+// Test: experts split over ep but not their counts (a dispatch splits both)
 module {
   mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
   func.func @f(%x: tensor<32x16xf32, #tfm.dist<@dense>>, %w: tensor<4x24x16xf32, #tfm.dist<@dense, [[tp]]>>, %c: tensor<4xi32, #tfm.dist<@dense>>) {
-    // expected-error @+1 {{the weight is split on dim 0 over tp; the experts are not split (expert parallelism is not compiled yet)}}
+    // expected-error @+1 {{the weight is split on dim 0 over tp and the expert counts replicated; the experts must be split alike}}
     %y = tfm.grouped_linear %x, %w, %c : tensor<32x16xf32, #tfm.dist<@dense>>, tensor<4x24x16xf32, #tfm.dist<@dense, [[tp]]>>, tensor<4xi32, #tfm.dist<@dense>> -> tensor<32x24xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: split experts read rows that were not dispatched to them
+module {
+  mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+  func.func @f(%x: tensor<32x16xf32, #tfm.dist<@expert>>, %w: tensor<4x24x16xf32, #tfm.dist<@expert, [[ep]]>>, %c: tensor<4xi32, #tfm.dist<@expert, [[ep]]>>) {
+    // expected-error @+1 {{the rows are replicated and the weight split on dim 0 over ep; the rows of split experts are dispatched rows, split as the experts are (tfm.moe_dispatch)}}
+    %y = tfm.grouped_linear %x, %w, %c : tensor<32x16xf32, #tfm.dist<@expert>>, tensor<4x24x16xf32, #tfm.dist<@expert, [[ep]]>>, tensor<4xi32, #tfm.dist<@expert, [[ep]]>> -> tensor<32x24xf32, #tfm.dist<@expert, [[ep]]>>
+    return
+  }
+}
+
+// -----
+
+// Test: a combine of rows that are not dispatched ones
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["dp"]}
+  mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+  func.func @f(%x: tensor<128x16xf32, #tfm.dist<@expert>>, %all: tensor<8xi32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the dispatched rows are replicated but must be split on dim 0 over ep}}
+    %y = tfm.moe_combine %x, %all on @expert axis "ep" : tensor<128x16xf32, #tfm.dist<@expert>>, tensor<8xi32, #tfm.dist<@dense>> -> tensor<32x16xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
+// Test: a dispatch of rows that are partial sums
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
+  func.func @f(%x: tensor<32x16xf32, #tfm.dist<@dense, partial = sum[tp]>>, %all: tensor<8xi32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the dispatch's input is a partial sum over tp but must be replicated}}
+    %y, %c = tfm.moe_dispatch %x, %all on @expert axis "ep" : tensor<32x16xf32, #tfm.dist<@dense, partial = sum[tp]>>, tensor<8xi32, #tfm.dist<@dense>> -> tensor<128x16xf32, #tfm.dist<@expert, [[ep]]>>, tensor<4xi32, #tfm.dist<@expert, [[ep]]>>
     return
   }
 }
