@@ -92,6 +92,14 @@ void count(Operation *op, CollectiveVolume &v, Traffic &pipeline) {
     v.allToAll += {1, bytesOf(c.getInput())};
   else if (auto c = dyn_cast<tfm::LevelAllToAllOp>(op))
     v.allToAll += {1, bytesOf(c.getInput())};
+  else if (auto c = dyn_cast<tfm::MoeGatherCountsOp>(op))
+    v.allGather += {1, bytesOf(c.getResult())};
+  else if (auto c = dyn_cast<tfm::MoeDispatchOp>(op))
+    // Expert parallelism's all-to-alls: this rank's rows out (and back in
+    // the combine), whoever holds their experts.
+    v.allToAll += {1, bytesOf(c.getRows())};
+  else if (auto c = dyn_cast<tfm::MoeCombineOp>(op))
+    v.allToAll += {1, bytesOf(c.getRows())};
   else if (auto c = dyn_cast<tfm::RingShiftOp>(op))
     // Every input goes to the next rank of the ring.
     v.send += {int64_t(c.getInputs().size()), bytesOf(c.getInputs())};

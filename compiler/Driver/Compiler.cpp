@@ -338,11 +338,22 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // step keeps, the attention ops that repeat kv heads.
   llvm::StringMap<int64_t> savedBytes;
   int64_t repeatedKv = 0;
+  std::optional<Report::ExpertDispatch> expertDispatch;
   for (func::FuncOp f : entryPoints(module)) {
     if (std::optional<int64_t> saved = savedActivationBytes(f))
       savedBytes[f.getName()] = *saved;
     f.walk([&](tfm::RepeatKvOp) { ++repeatedKv; });
   }
+  // Expert parallelism: one MoE layer's dispatch (they are all alike).
+  module.walk([&](tfm::MoeDispatchOp op) {
+    auto bytes = [](Value v) {
+      auto t = cast<RankedTensorType>(v.getType());
+      return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+    };
+    expertDispatch = Report::ExpertDispatch{numExperts, bytes(op.getRows()),
+                                            bytes(op.getDispatched())};
+    return WalkResult::interrupt();
+  });
 
   // 4. Prepare: the argument lists of the entry points are fixed here, and
   // every communication is an op.
@@ -431,6 +442,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   report.recomputation = recomputeDescription(o);
   report.repeatedKv = repeatedKv;
   report.moe = !expertParams.empty();
+  report.expertDispatch = expertDispatch;
   if (config.pp > 1) {
     // The schedule tfm-schedule-pipeline built and checked, a function of
     // the plan: the report's timeline and bubble.

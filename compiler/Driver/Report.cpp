@@ -44,7 +44,10 @@ const EntryReport *stepEntry(const ProgramReport &p) {
 void printHeader(llvm::raw_ostream &os, const Report &r) {
   const rankgen::ParallelConfig &c = r.plan.sizes;
   os << "plan: tp " << c.tp << ", cp " << c.cp << ", dp " << c.dp << ", pp "
-     << c.pp << " (world size " << r.worldSize << ")\n";
+     << c.pp;
+  if (c.ep > 1)
+    os << ", ep " << c.ep;
+  os << " (world size " << r.worldSize << ")\n";
   int64_t m = r.plan.numMicrobatches;
   os << llvm::formatv("batch: micro-batch size {0} x {1} micro-batch{2} x dp "
                       "{3} = global batch {4}\n",
@@ -121,13 +124,25 @@ void printProgram(llvm::raw_ostream &os, const Report &r,
                           r.schedule ? "over all its micro-batches"
                                      : "per micro-batch",
                           r.recomputation);
-  if (r.moe)
+  if (const auto &d = r.expertDispatch; d && r.plan.sizes.ep > 1) {
+    int64_t ep = r.plan.sizes.ep;
+    os << llvm::formatv(
+        "  experts: {0} of {1} on each rank (ep {2}); per MoE layer and "
+        "micro-batch the dispatch sends this rank's rows ({3} bytes) to their "
+        "experts' ranks and the combine brings them back, {4} bytes of each "
+        "to other ranks with even routing; this rank's experts receive at "
+        "most {5} bytes (ep x the rows: the dropless bound its buffers "
+        "hold)\n",
+        d->numExperts / ep, d->numExperts, ep, d->rowBytes,
+        d->rowBytes * (ep - 1) / ep, d->boundBytes);
+  } else if (r.moe) {
     os << "  experts: every expert on every rank (ep 1"
        << (r.plan.sizes.tp > 1
                ? llvm::formatv(", each split over tp {0}", r.plan.sizes.tp)
                      .str()
                : "")
        << "): tokens are dispatched locally, 0 bytes sent\n";
+  }
   if (r.repeatedKv)
     os << llvm::formatv("  kv heads repeated to one per tp rank in {0} "
                         "attention op(s): k and v all-gathered before, their "
@@ -151,6 +166,22 @@ void loom::driver::printReport(llvm::raw_ostream &os, const Report &r) {
   printHeader(os, r);
   for (const ProgramReport &p : r.programs)
     printProgram(os, r, p);
+}
+
+/// The experts' placement and dispatch (null for a dense model).
+static llvm::json::Value expertsJson(const Report &r) {
+  if (!r.moe)
+    return nullptr;
+  int64_t ep = r.plan.sizes.ep;
+  llvm::json::Object o{{"ep", ep}};
+  if (const auto &d = r.expertDispatch; d && ep > 1) {
+    o["num_experts"] = d->numExperts;
+    o["per_rank"] = d->numExperts / ep;
+    o["dispatch_bytes_per_layer"] = d->rowBytes;
+    o["expected_remote_bytes_per_layer"] = d->rowBytes * (ep - 1) / ep;
+    o["received_bound_bytes_per_layer"] = d->boundBytes;
+  }
+  return o;
 }
 
 llvm::json::Value loom::driver::reportJson(const Report &r) {
@@ -196,6 +227,7 @@ llvm::json::Value loom::driver::reportJson(const Report &r) {
                                    r.plan.sequenceParallel},
                                   {"num_microbatches",
                                    r.plan.numMicrobatches}}},
+      {"experts", expertsJson(r)},
       {"world_size", r.worldSize},
       {"micro_batch_size", r.microBatchSize},
       {"seq_length", r.paddedSeqLength},

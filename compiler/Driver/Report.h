@@ -65,6 +65,14 @@ struct Report {
   int64_t repeatedKv = 0;
   /// The model has mixture-of-experts layers.
   bool moe = false;
+  /// Expert parallelism: the experts, and per MoE layer and micro-batch the
+  /// bytes of a rank's dispatched rows (what its dispatch sends and its
+  /// combine receives) and of what its experts may receive at most.
+  struct ExpertDispatch {
+    int64_t numExperts = 0;
+    int64_t rowBytes = 0, boundBytes = 0;
+  };
+  std::optional<ExpertDispatch> expertDispatch;
   std::vector<ProgramReport> programs;
 };
 

@@ -78,6 +78,12 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
           cl::desc("Pad every expert's rows to its capacity (needs "
                    "--moe-expert-capacity-factor)"),
           cl::cat(category)),
+      moeTokenDispatcherType(
+          "moe-token-dispatcher-type", cl::init("alltoall"),
+          cl::desc("How expert parallelism moves tokens to the experts' "
+                   "ranks: alltoall (a counts exchange, then each expert's "
+                   "rows to its rank and back; Megatron's default)"),
+          cl::value_desc("alltoall"), cl::cat(category)),
       backend("backend", cl::init("cpu"),
               cl::desc("Runtime the rank executables link: cpu (OpenBLAS + "
                        "MPI) or cuda (CUDA kernels, cuBLAS, NCCL; one GPU per "
@@ -142,6 +148,12 @@ Expected<driver::CompileOptions> CompileFlags::options() const {
     return fail("--moe-pad-expert-input-to-capacity needs "
                 "--moe-expert-capacity-factor");
   options.moePadExpertInputToCapacity = moePadExpertInputToCapacity;
+  if (moeTokenDispatcherType == "allgather" || moeTokenDispatcherType == "flex")
+    return fail("--moe-token-dispatcher-type " + moeTokenDispatcherType +
+                " is not implemented yet; Loom dispatches with alltoall");
+  if (moeTokenDispatcherType != "alltoall")
+    return fail("--moe-token-dispatcher-type '" + moeTokenDispatcherType +
+                "' is not alltoall, allgather or flex");
   options.recomputeMethod = recomputeMethod;
   if (recomputeNumLayers.getNumOccurrences()) {
     if (recomputeNumLayers < 1)

@@ -57,6 +57,7 @@ public:
   llvm::cl::opt<double> moeExpertCapacityFactor;
   llvm::cl::opt<std::string> moeTokenDropPolicy;
   llvm::cl::opt<bool> moePadExpertInputToCapacity;
+  llvm::cl::opt<std::string> moeTokenDispatcherType;
   llvm::cl::opt<std::string> backend;
 };
 
