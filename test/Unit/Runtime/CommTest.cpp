@@ -344,6 +344,61 @@ TEST(CommTest, RingAttentionForwardMatchesFullAttention) {
       EXPECT_NEAR(lse[h * Sl + i], lseFull[h * S + me * Sl + i], 1e-5);
 }
 
+// Expert parallelism: 2 experts per rank; rank r has count(r, e) rows of
+// expert e (zero for some pairs, and expert 1 empty everywhere), each row
+// tagged with its source rank, expert and index. The dispatch must lay out
+// each rank's experts' rows by local expert, then source rank, zero past
+// them, with the experts' totals as counts; the combine must return every
+// row to its place (and zero the rows past the counts).
+TEST(CommTest, MoeDispatchAndCombineRoundTrip) {
+  const int W = worldSize(), me = worldRank();
+  const int64_t E = 2 * W, H = 3, local = 2;
+  auto count = [](int64_t r, int64_t e) -> int32_t {
+    return e == 1 ? 0 : int32_t((r * 3 + e * 5) % 4);
+  };
+  auto tag = [](int64_t r, int64_t e, int64_t i, int64_t h) {
+    return float(r * 10000 + e * 100 + i) + 0.25f * float(h);
+  };
+  std::vector<int32_t> all(size_t(W * E));
+  for (int64_t r = 0; r < W; ++r)
+    for (int64_t e = 0; e < E; ++e)
+      all[size_t(r * E + e)] = count(r, e);
+  int64_t sent = 0;
+  for (int64_t e = 0; e < E; ++e)
+    sent += count(me, e);
+  const int64_t N = sent + 2, M = W * N; // 2 rows past the counts
+  std::vector<float> rows(size_t(N * H), -1.0f);
+  int64_t at = 0;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = 0; i < count(me, e); ++i, ++at)
+      for (int64_t h = 0; h < H; ++h)
+        rows[size_t(at * H + h)] = tag(me, e, i, h);
+  std::vector<float> dispatched(size_t(M * H), -1.0f);
+  std::vector<int32_t> localCounts(size_t(local), -1);
+  loomrt_moe_dispatch(loomrt_comm_world(), LOOMRT_F32, E, N, H, M, all.data(),
+                      rows.data(), dispatched.data(), localCounts.data());
+  int64_t row = 0;
+  for (int64_t j = 0; j < local; ++j) {
+    int64_t e = me * local + j, total = 0;
+    for (int64_t s = 0; s < W; ++s)
+      for (int64_t i = 0; i < count(s, e); ++i, ++row, ++total)
+        for (int64_t h = 0; h < H; ++h)
+          EXPECT_EQ(dispatched[size_t(row * H + h)], tag(s, e, i, h))
+              << "expert " << e << " from rank " << s << " row " << i;
+    EXPECT_EQ(localCounts[size_t(j)], total) << "expert " << e;
+  }
+  for (int64_t k = row * H; k < M * H; ++k)
+    EXPECT_EQ(dispatched[size_t(k)], 0.0f) << "past the received rows";
+
+  std::vector<float> back(size_t(N * H), -1.0f);
+  loomrt_moe_combine(loomrt_comm_world(), LOOMRT_F32, E, N, H, M, all.data(),
+                     dispatched.data(), back.data());
+  for (int64_t k = 0; k < sent * H; ++k)
+    EXPECT_EQ(back[size_t(k)], rows[size_t(k)]) << "element " << k;
+  for (int64_t k = sent * H; k < N * H; ++k)
+    EXPECT_EQ(back[size_t(k)], 0.0f) << "past the counts";
+}
+
 int main(int argc, char **argv) {
   loomrt_init(&argc, &argv);
   // The tests pair ranks and send to rank 1: they need an even world.
