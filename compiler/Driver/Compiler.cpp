@@ -221,13 +221,14 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       return fail(llvm::formatv("--ep {0}: the model's {1} experts do not "
                                 "divide over {0} ranks",
                                 ep, numExperts));
-    if (o.plan.sizes.tp > 1 || o.plan.sizes.etp > 1)
+    int64_t tp = o.plan.sizes.tp, etp = o.plan.sizes.etp ? o.plan.sizes.etp : tp;
+    if (etp != tp)
       return fail(llvm::formatv(
-          "--ep {0} with tensor parallelism (--tp {1}, "
-          "--expert-tensor-parallel-size {2}) is not implemented yet; expert "
-          "parallelism is compiled with --tp 1 so far (with --dp, --pp and "
-          "--num-microbatches)",
-          ep, o.plan.sizes.tp, o.plan.sizes.etp ? o.plan.sizes.etp : o.plan.sizes.tp));
+          "--ep {0} with --expert-tensor-parallel-size {1} and --tp {2} is "
+          "not implemented yet; expert parallelism is compiled with the "
+          "experts split over tp as a dense MLP is (--expert-tensor-parallel-"
+          "size {2}, the default)",
+          ep, etp, tp));
   }
 
   // The program: the forward entry, tokens, labels and loss mask -> loss.
@@ -331,7 +332,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (config.pp > 1)
     if (Error e = run("pipeline", buildTfmPipelinePipeline))
       return e;
-  Expected<SmallVector<ParamInfo>> params = describeParams(module, config.pp);
+  Expected<SmallVector<ParamInfo, 0>> params = describeParams(module, config.pp);
   if (!params)
     return params.takeError();
   // What the report says of the sharded entries: the activations a train

@@ -73,10 +73,14 @@ ModelInfo loom::driver::readModel(ModuleOp module, RankedTensorType tokens) {
 
 int64_t ParamInfo::localBytes() const {
   int64_t elements = 1;
-  for (auto [d, size] : llvm::enumerate(shape))
-    elements *= placement.splitDim && int64_t(d) == *placement.splitDim
-                    ? size / placement.parts
-                    : size;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    int64_t part = size;
+    if (placement.splitDim && int64_t(d) == *placement.splitDim)
+      part /= placement.parts;
+    if (placement.then && int64_t(d) == placement.then->splitDim)
+      part /= placement.then->parts;
+    elements *= part;
+  }
   return elements * int64_t(elementType.getIntOrFloatBitWidth() / 8);
 }
 
@@ -104,8 +108,13 @@ Expected<Placement> placementOf(StringRef name, tfm::DistAttr dist,
       return unplaceable("its chunks are reordered");
     if (dim.isWhole())
       continue;
-    if (p.splitDim)
-      return unplaceable("it is split on two dims");
+    if (p.splitDim) {
+      if (p.then)
+        return unplaceable("it is split on three dims");
+      p.then = Placement::Then{mesh->groupKind(dim.axes), d,
+                               mesh->product(dim.axes)};
+      continue;
+    }
     p.splitDim = d;
     p.parts = mesh->product(dim.axes);
     p.group = mesh->groupKind(dim.axes);
@@ -140,7 +149,7 @@ llvm::StringMap<std::set<int64_t>> paramStages(ModuleOp module) {
 
 } // namespace
 
-Expected<SmallVector<ParamInfo>>
+Expected<SmallVector<ParamInfo, 0>>
 loom::driver::describeParams(ModuleOp module, int64_t pp) {
   llvm::StringMap<tfm::DistAttr> dists;
   module.walk([&](tfm::GetParamOp get) {
@@ -149,7 +158,7 @@ loom::driver::describeParams(ModuleOp module, int64_t pp) {
   llvm::StringMap<std::set<int64_t>> stages;
   if (pp > 1)
     stages = paramStages(module);
-  SmallVector<ParamInfo> params;
+  SmallVector<ParamInfo, 0> params;
   for (auto p : module.getOps<tfm::ParamOp>()) {
     ParamInfo &info = params.emplace_back();
     info.name = p.getSymName().str();

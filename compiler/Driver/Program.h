@@ -61,6 +61,15 @@ struct Placement {
   std::string group;
   std::optional<int64_t> splitDim;
   int64_t parts = 1;
+  /// A second split, within the first's piece (an expert's weights: the
+  /// experts over ep, then each expert's features over the expert tp
+  /// group).
+  struct Then {
+    std::string group;
+    int64_t splitDim = 0;
+    int64_t parts = 1;
+  };
+  std::optional<Then> then;
 };
 
 /// A parameter: its declaration, placement and the pp ranks whose
@@ -80,7 +89,7 @@ struct ParamInfo {
 
 /// The module's parameters, after the shard stage (and the pipeline stage,
 /// which decides the pp ranks that read each).
-llvm::Expected<llvm::SmallVector<ParamInfo>> describeParams(mlir::ModuleOp module,
+llvm::Expected<llvm::SmallVector<ParamInfo, 0>> describeParams(mlir::ModuleOp module,
                                                             int64_t pp);
 
 /// The entry points of a module (functions with tfm.entry), in module order.

@@ -127,14 +127,17 @@ void printProgram(llvm::raw_ostream &os, const Report &r,
   if (const auto &d = r.expertDispatch; d && r.plan.sizes.ep > 1) {
     int64_t ep = r.plan.sizes.ep;
     os << llvm::formatv(
-        "  experts: {0} of {1} on each rank (ep {2}); per MoE layer and "
+        "  experts: {0} of {1} on each rank (ep {2}{6}); per MoE layer and "
         "micro-batch the dispatch sends this rank's rows ({3} bytes) to their "
         "experts' ranks and the combine brings them back, {4} bytes of each "
         "to other ranks with even routing; this rank's experts receive at "
         "most {5} bytes (ep x the rows: the dropless bound its buffers "
         "hold)\n",
         d->numExperts / ep, d->numExperts, ep, d->rowBytes,
-        d->rowBytes * (ep - 1) / ep, d->boundBytes);
+        d->rowBytes * (ep - 1) / ep, d->boundBytes,
+        r.plan.sizes.tp > 1
+            ? llvm::formatv(", each split over tp {0}", r.plan.sizes.tp).str()
+            : "");
   } else if (r.moe) {
     os << "  experts: every expert on every rank (ep 1"
        << (r.plan.sizes.tp > 1

@@ -179,6 +179,9 @@ Error loom::driver::describeProgram(manifest::Manifest &mf,
       where.ppRanks.emplace(p.ppRanks.begin(), p.ppRanks.end());
     if (p.placement.splitDim)
       where.splitDim = *p.placement.splitDim;
+    if (p.placement.then)
+      where.then = manifest::Placement::Then{p.placement.then->group,
+                                             p.placement.then->splitDim};
   }
 
   mf.worldSize = int32_t(world);

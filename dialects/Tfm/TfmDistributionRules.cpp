@@ -1101,14 +1101,21 @@ Dists MoeDispatchOp::inferResultDistributions() {
   return SmallVector<DistAttr>{split, split};
 }
 Dists MoeCombineOp::inferResultDistributions() {
+  // Linear in the rows: a partial sum over the expert tp group (a
+  // row-parallel expert's output) stays one, over the dense world's group
+  // of that name (the same ranks: etp = tp).
+  DistAttr in = getDist(getDispatched());
   DistAttr want =
       DistAttr::replicated(getMeshAttr()).withAxes(0, {getAxis()});
-  if (getDist(getDispatched()) != want)
+  if (in.withoutPartial() != want)
     return emitOpError() << "the dispatched rows are " << of(getDispatched())
                          << " but must be " << describe(want);
-  if (failed(replicated(*this, "the counts", getAllCounts())))
+  if (failed(sumsOnly(*this, "the dispatched rows", getDispatched(),
+                      "a combine")) ||
+      failed(replicated(*this, "the counts", getAllCounts())))
     return failure();
-  return SmallVector<DistAttr>{getDist(getAllCounts())};
+  return SmallVector<DistAttr>{getDist(getAllCounts()).withPartial(
+      in.getPartialAxes(), in.getReduction())};
 }
 
 /// The experts' split under expert parallelism: the weight [experts, ..]

@@ -843,10 +843,25 @@ struct GroupedLinearRule : Model<GroupedLinearRule, GroupedLinearOp> {
     auto op = cast<GroupedLinearOp>(o);
     Value x = op.getInput();
     // Expert parallelism: dispatched rows (split over ep) meet this rank's
-    // experts, the weight split on dim 0 as the rows are.
+    // experts, the weight split on dim 0 as the rows are; with tp each
+    // expert is split over the expert mesh's tp axis as a dense MLP is
+    // (etp = tp): column-parallel on whole rows, row-parallel on rows whose
+    // features are split.
     if (DimDist rows = getDist(x).getDim(0); !rows.isWhole()) {
       DistAttr experts =
           DistAttr::replicated(getDist(x).getMesh()).withDim(0, rows);
+      if (!p.tp().empty()) {
+        int64_t out =
+            cast<RankedTensorType>(op.getWeight().getType()).getDimSize(1);
+        if (p.featuresSplit(x))
+          experts = dimLike(experts, 2, getDist(x), 1);
+        else if (out % p.tpRanks() != 0)
+          return op.emitError() << "the experts' " << out
+                                << " out-features are not divisible by tp "
+                                << p.tpRanks();
+        else
+          experts = experts.withAxes(1, {p.tp()});
+      }
       return failure(failed(p.require(o, 1, experts)) ||
                      failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     }

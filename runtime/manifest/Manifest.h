@@ -108,6 +108,13 @@ struct Placement {
   std::string group;
   std::optional<int64_t> splitDim;
   std::optional<std::vector<int64_t>> ppRanks;
+  /// "then": a second split of each rank's piece, on another dim, by the
+  /// rank's position in its group of another kind.
+  struct Then {
+    std::string group;
+    int64_t splitDim = 0;
+  };
+  std::optional<Then> then;
 };
 
 struct ParamSpec {

@@ -322,6 +322,14 @@ Placement parsePlacement(const Reader &r, const json &v,
     for (size_t k = 0; k < r.array(*s, sp).size(); ++k)
       p.ppRanks->push_back(r.integer((*s)[k], at(sp, k)));
   }
+  if (const json *t = r.optMember(v, "then")) {
+    std::string tp = at(path, "then");
+    if (!t->is_object())
+      r.fail(tp, "expected an object");
+    p.then = Placement::Then{
+        r.string(r.member(*t, tp, "group"), at(tp, "group")),
+        r.integer(r.member(*t, tp, "split_dim"), at(tp, "split_dim"))};
+  }
   return p;
 }
 
@@ -545,6 +553,9 @@ json paramJson(const ParamSpec &p) {
       placement["split_dim"] = *p.placement->splitDim;
     if (p.placement->ppRanks)
       placement["pp_ranks"] = *p.placement->ppRanks;
+    if (p.placement->then)
+      placement["then"] = {{"group", p.placement->then->group},
+                           {"split_dim", p.placement->then->splitDim}};
     out["placement"] = std::move(placement);
   } else {
     json shards = json::array();

@@ -140,7 +140,9 @@ void checkEntries(const Checker &r, const Entries &entries,
 
 // "placement": {"group": KIND, "split_dim": D}: every rank of every group
 // of KIND holds the parameter, split on D by its position in the group (or
-// whole without split_dim).
+// whole without split_dim); with "then": {"group": KIND2, "split_dim": D2}
+// each rank's piece is split again on D2 by its position in its KIND2
+// group (an expert's weights: over ep, then over the expert tp group).
 void placeShards(const Checker &r, const Placement &pl,
                  const std::string &path, const Manifest &m, ParamSpec &p) {
   auto groups = m.groups.find(pl.group);
@@ -169,6 +171,29 @@ void placeShards(const Checker &r, const Placement &pl,
       stages->insert(st);
     }
   }
+  // The second split: each rank's position in its group of that kind, and
+  // the group's size.
+  std::map<int32_t, std::pair<int64_t, int64_t>> thenPosition;
+  if (pl.then) {
+    std::string tp = at(path, "then");
+    auto thenGroups = m.groups.find(pl.then->group);
+    if (thenGroups == m.groups.end())
+      r.fail(at(tp, "group"),
+             "\"groups\" has no kind \"" + pl.then->group + "\"");
+    int64_t k = pl.then->splitDim;
+    if (k < 0 || k >= int64_t(p.shape.size()) || (dim && size_t(k) == *dim))
+      r.fail(at(tp, "split_dim"),
+             "dim " + std::to_string(k) + " is not another dim of " +
+                 shapeString(p.shape));
+    for (const std::vector<int32_t> &g : thenGroups->second) {
+      if (p.shape[size_t(k)] % int64_t(g.size()) != 0)
+        r.fail(tp, "dim " + std::to_string(k) + " of " + shapeString(p.shape) +
+                       " does not split over " + std::to_string(g.size()) +
+                       " ranks");
+      for (size_t c = 0; c < g.size(); ++c)
+        thenPosition[g[c]] = {int64_t(c), int64_t(g.size())};
+    }
+  }
   p.shards.clear();
   for (const std::vector<int32_t> &members : groups->second) {
     if (stages && !stages->count(m.ppRankOf(members.front())))
@@ -185,6 +210,16 @@ void placeShards(const Checker &r, const Placement &pl,
       if (dim) {
         sh.box.shape[*dim] /= n;
         sh.box.offset[*dim] = c * sh.box.shape[*dim];
+      }
+      if (pl.then) {
+        auto where = thenPosition.find(sh.rank);
+        if (where == thenPosition.end())
+          r.fail(at(path, "then"), "rank " + std::to_string(sh.rank) +
+                                       " is in no group of kind \"" +
+                                       pl.then->group + "\"");
+        size_t k = size_t(pl.then->splitDim);
+        sh.box.shape[k] /= where->second.second;
+        sh.box.offset[k] = where->second.first * sh.box.shape[k];
       }
       p.shards.push_back(std::move(sh));
     }

@@ -407,4 +407,42 @@ TEST(Manifest, PlacementOverAGroupKind) {
             "m.json: params[0]: give \"shards\" or \"placement\", not both");
 }
 
+TEST(Manifest, PlacementSplitTwice) {
+  // Four ranks: q.weight [4, 6] split on dim 0 by the "ep" position, then
+  // on dim 1 by the "etp" position (an expert's weights under ep x etp).
+  json j = fusedQkvManifest(4);
+  j["groups"]["ep"] = {{0, 1}, {2, 3}};
+  j["groups"]["etp"] = {{0, 2}, {1, 3}};
+  json &q = j["params"][0];
+  q.erase("shards");
+  q["placement"] = {{"group", "ep"},
+                    {"split_dim", 0},
+                    {"then", {{"group", "etp"}, {"split_dim", 1}}}};
+  Manifest m = parseManifest(j.dump(), "m.json");
+  const ParamSpec &w = *m.findParam("attn.q.weight");
+  ASSERT_EQ(w.shards.size(), 4u);
+  EXPECT_EQ(w.shardOf(0)->box.offset, (Shape{0, 0}));
+  EXPECT_EQ(w.shardOf(1)->box.offset, (Shape{2, 0}));
+  EXPECT_EQ(w.shardOf(2)->box.offset, (Shape{0, 3}));
+  EXPECT_EQ(w.shardOf(3)->box.offset, (Shape{2, 3}));
+  EXPECT_EQ(w.shardOf(3)->box.shape, (Shape{2, 3}));
+  // Round trip.
+  Manifest again = parseManifest(serialize(m), "again.json");
+  EXPECT_EQ(again.findParam("attn.q.weight")->shardOf(2)->box.offset,
+            (Shape{0, 3}));
+
+  json bad = j;
+  bad["params"][0]["placement"]["then"]["split_dim"] = 0;
+  EXPECT_EQ(errorOf(bad), "m.json: params[0].placement.then.split_dim: dim 0 "
+                          "is not another dim of [4, 6]");
+  bad = j;
+  bad["params"][0]["placement"]["then"]["group"] = "cp";
+  EXPECT_EQ(errorOf(bad), "m.json: params[0].placement.then.group: "
+                          "\"groups\" has no kind \"cp\"");
+  bad = j;
+  bad["groups"]["etp"] = {{0, 1, 2, 3}};
+  EXPECT_EQ(errorOf(bad), "m.json: params[0].placement.then: dim 1 of [4, 6] "
+                          "does not split over 4 ranks");
+}
+
 } // namespace
