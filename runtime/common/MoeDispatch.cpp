@@ -86,6 +86,37 @@ Exchange readExchange(const char *fn, loomrt_comm comm, loomrt_dtype dtype,
   return x;
 }
 
+/// One p2p batch between every rank's rows, grouped by expert, and the
+/// dispatched rows of the ranks holding those experts: to the experts
+/// (`toExperts`: `rows` are sent, `dispatched` received) or back.
+void exchange(loomrt_comm comm, loomrt_dtype dtype, const Exchange &x,
+              int64_t H, const void *rows, void *rowsOut,
+              const void *dispatched, void *dispatchedOut, bool toExperts) {
+  ::loomrt_p2p_begin(comm);
+  // This rank's rows of each rank's experts, expert by expert.
+  for (int64_t q = 0; q < x.P; ++q)
+    for (int64_t j = 0; j < x.local; ++j) {
+      int64_t e = q * x.local + j, n = x.count(x.r, e);
+      int64_t offset = x.sentRow(e) * x.rowBytes;
+      if (n > 0 && toExperts)
+        ::loomrt_send(comm, dtype, at(rows, offset), n * H, int32_t(q));
+      else if (n > 0)
+        ::loomrt_recv(comm, dtype, at(rowsOut, offset), n * H, int32_t(q));
+    }
+  // Each rank's rows of this rank's experts, each at its place.
+  for (int64_t s = 0; s < x.P; ++s)
+    for (int64_t j = 0; j < x.local; ++j) {
+      int64_t n = x.count(s, x.r * x.local + j);
+      int64_t offset = x.receivedRow(j, s) * x.rowBytes;
+      if (n > 0 && toExperts)
+        ::loomrt_recv(comm, dtype, at(dispatchedOut, offset), n * H,
+                      int32_t(s));
+      else if (n > 0)
+        ::loomrt_send(comm, dtype, at(dispatched, offset), n * H, int32_t(s));
+    }
+  ::loomrt_p2p_end(comm);
+}
+
 } // namespace
 
 void common::loomrt_moe_dispatch(loomrt_comm comm, loomrt_dtype dtype,
@@ -93,33 +124,17 @@ void common::loomrt_moe_dispatch(loomrt_comm comm, loomrt_dtype dtype,
                                  const int32_t *all_counts, const void *rows,
                                  void *dispatched, int32_t *local_counts) {
   Exchange x = readExchange(__func__, comm, dtype, E, N, H, M, all_counts);
-  ::loomrt_p2p_begin(comm);
-  // To each rank its experts' rows, expert by expert.
-  for (int64_t q = 0; q < x.P; ++q)
-    for (int64_t j = 0; j < x.local; ++j) {
-      int64_t e = q * x.local + j, n = x.count(x.r, e);
-      if (n > 0)
-        ::loomrt_send(comm, dtype, at(rows, x.sentRow(e) * x.rowBytes), n * H,
-                    int32_t(q));
-    }
-  // From each rank its rows of this rank's experts, each at its place.
-  for (int64_t s = 0; s < x.P; ++s)
-    for (int64_t j = 0; j < x.local; ++j) {
-      int64_t n = x.count(s, x.r * x.local + j);
-      if (n > 0)
-        ::loomrt_recv(comm, dtype, at(dispatched, x.receivedRow(j, s) * x.rowBytes),
-                    n * H, int32_t(s));
-    }
-  ::loomrt_p2p_end(comm);
+  exchange(comm, dtype, x, H, rows, nullptr, nullptr, dispatched,
+           /*toExperts=*/true);
   int64_t received = x.receivedTotal();
   ::loomrt_zero(at(dispatched, received * x.rowBytes),
-              (M - received) * x.rowBytes);
+                (M - received) * x.rowBytes);
   std::vector<int32_t> mine(size_t(x.local), 0);
   for (int64_t j = 0; j < x.local; ++j)
     for (int64_t s = 0; s < x.P; ++s)
       mine[size_t(j)] += x.count(s, x.r * x.local + j);
   ::loomrt_copy(local_counts, mine.data(),
-              int64_t(mine.size() * sizeof(int32_t)));
+                int64_t(mine.size() * sizeof(int32_t)));
 }
 
 void common::loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype,
@@ -127,25 +142,8 @@ void common::loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype,
                                 const int32_t *all_counts,
                                 const void *dispatched, void *rows) {
   Exchange x = readExchange(__func__, comm, dtype, E, N, H, M, all_counts);
-  ::loomrt_p2p_begin(comm);
-  // Back to each source rank its rows of this rank's experts.
-  for (int64_t s = 0; s < x.P; ++s)
-    for (int64_t j = 0; j < x.local; ++j) {
-      int64_t n = x.count(s, x.r * x.local + j);
-      if (n > 0)
-        ::loomrt_send(comm, dtype,
-                    at(dispatched, x.receivedRow(j, s) * x.rowBytes), n * H,
-                    int32_t(s));
-    }
-  // From each rank the rows this rank sent it, where they came from.
-  for (int64_t q = 0; q < x.P; ++q)
-    for (int64_t j = 0; j < x.local; ++j) {
-      int64_t e = q * x.local + j, n = x.count(x.r, e);
-      if (n > 0)
-        ::loomrt_recv(comm, dtype, at(rows, x.sentRow(e) * x.rowBytes), n * H,
-                    int32_t(q));
-    }
-  ::loomrt_p2p_end(comm);
+  exchange(comm, dtype, x, H, nullptr, rows, dispatched, nullptr,
+           /*toExperts=*/false);
   int64_t sent = x.sentTotal();
   ::loomrt_zero(at(rows, sent * x.rowBytes), (N - sent) * x.rowBytes);
 }

@@ -353,27 +353,39 @@ LogicalResult lower(MoeGatherCountsOp op, MoeGatherCountsOp::Adaptor a,
   return success();
 }
 
+/// The sizes of a dispatch or combine: E (every rank's counts over the
+/// group's size), the rank's rows [N, H] and the dispatched rows M.
+struct ExchangeSizes {
+  rt::I64 E, N, H, M;
+};
+static ExchangeSizes exchangeSizes(Value rows, Value dispatched,
+                                   Value allCounts, const Ring &group,
+                                   Emitter &e) {
+  auto shape = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  return {e.i64(shape(allCounts)[0] / group.size), e.i64(shape(rows)[0]),
+          e.i64(shape(rows)[1]), e.i64(shape(dispatched)[0])};
+}
+
 template <>
 LogicalResult lower(MoeDispatchOp op, MoeDispatchOp::Adaptor a, Emitter &e) {
   FailureOr<Ring> group = ringOf(e);
   if (failed(group))
     return failure();
-  auto rows = cast<RankedTensorType>(op.getRows().getType());
-  int64_t all =
-      cast<RankedTensorType>(op.getAllCounts().getType()).getDimSize(0);
+  ExchangeSizes n = exchangeSizes(op.getRows(), op.getDispatched(),
+                                  op.getAllCounts(), *group, e);
   Value out = e.result(0);
-  e.call(rt::MoeDispatch{
-      .comm = group->handle,
-      .dtype = e.dtype(out),
-      .E = e.i64(all / group->size),
-      .N = e.i64(rows.getDimSize(0)),
-      .H = e.i64(rows.getDimSize(1)),
-      .M = e.i64(cast<RankedTensorType>(op.getDispatched().getType())
-                     .getDimSize(0)),
-      .all_counts = e.ptr(a.getAllCounts()),
-      .rows = e.ptr(a.getRows()),
-      .dispatched = e.ptr(out),
-      .local_counts = e.ptr(e.result(1))});
+  e.call(rt::MoeDispatch{.comm = group->handle,
+                         .dtype = e.dtype(out),
+                         .E = n.E,
+                         .N = n.N,
+                         .H = n.H,
+                         .M = n.M,
+                         .all_counts = e.ptr(a.getAllCounts()),
+                         .rows = e.ptr(a.getRows()),
+                         .dispatched = e.ptr(out),
+                         .local_counts = e.ptr(e.result(1))});
   return success();
 }
 
@@ -382,21 +394,18 @@ LogicalResult lower(MoeCombineOp op, MoeCombineOp::Adaptor a, Emitter &e) {
   FailureOr<Ring> group = ringOf(e);
   if (failed(group))
     return failure();
-  auto rows = cast<RankedTensorType>(op.getRows().getType());
-  int64_t all =
-      cast<RankedTensorType>(op.getAllCounts().getType()).getDimSize(0);
+  ExchangeSizes n = exchangeSizes(op.getRows(), op.getDispatched(),
+                                  op.getAllCounts(), *group, e);
   Value out = e.result(0);
-  e.call(rt::MoeCombine{
-      .comm = group->handle,
-      .dtype = e.dtype(out),
-      .E = e.i64(all / group->size),
-      .N = e.i64(rows.getDimSize(0)),
-      .H = e.i64(rows.getDimSize(1)),
-      .M = e.i64(cast<RankedTensorType>(op.getDispatched().getType())
-                     .getDimSize(0)),
-      .all_counts = e.ptr(a.getAllCounts()),
-      .dispatched = e.ptr(a.getDispatched()),
-      .rows = e.ptr(out)});
+  e.call(rt::MoeCombine{.comm = group->handle,
+                        .dtype = e.dtype(out),
+                        .E = n.E,
+                        .N = n.N,
+                        .H = n.H,
+                        .M = n.M,
+                        .all_counts = e.ptr(a.getAllCounts()),
+                        .dispatched = e.ptr(a.getDispatched()),
+                        .rows = e.ptr(out)});
   return success();
 }
 
