@@ -84,6 +84,12 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
                    "ranks: alltoall (a counts exchange, then each expert's "
                    "rows to its rank and back; Megatron's default)"),
           cl::value_desc("alltoall"), cl::cat(category)),
+      moeRouterLoadBalancingType(
+          "moe-router-load-balancing-type", cl::init("aux_loss"),
+          cl::desc("The routers' load balancing: aux_loss (Megatron's "
+                   "load-balancing loss per layer and micro-batch, the "
+                   "default) or none (no load-balancing loss)"),
+          cl::value_desc("aux_loss|none"), cl::cat(category)),
       backend("backend", cl::init("cpu"),
               cl::desc("Runtime the rank executables link: cpu (OpenBLAS + "
                        "MPI) or cuda (CUDA kernels, cuBLAS, NCCL; one GPU per "
@@ -148,6 +154,33 @@ Expected<driver::CompileOptions> CompileFlags::options() const {
     return fail("--moe-pad-expert-input-to-capacity needs "
                 "--moe-expert-capacity-factor");
   options.moePadExpertInputToCapacity = moePadExpertInputToCapacity;
+  // Megatron's load-balancing types: capacity works with aux_loss and none
+  // only (as Megatron checks), and none is aux_loss with no loss.
+  const std::string &balancing = moeRouterLoadBalancingType;
+  bool knownBalancing = balancing == "aux_loss" || balancing == "none" ||
+                        balancing == "seq_aux_loss" ||
+                        balancing == "global_aux_loss" ||
+                        balancing == "sinkhorn";
+  if (!knownBalancing)
+    return fail("--moe-router-load-balancing-type '" + balancing +
+                "' is not aux_loss, seq_aux_loss, global_aux_loss, sinkhorn "
+                "or none");
+  if (options.moeExpertCapacityFactor && balancing != "aux_loss" &&
+      balancing != "none")
+    return fail("--moe-expert-capacity-factor needs "
+                "--moe-router-load-balancing-type aux_loss or none, not " +
+                balancing);
+  if (balancing != "aux_loss" && balancing != "none")
+    return fail("--moe-router-load-balancing-type " + balancing +
+                " is not implemented yet (aux_loss or none)");
+  if (balancing == "none") {
+    if (options.moeAuxLossCoeff && *options.moeAuxLossCoeff != 0.0)
+      return fail("--moe-aux-loss-coeff " +
+                  std::to_string(*options.moeAuxLossCoeff) +
+                  " conflicts with --moe-router-load-balancing-type none "
+                  "(no load-balancing loss)");
+    options.moeAuxLossCoeff = 0.0;
+  }
   if (moeTokenDispatcherType == "allgather" || moeTokenDispatcherType == "flex")
     return fail("--moe-token-dispatcher-type " + moeTokenDispatcherType +
                 " is not implemented yet; Loom dispatches with alltoall");

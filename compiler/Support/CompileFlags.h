@@ -58,6 +58,7 @@ public:
   llvm::cl::opt<std::string> moeTokenDropPolicy;
   llvm::cl::opt<bool> moePadExpertInputToCapacity;
   llvm::cl::opt<std::string> moeTokenDispatcherType;
+  llvm::cl::opt<std::string> moeRouterLoadBalancingType;
   llvm::cl::opt<std::string> backend;
 };
 
