@@ -313,6 +313,15 @@ struct Manifest {
   const std::string &gradientGroupOf(const ParamSpec &p) const {
     return p.gradientGroup ? *p.gradientGroup : gradientGroup;
   }
+  /// Whether some parameter's gradient has a group of its own (experts):
+  /// then the ranks of a gradientGroup group hold different parameters, and
+  /// each its own flat optimizer buffer.
+  bool hasOwnGradientGroups() const {
+    for (const ParamSpec &p : params)
+      if (p.gradientGroup)
+        return true;
+    return false;
+  }
   /// Its size and this rank's index in it (1 and 0 without such groups).
   std::pair<int64_t, int64_t> gradientParallel(int32_t rank) const;
 

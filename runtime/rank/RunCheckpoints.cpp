@@ -288,8 +288,9 @@ void Run::loadShardedOptimizer() {
   // flat buffer (data-parallel rank 0's holds all of it without the
   // distributed optimizer); the saving run may have used the other
   // optimizer, so each rank takes its range from whichever files hold it.
+  // With experts the peers' buffers hold other experts: its own file only.
   std::vector<int32_t> group = {rank};
-  if (auto g = m.groupOf(m.gradientGroup, rank))
+  if (auto g = m.groupOf(m.gradientGroup, rank); g && !m.hasOwnGradientGroups())
     group = *g->first;
   std::vector<std::pair<int64_t, int64_t>> read;
   for (int32_t peer : group) {

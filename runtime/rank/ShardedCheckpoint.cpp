@@ -35,8 +35,11 @@ std::string shardFileName(int32_t rank) {
 }
 
 bool writesOptimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
+  // Data-parallel replicas hold the same flat buffer, unless experts make
+  // them differ (expert parallelism): then every rank writes its own.
   auto [dpSize, dpRank] = m.gradientParallel(rank);
-  return (distributed && dpSize > 1) || dpRank == 0;
+  return (distributed && dpSize > 1) || dpRank == 0 ||
+         m.hasOwnGradientGroups();
 }
 
 std::string shardedIndexJson(const Manifest &m, bool distributed,
