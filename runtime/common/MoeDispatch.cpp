@@ -133,8 +133,9 @@ void common::loomrt_moe_dispatch(loomrt_comm comm, loomrt_dtype dtype,
   for (int64_t j = 0; j < x.local; ++j)
     for (int64_t s = 0; s < x.P; ++s)
       mine[size_t(j)] += x.count(s, x.r * x.local + j);
-  ::loomrt_copy(local_counts, mine.data(),
-                int64_t(mine.size() * sizeof(int32_t)));
+  // Into backend memory without a wait: only the counts' read waits.
+  ::loomrt_upload(local_counts, mine.data(),
+                  int64_t(mine.size() * sizeof(int32_t)));
 }
 
 void common::loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype,
