@@ -212,8 +212,7 @@ FailureOr<manifest::Entry> loom::driver::describeEntry(func::FuncOp f) {
       manifest::ArgKind kind = manifest::parseArgKind(input.getValue().str());
       manifest::EntryArg *a =
           arg(kind, kind == manifest::ArgKind::Other ? input.getValue() : "");
-      if (auto m = f.getArgAttrOfType<IntegerAttr>(i, tfm::kMicrobatchAttrName))
-        a->microbatch = m.getInt();
+      a->stacked = f.getArgAttr(i, tfm::kMicrobatchesAttrName) != nullptr;
       continue;
     }
     if (auto group = f.getArgAttrOfType<StringAttr>(i, tfm::kCommArgAttrName)) {
@@ -227,8 +226,8 @@ FailureOr<manifest::Entry> loom::driver::describeEntry(func::FuncOp f) {
                               "parameter nor a communicator";
     arg(manifest::ArgKind::Param, name.getValue());
   }
-  // The loss (a pipelined step's last stage: one per micro-batch), then
-  // the gradients.
+  // The loss (a pipelined step's last stage: every micro-batch's, stacked),
+  // then the gradients.
   bool pipelined = f->hasAttr(tfm::kPipelineRankAttrName);
   // The chunk whose tfm.grads_ready completes each returned gradient.
   DenseMap<Value, int64_t> readyChunk;
@@ -238,13 +237,12 @@ FailureOr<manifest::Entry> loom::driver::describeEntry(func::FuncOp f) {
   });
   Operation *ret = f.getBody().front().getTerminator();
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    auto micro = f.getResultAttrOfType<IntegerAttr>(i, tfm::kMicrobatchAttrName);
     if (i == 0 && !pipelined) {
       arg(manifest::ArgKind::Loss);
       continue;
     }
-    if (micro) {
-      arg(manifest::ArgKind::Loss)->microbatch = micro.getInt();
+    if (f.getResultAttr(i, tfm::kMicrobatchesAttrName)) {
+      arg(manifest::ArgKind::Loss)->stacked = true;
       continue;
     }
     auto name = f.getResultAttrOfType<StringAttr>(i, tfm::kGradResultAttrName);

@@ -52,9 +52,9 @@ inline constexpr llvm::StringLiteral kGradResultAttrName = "tfm.grad";
 /// Entry result: the process-group kind its gradient is summed over
 /// (tfm-mark-gradient-groups), e.g. "dp" or "dp-cp".
 inline constexpr llvm::StringLiteral kGradGroupAttrName = "tfm.grad_group";
-/// Entry argument or result of a pipelined step (tfm-schedule-pipeline):
-/// the micro-batch whose batch input or loss it carries.
-inline constexpr llvm::StringLiteral kMicrobatchAttrName = "tfm.microbatch";
+/// On a pipelined step's batch input or loss result: it holds this many
+/// micro-batches, stacked on its leading dim.
+inline constexpr llvm::StringLiteral kMicrobatchesAttrName = "tfm.microbatches";
 /// Function: its last argument is its workspace, this many bytes that hold
 /// every temporary at offsets fixed at compile time (tfm-plan-buffers);
 /// the caller provides it, and keeps it from call to call.

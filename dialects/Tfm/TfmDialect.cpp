@@ -122,7 +122,7 @@ LogicalResult TfmDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (name == kParamArgAttrName || name == kCommArgAttrName ||
       name == kGradResultAttrName || name == kGradGroupAttrName)
     return expectName(op, attr);
-  if (name == kMicrobatchAttrName)
+  if (name == kMicrobatchesAttrName)
     return expectIndex(op, attr);
   if (name == kInputArgAttrName) {
     auto kind = dyn_cast<StringAttr>(attr.getValue());
@@ -142,7 +142,7 @@ LogicalResult TfmDialect::verifyRegionResultAttribute(Operation *op, unsigned,
   StringRef name = attr.getName().getValue();
   if (name == kGradResultAttrName || name == kGradGroupAttrName)
     return expectName(op, attr);
-  if (name == kMicrobatchAttrName)
+  if (name == kMicrobatchesAttrName)
     return expectIndex(op, attr);
   return op->emitError() << "unknown result attribute "
                          << attr.getName().getValue() << " of the tfm dialect";

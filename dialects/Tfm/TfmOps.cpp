@@ -681,6 +681,33 @@ LogicalResult PipelineDataOp::verify() {
                        << getWhat() << "\"";
 }
 
+/// `stacked` is `one` with a leading dim of micro-batches that holds
+/// `index`.
+static LogicalResult verifyStacked(Operation *op, Type stacked, Type one,
+                                   int64_t index) {
+  auto s = cast<RankedTensorType>(stacked);
+  auto o = cast<RankedTensorType>(one);
+  if (s.getRank() != o.getRank() + 1 ||
+      s.getShape().drop_front() != o.getShape() ||
+      s.getElementType() != o.getElementType())
+    return op->emitOpError() << s << " is not " << o
+                             << " stacked on a leading micro-batch dim";
+  if (index < 0 || index >= s.getDimSize(0))
+    return op->emitOpError() << "micro-batch " << index << " is outside the "
+                             << s.getDimSize(0) << " of " << s;
+  return success();
+}
+
+LogicalResult MicrobatchSliceOp::verify() {
+  return verifyStacked(*this, getStacked().getType(), getResult().getType(),
+                       getIndex());
+}
+
+LogicalResult MicrobatchInsertOp::verify() {
+  return verifyStacked(*this, getDest().getType(), getValue().getType(),
+                       getIndex());
+}
+
 LogicalResult PipelineP2POp::verify() {
   if (getSends().empty() && getResults().empty())
     return emitOpError() << "sends and receives nothing";

@@ -1195,6 +1195,67 @@ def Tfm_PipelineDataOp : Tfm_Op<"pipeline_data"> {
   let hasVerifier = 1;
 }
 
+// A pipelined step takes each batch input for all of its micro-batches at
+// once (stacked on a leading dim) and returns its micro-batches' losses
+// the same way, so that a loop over the micro-batch index can address them.
+def Tfm_MicrobatchSliceOp : Tfm_Op<"microbatch_slice", [Pure]> {
+  let summary = "one micro-batch of a stacked step input";
+  let description = [{
+    Micro-batch `index + base` of `stacked`, whose leading dim holds a
+    step's micro-batches (`base`, when given, is a loop's run-time offset).
+    The result is a copy (the inputs are a few bytes per token).
+
+    ```mlir
+    %t = tfm.microbatch_slice %tokens[3] : tensor<4x2x32xi32> -> tensor<2x32xi32>
+    %u = tfm.microbatch_slice %tokens[1 + %m] : tensor<4x2x32xi32> -> tensor<2x32xi32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$stacked, I64Attr:$index,
+                       Optional<Index>:$base);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $stacked `[` $index (`+` $base^)? `]` attr-dict `:` type($stacked) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MicrobatchInsertOp : Tfm_Op<"microbatch_insert", [Pure,
+    AllTypesMatch<["dest", "result"]>]> {
+  let summary = "writes one micro-batch's value into a stacked step result";
+  let description = [{
+    `dest` with micro-batch `index + base` (its leading dim) replaced by
+    `value`. The lowering writes `dest`'s buffer in place, so `dest` must
+    have no other use (tfm-schedule-pipeline threads it from one insert to
+    the next).
+
+    ```mlir
+    %l1 = tfm.microbatch_insert %loss into %l0[2] : tensor<f32> into tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, AnyRankedTensor:$dest,
+                       I64Attr:$index, Optional<Index>:$base);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $value `into` $dest `[` $index (`+` $base^)? `]` attr-dict `:`
+    type($value) `into` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_EmptyOp : Tfm_Op<"empty", [Pure]> {
+  let summary = "a tensor whose every element is written before it is read";
+  let description = [{
+    The start of a stacked step result that tfm.microbatch_insert fills.
+
+    ```mlir
+    %l = tfm.empty : tensor<4xf32>
+    ```
+  }];
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 def Tfm_GradsReadyOp : Tfm_Op<"grads_ready"> {
   let summary = "marks the gradients of a pipeline chunk as final";
   let description = [{

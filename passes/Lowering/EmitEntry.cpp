@@ -100,7 +100,7 @@ struct EmitEntryPass : lowering::impl::TfmEmitEntryBase<EmitEntryPass> {
         for (StringRef name :
              {tfm::kParamArgAttrName, tfm::kGradResultAttrName,
               tfm::kGradGroupAttrName, tfm::kCommArgAttrName,
-              tfm::kInputArgAttrName, tfm::kMicrobatchAttrName})
+              tfm::kInputArgAttrName, tfm::kMicrobatchesAttrName})
           attrs.erase(name);
         kept.push_back(attrs.getDictionary(ctx));
       }

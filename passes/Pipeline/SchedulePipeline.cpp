@@ -22,6 +22,7 @@
 
 #include "passes/Pipeline/Passes.h"
 
+#include "dialects/Tfm/Distribution.h"
 #include "dialects/Tfm/TfmOps.h"
 #include "rankgen/PipelineLayout.h"
 #include "rankgen/PipelineP2P.h"
@@ -247,11 +248,12 @@ private:
     auto [it, fresh] = envs.try_emplace({micro, stage});
     if (fresh)
       for (BlockArgument a : src.getArguments())
-        it->second.map(
-            a, newFunc.getArgument(
-                   unsigned(micro * src.getNumArguments() + a.getArgNumber())));
+        it->second.map(a, input(micro, a.getArgNumber()));
     return it->second;
   }
+  /// Micro-batch `micro` of the entry's input `i`, sliced from the step's
+  /// stacked argument on first use.
+  Value input(int64_t micro, unsigned i);
   LogicalResult compute(const rankgen::ScheduleStep &step);
   /// The function holding `block`'s code (made on first use); with
   /// `summed`, the variant that adds those results to sums it takes.
@@ -279,6 +281,7 @@ private:
   func::FuncOp newFunc;
   std::unique_ptr<OpBuilder> b;
   std::map<std::pair<int64_t, int64_t>, IRMapping> envs;
+  std::map<std::pair<int64_t, unsigned>, Value> inputs;
   /// The function of each block of the entry.
   std::map<std::pair<Operation *, bool>, func::FuncOp> callees;
   /// The values whose micro-batch sums this rank returns (its parts of
@@ -290,6 +293,32 @@ private:
   std::map<int64_t, int64_t> backwardSteps;
   DenseMap<Value, Value> totals;
 };
+
+/// `type` with a leading dim of `n` micro-batches (whole on every rank).
+static RankedTensorType stacked(Type type, int64_t n) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape{n};
+  llvm::append_range(shape, t.getShape());
+  auto out = RankedTensorType::get(shape, t.getElementType());
+  tfm::DistAttr dist = tfm::getDist(t);
+  if (!dist)
+    return out;
+  SmallVector<tfm::DimDist> dims{tfm::DimDist{}};
+  llvm::append_range(dims, dist.getDims(t.getRank()));
+  return tfm::withDist(
+      out, tfm::DistAttr::get(t.getContext(), dist.getMesh(), dims,
+                              dist.getPartialAxes(), dist.getReduction()));
+}
+
+Value RankBuilder::input(int64_t micro, unsigned i) {
+  Value &v = inputs[{micro, i}];
+  if (!v)
+    v = b->create<tfm::MicrobatchSliceOp>(src.getLoc(),
+                                          src.getArgumentTypes()[i],
+                                          newFunc.getArgument(i), micro,
+                                          Value());
+  return v;
+}
 
 LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
   int64_t stage = step.chunk * pp + sched.ppRank;
@@ -560,17 +589,16 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
   MLIRContext *ctx = moduleBuilder.getContext();
   func::FuncOp f = src;
   std::string name = (f.getName() + "_pp" + Twine(sched.ppRank)).str();
-  // Arguments: the entry's, once per micro-batch.
+  // Arguments: the entry's, each holding every micro-batch.
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
-  for (int64_t m = 0; m < numMicrobatches; ++m)
-    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      argTypes.push_back(f.getArgumentTypes()[i]);
-      NamedAttrList attrs(f.getArgAttrDict(i));
-      attrs.set(tfm::kMicrobatchAttrName,
-                IntegerAttr::get(IntegerType::get(ctx, 64), m));
-      argAttrs.push_back(attrs.getDictionary(ctx));
-    }
+  auto count = IntegerAttr::get(IntegerType::get(ctx, 64), numMicrobatches);
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    argTypes.push_back(stacked(f.getArgumentTypes()[i], numMicrobatches));
+    NamedAttrList attrs(f.getArgAttrDict(i));
+    attrs.set(tfm::kMicrobatchesAttrName, count);
+    argAttrs.push_back(attrs.getDictionary(ctx));
+  }
   newFunc = moduleBuilder.create<func::FuncOp>(
       f.getLoc(), name, FunctionType::get(ctx, argTypes, {}));
   newFunc.setAllArgAttrs(argAttrs);
@@ -593,18 +621,23 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
     if (failed(action.isComm ? comm(action.comm) : compute(action.step)))
       return failure();
 
-  // Results: the last stage's micro-batch losses, then the gradients.
+  // Results: the last stage's micro-batch losses (stacked), then the
+  // gradients.
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
   int64_t last = e.numStages - 1;
-  if (last % pp == sched.ppRank)
-    for (int64_t m = 0; m < numMicrobatches; ++m) {
-      results.push_back(env(m, last).lookup(ret.getOperand(0)));
-      NamedAttrList attrs;
-      attrs.set(tfm::kMicrobatchAttrName,
-                IntegerAttr::get(IntegerType::get(ctx, 64), m));
-      resultAttrs.push_back(attrs.getDictionary(ctx));
-    }
+  if (last % pp == sched.ppRank) {
+    Value losses = b->create<tfm::EmptyOp>(
+        f.getLoc(), stacked(ret.getOperand(0).getType(), numMicrobatches));
+    for (int64_t m = 0; m < numMicrobatches; ++m)
+      losses = b->create<tfm::MicrobatchInsertOp>(
+          f.getLoc(), losses.getType(), env(m, last).lookup(ret.getOperand(0)),
+          losses, m, Value());
+    results.push_back(losses);
+    NamedAttrList attrs;
+    attrs.set(tfm::kMicrobatchesAttrName, count);
+    resultAttrs.push_back(attrs.getDictionary(ctx));
+  }
   for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
     Value t = total(ret.getOperand(i));
     if (!t)
@@ -613,6 +646,10 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
     resultAttrs.push_back(f.getResultAttrDict(i));
   }
   b->create<func::ReturnOp>(f.getLoc(), results);
+  // Inputs sliced for a stage that does not read them.
+  for (auto [key, v] : inputs)
+    if (v.use_empty())
+      v.getDefiningOp()->erase();
   newFunc.setFunctionType(
       FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
   newFunc.setAllResultAttrs(resultAttrs);

@@ -35,10 +35,13 @@ bool isRingOp(Operation *op) {
 /// checked where they are defined and used. Calls are typed by their
 /// callee (func.call's own verifier), pipeline batches move a value to
 /// the stage that computes with it as its type says (tfm-verify-pipeline-
-/// p2p checks the pairs), markers compute nothing.
+/// p2p checks the pairs), markers compute nothing, and a step's stacked
+/// micro-batches are sliced and filled as their types say.
 bool isStructure(Operation *op) {
   return isa<tfm::BlockOp, tfm::YieldOp, func::ReturnOp, func::CallOp,
-             tfm::PipelineP2POp, tfm::GradsReadyOp, tfm::PipelineDataOp>(op);
+             tfm::PipelineP2POp, tfm::GradsReadyOp, tfm::PipelineDataOp,
+             tfm::MicrobatchSliceOp, tfm::MicrobatchInsertOp, tfm::EmptyOp>(
+      op);
 }
 
 class Verifier {

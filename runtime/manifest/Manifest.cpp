@@ -136,7 +136,7 @@ std::vector<const Shard *> ParamSpec::distinctShards() const {
 
 bool Entry::pipelined() const {
   return std::any_of(args.begin(), args.end(),
-                     [](const EntryArg &a) { return a.microbatch >= 0; });
+                     [](const EntryArg &a) { return a.stacked; });
 }
 
 int64_t Manifest::ppSize() const {

@@ -205,9 +205,9 @@ struct EntryArg {
   ArgKind kind = ArgKind::Tokens;
   /// Parameter name (Param, Grad), group kind (Comm), kind (Other).
   std::string name;
-  /// The micro-batch of a pipelined step's batch input or loss; -1 for the
-  /// entries that take one micro-batch per call.
-  int64_t microbatch = -1;
+  /// A pipelined step's batch input or loss: every micro-batch of the step,
+  /// stacked (false for the entries that take one micro-batch per call).
+  bool stacked = false;
   /// A gradient's buffer dtype when it is not the parameter's (a pipelined
   /// step returns f32 sums).
   std::optional<loomrt_dtype> dtype;

@@ -157,7 +157,7 @@ std::string at(const std::string &base, size_t i) {
 bool isRunEntry(const std::string &name) { return name == "forward"; }
 
 EntryArg parseArg(const Reader &r, const json &v, const std::string &p,
-                  bool strict, int64_t numMicrobatches) {
+                  bool strict) {
   std::string kind = r.string(r.member(v, p, "kind"), at(p, "kind"));
   EntryArg a;
   a.kind = parseArgKind(kind);
@@ -185,24 +185,19 @@ EntryArg parseArg(const Reader &r, const json &v, const std::string &p,
       r.fail(at(p, "chunk"),
              "chunk " + std::to_string(a.chunk) + " must be at least 0");
   }
-  if (const json *mb = r.optMember(v, "microbatch")) {
+  if (const json *st = r.optMember(v, "stacked")) {
     if (a.kind != ArgKind::Tokens && a.kind != ArgKind::Labels &&
         a.kind != ArgKind::LossMask && a.kind != ArgKind::GradScale &&
         a.kind != ArgKind::Loss)
-      r.fail(at(p, "microbatch"), "only batch inputs and losses belong to "
-                                  "a micro-batch");
-    a.microbatch = r.integer(*mb, at(p, "microbatch"));
-    if (a.microbatch < 0 || a.microbatch >= numMicrobatches)
-      r.fail(at(p, "microbatch"), "micro-batch " +
-                                      std::to_string(a.microbatch) +
-                                      " is outside the step's " +
-                                      std::to_string(numMicrobatches));
+      r.fail(at(p, "stacked"), "only batch inputs and losses hold a step's "
+                               "micro-batches");
+    a.stacked = r.boolean(*st, at(p, "stacked"));
   }
   return a;
 }
 
-Entries parseEntries(const Reader &r, const json &v, const std::string &path,
-                     int64_t numMicrobatches) {
+Entries parseEntries(const Reader &r, const json &v,
+                     const std::string &path) {
   if (!v.is_object())
     r.fail(path, "expected an object");
   Entries entries;
@@ -214,7 +209,7 @@ Entries parseEntries(const Reader &r, const json &v, const std::string &path,
         r.array(r.member(it.value(), ep, "args"), at(ep, "args"));
     for (size_t i = 0; i < args.size(); ++i)
       e.args.push_back(parseArg(r, args[i], at(at(ep, "args"), i),
-                                isRunEntry(it.key()), numMicrobatches));
+                                isRunEntry(it.key())));
     if (const json *w = r.optMember(it.value(), "workspace_bytes"))
       e.workspaceBytes = r.positive(*w, at(ep, "workspace_bytes"));
     entries[it.key()] = std::move(e);
@@ -396,13 +391,12 @@ void parseParams(const Reader &r, const json &root, Manifest &m) {
 void parseRanks(const Reader &r, const json &root, Manifest &m) {
   const json &ranks = r.array(r.member(root, "", "ranks"), "ranks");
   if (const json *e = r.optMember(root, "entries"))
-    m.entries = parseEntries(r, *e, "entries", m.numMicrobatches);
+    m.entries = parseEntries(r, *e, "entries");
   if (const json *se = r.optMember(root, "stage_entries")) {
     const json &list = r.array(*se, "stage_entries");
     m.stageEntries.emplace();
     for (size_t k = 0; k < list.size(); ++k)
-      m.stageEntries->push_back(parseEntries(r, list[k], at("stage_entries", k),
-                                            m.numMicrobatches));
+      m.stageEntries->push_back(parseEntries(r, list[k], at("stage_entries", k)));
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
     std::string path = at("ranks", i);
@@ -415,7 +409,7 @@ void parseRanks(const Reader &r, const json &root, Manifest &m) {
       info.logsLoss = r.boolean(*l, at(path, "logs_loss"));
     if (const json *e = r.optMember(v, "entries"))
       info.ownEntries =
-          parseEntries(r, *e, at(path, "entries"), m.numMicrobatches);
+          parseEntries(r, *e, at(path, "entries"));
     if (const json *sr = r.optMember(v, "sequence_ranges")) {
       std::string sp = at(path, "sequence_ranges");
       if (r.array(*sr, sp).empty())
@@ -512,8 +506,8 @@ json entriesJson(const Entries &entries) {
         arg["name"] = a.name;
       else if (a.kind == ArgKind::Comm)
         arg["group"] = a.name;
-      if (a.microbatch >= 0)
-        arg["microbatch"] = a.microbatch;
+      if (a.stacked)
+        arg["stacked"] = true;
       if (a.dtype)
         arg["dtype"] = manifestDTypeName(*a.dtype);
       if (a.chunk >= 0)

@@ -37,6 +37,25 @@ private:
   std::unique_ptr<void, Free> ptr;
 };
 
+/// `count` equal slots of `bytes` each in one backend buffer: a pipelined
+/// step takes every micro-batch's input (and writes every loss) stacked,
+/// the entries that take one micro-batch per call use slot 0.
+class SlotBuffer {
+public:
+  SlotBuffer() = default;
+  SlotBuffer(int64_t bytes, size_t count)
+      : buf(bytes * int64_t(count)), bytes(bytes), count(count) {}
+  void *at(size_t k) const {
+    return static_cast<char *>(buf.get()) + int64_t(k) * bytes;
+  }
+  size_t size() const { return count; }
+
+private:
+  DeviceBuffer buf;
+  int64_t bytes = 0;
+  size_t count = 0;
+};
+
 /// `n` host values of `hostType` written to backend memory `out` in `dtype`
 /// (converted there, as the backend rounds).
 void uploadAs(loomrt_dtype hostType, const void *host, loomrt_dtype dtype,

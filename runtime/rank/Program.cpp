@@ -270,14 +270,15 @@ BoundEntry Run::bind(const Entry &entry) {
                 tool + " (was it linked with -rdynamic?)");
   b.fn = reinterpret_cast<EntryFn>(sym);
   b.pipelined = entry.pipelined();
-  // The input and loss slot of an argument's micro-batch.
-  auto slot = [&](const std::vector<DeviceBuffer> &bufs, const EntryArg &a) {
-    size_t k = a.microbatch < 0 ? 0 : size_t(a.microbatch);
-    if (k >= bufs.size())
-      throw Error("entry point '" + entry.symbol + "' takes micro-batch " +
-                  std::to_string(k) + ", but this rank's entries are not "
-                  "all pipelined alike");
-    return bufs[k].get();
+  // An input or loss: every micro-batch's slot (stacked) or the first.
+  auto slot = [&](const SlotBuffer &bufs, const EntryArg &a) {
+    if (a.stacked != b.pipelined || (a.stacked && bufs.size() < 2 &&
+                                     m.numMicrobatches > 1))
+      throw Error("entry point '" + entry.symbol + "' takes " +
+                  (a.stacked ? "every micro-batch" : "one micro-batch") +
+                  " per call, but this rank's entries are not all "
+                  "pipelined alike");
+    return bufs.at(0);
   };
   for (const EntryArg &a : entry.args) {
     switch (a.kind) {

@@ -256,7 +256,7 @@ private:
   // per micro-batch for pipelined entries (else one); and the float that
   // host values cross collectives in (allReduceScalar).
   struct {
-    std::vector<DeviceBuffer> tokens, labels, lossMask, loss, gradScale;
+    SlotBuffer tokens, labels, lossMask, loss, gradScale;
     /// Host values crossing a collective (allReduceScalars: up to 2).
     DeviceBuffer scalar;
     /// A train step's scalars (StepStat), read back once.

@@ -95,7 +95,7 @@ std::vector<float> Run::perTokenGradScales(const BatchReader &from,
 
 float Run::takeLoss(const BoundEntry &entry, int64_t micro) {
   if (entry.producesLoss)
-    loomrt_copy(&loss, dev.loss[slotOf(entry, micro)].get(), sizeof(float));
+    loomrt_copy(&loss, dev.loss.at(slotOf(entry, micro)), sizeof(float));
   return loss;
 }
 
@@ -119,10 +119,10 @@ void Run::readBatch(const BoundEntry &entry, const BatchReader &from,
     from.read(step, micro, dpRank, dpSize, batch);
     size_t slot = slotOf(entry, micro);
     int64_t bytes = int64_t(batch.tokens.size()) * 4;
-    loomrt_upload(dev.tokens[slot].get(), batch.tokens.data(), bytes);
-    loomrt_upload(dev.labels[slot].get(), batch.labels.data(), bytes);
-    loomrt_upload(dev.lossMask[slot].get(), batch.lossMask.data(), bytes);
-    plantHostAccessForTests(dev.tokens[slot].get());
+    loomrt_upload(dev.tokens.at(slot), batch.tokens.data(), bytes);
+    loomrt_upload(dev.labels.at(slot), batch.labels.data(), bytes);
+    loomrt_upload(dev.lossMask.at(slot), batch.lossMask.data(), bytes);
+    plantHostAccessForTests(dev.tokens.at(slot));
     double tokens = 0.0;
     for (float w : batch.lossMask)
       tokens += w;
@@ -268,12 +268,10 @@ void Run::runSteps() {
     size_t slots = me->entries.at("forward").pipelined()
                        ? size_t(m.numMicrobatches)
                        : 1;
-    for (size_t k = 0; k < slots; ++k) {
-      for (auto *bufs : {&dev.tokens, &dev.labels, &dev.lossMask})
-        bufs->emplace_back(n * 4); // int32 or f32
-      dev.loss.emplace_back(int64_t(sizeof(float)));
-      dev.gradScale.emplace_back(int64_t(sizeof(float))); // set by trainStep
-    }
+    for (auto *bufs : {&dev.tokens, &dev.labels, &dev.lossMask})
+      *bufs = SlotBuffer(n * 4, slots); // int32 or f32
+    dev.loss = SlotBuffer(int64_t(sizeof(float)), slots);
+    dev.gradScale = SlotBuffer(int64_t(sizeof(float)), slots); // trainStep
     dev.stepStats = DeviceBuffer(kStepStats * int64_t(sizeof(float)));
     microTokens.assign(size_t(m.numMicrobatches), 0.0);
     entry = bind(me->entries.at(opts.train ? "train_step" : "forward"));

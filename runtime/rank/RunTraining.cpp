@@ -481,7 +481,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     loomrt_set_grads_ready_hook(&Run::onGradsReady, this);
   for (int64_t micro = 0; micro < m.numMicrobatches; ++micro) {
     readBatch(entry, *reader, dataStep, micro);
-    loomrt_upload(dev.gradScale[slotOf(entry, micro)].get(),
+    loomrt_upload(dev.gradScale.at(slotOf(entry, micro)),
                   &gradScales[size_t(micro)], sizeof(float));
     if (entry.pipelined && micro + 1 < m.numMicrobatches)
       continue;
@@ -492,7 +492,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     for (int64_t k = entry.pipelined ? 0 : micro; k <= micro; ++k)
       if (entry.producesLoss) {
         loomrt_axpy(1, float(microTokens[size_t(k)]), LOOMRT_F32,
-                    dev.loss[slotOf(entry, k)].get(), LOOMRT_F32,
+                    dev.loss.at(slotOf(entry, k)), LOOMRT_F32,
                     stats + kLossWeighted);
         lossTokens += microTokens[size_t(k)];
       }

@@ -126,6 +126,10 @@ rt::Ptr Emitter::offsetPtr(Value p, int64_t bytes) {
   return rt::Ptr(b.create<LLVM::GEPOp>(theLoc, p.getType(), b.getI8Type(), p,
                                        ArrayRef<LLVM::GEPArg>{index}));
 }
+rt::Ptr Emitter::offsetPtr(Value p, Value bytes) {
+  return rt::Ptr(b.create<LLVM::GEPOp>(theLoc, p.getType(), b.getI8Type(), p,
+                                       ArrayRef<LLVM::GEPArg>{bytes}));
+}
 rt::I32 Emitter::dtype(Value tensorOrMemref) {
   return dtype(tensorOrMemref.getType());
 }

@@ -67,6 +67,8 @@ public:
   rt::Ptr ptr(mlir::Value memref);
   /// `p` advanced by `bytes` bytes.
   rt::Ptr offsetPtr(mlir::Value p, int64_t bytes);
+  /// `p` advanced by an int64 number of bytes known at run time.
+  rt::Ptr offsetPtr(mlir::Value p, mlir::Value bytes);
   /// The dtype code of a tensor's or memref's elements.
   rt::I32 dtype(mlir::Value tensorOrMemref);
   rt::I32 dtype(mlir::Type shapedType);

@@ -21,6 +21,7 @@ void loom::lowering::registerRuntimeLowerings(DialectRegistry &registry) {
     attachCrossEntropyLowerings(ctx);
     attachCommunicationLowerings(ctx);
     attachMoeLowerings(ctx);
+    attachMicrobatchLowerings(ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, mesh::MeshDialect *) {
     attachCollectiveLowerings(ctx);

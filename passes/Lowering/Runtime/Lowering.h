@@ -67,12 +67,13 @@ mlir::FailureOr<Ring> ringOf(Emitter &e);
 mlir::Value ringPeer(const Ring &ring, int64_t offset, Emitter &e);
 
 // The concerns (Layers.cpp, Attention.cpp, CrossEntropy.cpp,
-// Communication.cpp).
+// Communication.cpp, Moe.cpp, Microbatches.cpp).
 void attachLayerLowerings(mlir::MLIRContext *ctx);
 void attachAttentionLowerings(mlir::MLIRContext *ctx);
 void attachCrossEntropyLowerings(mlir::MLIRContext *ctx);
 void attachCommunicationLowerings(mlir::MLIRContext *ctx);
 void attachMoeLowerings(mlir::MLIRContext *ctx);
+void attachMicrobatchLowerings(mlir::MLIRContext *ctx);
 void attachCollectiveLowerings(mlir::MLIRContext *ctx);
 
 } // namespace loom::lowering

@@ -10,8 +10,7 @@
 // one private function, called once per micro-batch.
 // CHECK-LABEL: func.func @forward_pp0(
 // CHECK-LABEL: func.func @train_step_pp0(
-// CHECK-SAME: {tfm.input = "tokens", tfm.microbatch = 0 : i64}
-// CHECK-SAME: {tfm.input = "tokens", tfm.microbatch = 1 : i64}
+// CHECK-SAME: tensor<2x1x8xi32, #tfm.dist<@dense>> {tfm.input = "tokens", tfm.microbatches = 2 : i64}
 // CHECK-SAME: attributes {tfm.entry = "loom_train_step_pp0", tfm.pipeline_rank = 0 : i64}
 // CHECK: tfm.pipeline_step mb 0 chunk 0
 // CHECK: call @train_step_embedding(
@@ -55,8 +54,12 @@
 // CHECK: call @train_step_head_backward_accumulate(
 // CHECK: call @train_step_layer1_backward_accumulate(
 // CHECK: tfm.pipeline_p2p sends({{.*}}) to [-1] recvs from [] payloads [1, 1, 1] -> []
-// The last stage returns each micro-batch's loss, then its gradients.
-// CHECK: return %[[L0]]#0, %[[L1]]#0,
+// The last stage returns every micro-batch's loss (stacked), then its
+// gradients.
+// CHECK: %[[E:.*]] = tfm.empty : tensor<2xf32
+// CHECK: %[[S0:.*]] = tfm.microbatch_insert %[[L0]]#0 into %[[E]][0]
+// CHECK: %[[S1:.*]] = tfm.microbatch_insert %[[L1]]#0 into %[[S0]][1]
+// CHECK: return %[[S1]],
 // CHECK-NOT: func.func @train_step(
 // CHECK-NOT: func.func @forward(
 
@@ -69,7 +72,7 @@
 // FWD: call @forward_head(
 // FWD: tfm.pipeline_p2p sends() to [] recvs from [-1] payloads [] -> [0, 1, 0]
 // FWD: call @forward_head(
-// FWD: return {{.*}}, {{.*}} : tensor<f32{{.*}}>, tensor<f32
+// FWD: return {{.*}} : tensor<2xf32
 // FWD-NOT: tfm.grads_ready
 
 // Interleaved (4 layers, pp 2 x vpp 2): pp rank 0 holds chunks 0 (embedding,

@@ -49,7 +49,7 @@ bool operator==(const HfTensor &a, const HfTensor &b) {
 }
 bool operator==(const EntryArg &a, const EntryArg &b) {
   return a.kind == b.kind && a.name == b.name &&
-         a.microbatch == b.microbatch && a.dtype == b.dtype &&
+         a.stacked == b.stacked && a.dtype == b.dtype &&
          a.chunk == b.chunk;
 }
 bool operator==(const Entry &a, const Entry &b) {
@@ -81,11 +81,11 @@ using namespace loom::manifest;
 
 namespace {
 
-EntryArg arg(ArgKind kind, std::string name = "", int64_t microbatch = -1) {
+EntryArg arg(ArgKind kind, std::string name = "", bool stacked = false) {
   EntryArg a;
   a.kind = kind;
   a.name = std::move(name);
-  a.microbatch = microbatch;
+  a.stacked = stacked;
   return a;
 }
 
@@ -184,12 +184,11 @@ Manifest everyField() {
     Entry forward, train;
     forward.symbol = "loom_forward_pp" + std::to_string(stage);
     train.symbol = "loom_train_step_pp" + std::to_string(stage);
-    for (int64_t mb = 0; mb < 2; ++mb)
-      for (ArgKind k : {ArgKind::Tokens, ArgKind::Labels, ArgKind::LossMask}) {
-        forward.args.push_back(arg(k, "", mb));
-        train.args.push_back(arg(k, "", mb));
-      }
-    train.args.push_back(arg(ArgKind::GradScale));
+    for (ArgKind k : {ArgKind::Tokens, ArgKind::Labels, ArgKind::LossMask}) {
+      forward.args.push_back(arg(k, "", true));
+      train.args.push_back(arg(k, "", true));
+    }
+    train.args.push_back(arg(ArgKind::GradScale, "", true));
     train.args.push_back(arg(ArgKind::Other, "master_weights"));
     for (Entry *e : {&forward, &train}) {
       e->args.push_back(arg(ArgKind::Param, wte));
@@ -198,8 +197,7 @@ Manifest everyField() {
       e->args.push_back(arg(ArgKind::Comm, "tp"));
       e->args.push_back(arg(ArgKind::Comm, "cp"));
       if (stage == 1)
-        for (int64_t mb = 0; mb < 2; ++mb)
-          e->args.push_back(arg(ArgKind::Loss, "", mb));
+        e->args.push_back(arg(ArgKind::Loss, "", true));
     }
     EntryArg grad = arg(ArgKind::Grad, wte);
     grad.dtype = LOOMRT_F32;
