@@ -10,6 +10,8 @@
 #include "passes/Lowering/Passes.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -107,6 +109,21 @@ void count(Operation *op, CollectiveVolume &v, Traffic &pipeline) {
     pipeline += {int64_t(c.getSends().size()), bytesOf(c.getSends())};
 }
 
+/// How many times `op` runs per call of its function: the trips of the
+/// loops around it (a pipelined step's steady phase).
+int64_t runsPerCall(Operation *op) {
+  int64_t runs = 1;
+  for (auto loop = op->getParentOfType<scf::ForOp>(); loop;
+       loop = loop->getParentOfType<scf::ForOp>()) {
+    std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()),
+                           ub = getConstantIntValue(loop.getUpperBound()),
+                           step = getConstantIntValue(loop.getStep());
+    if (lb && ub && step && *step > 0)
+      runs *= std::max<int64_t>(0, llvm::divideCeil(*ub - *lb, *step));
+  }
+  return runs;
+}
+
 class Counter {
 public:
   explicit Counter(ModuleOp module) : symbols(module) {}
@@ -131,7 +148,7 @@ public:
         auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
         if (!callee || callee.isExternal())
           return;
-        EntryVolume c = of(callee);
+        EntryVolume c = of(callee).times(runsPerCall(op));
         v.hasBackward |= c.hasBackward;
         if (backward) {
           v.backward += c.total();
@@ -142,7 +159,12 @@ public:
         v.pipelineSends += c.pipelineSends;
         return;
       }
-      count(op, backward ? v.backward : v.forward, v.pipelineSends);
+      CollectiveVolume once;
+      Traffic sends;
+      count(op, once, sends);
+      int64_t runs = runsPerCall(op);
+      (backward ? v.backward : v.forward) += once.times(runs);
+      v.pipelineSends += sends.times(runs);
     });
     counted[f] = v;
     return v;

@@ -12,6 +12,8 @@
 #include "passes/Sharding/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -99,6 +101,8 @@ void loom::buildTfmLowerToBuffersPipeline(OpPassManager &pm) {
 }
 
 void loom::buildTfmBuffersToLLVMPipeline(OpPassManager &pm) {
+  // A pipelined step's loop becomes branches.
+  pm.addPass(createConvertSCFToCFPass());
   pm.addPass(createArithToLLVMConversionPass());
   // Buffers come from the runtime (loomrt_alloc through the rank driver's
   // _mlir_memref_to_llvm_* functions), so on a GPU they are device memory.
@@ -111,6 +115,7 @@ void loom::buildTfmBuffersToLLVMPipeline(OpPassManager &pm) {
   ConvertFuncToLLVMPassOptions funcOptions;
   funcOptions.useBarePtrCallConv = true;
   pm.addPass(createConvertFuncToLLVMPass(funcOptions));
+  pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(lowering::createTfmEmitEntry());
 }

@@ -1115,7 +1115,7 @@ def Tfm_LevelAllToAllOp : Tfm_Op<"level_all_to_all", [Pure, Tfm_Distributed]> {
 // Pipeline parallelism: the activations and gradients one pipeline stage
 // hands to its neighbours. Not Pure: a batch orders the program and a send
 // has no result to keep it alive.
-def Tfm_PipelineP2POp : Tfm_Op<"pipeline_p2p"> {
+def Tfm_PipelineP2POp : Tfm_Op<"pipeline_p2p", [AttrSizedOperandSegments]> {
   let summary = "one batch of pipeline sends and receives";
   let description = [{
     Each tensor of `sends` goes to the rank `send_offsets[i]` places along
@@ -1127,7 +1127,9 @@ def Tfm_PipelineP2POp : Tfm_Op<"pipeline_p2p"> {
     what moves, three integers per tensor: kind (0 activation, 1 gradient),
     micro-batch and the virtual stage that produced it;
     tfm-verify-pipeline-p2p proves from them that every send meets the
-    receive that expects it.
+    receive that expects it. In a loop over micro-batches, `shifted by
+    %base` adds the loop's micro-batch offset to every payload's
+    micro-batch.
 
     ```mlir
     %g = tfm.pipeline_p2p sends(%act : tensor<1x8x64xf32>) to [1]
@@ -1136,6 +1138,7 @@ def Tfm_PipelineP2POp : Tfm_Op<"pipeline_p2p"> {
     ```
   }];
   let arguments = (ins Variadic<Tfm_AnyStaticTensor>:$sends,
+                       Optional<Index>:$base,
                        DenseI64ArrayAttr:$send_offsets,
                        DenseI64ArrayAttr:$recv_offsets,
                        DenseI64ArrayAttr:$send_payloads,
@@ -1145,7 +1148,8 @@ def Tfm_PipelineP2POp : Tfm_Op<"pipeline_p2p"> {
   let assemblyFormat = [{
     `sends` `(` ($sends^ `:` type($sends))? `)` `to` $send_offsets
     `recvs` `from` $recv_offsets `payloads` $send_payloads `->`
-    $recv_payloads `on` $mesh `axis` $axis attr-dict (`:` type($results)^)?
+    $recv_payloads (`shifted` `by` $base^)? `on` $mesh `axis` $axis
+    attr-dict (`:` type($results)^)?
   }];
   let hasVerifier = 1;
 }
@@ -1157,16 +1161,19 @@ def Tfm_PipelineStepOp : Tfm_Op<"pipeline_step"> {
     `B<microbatch>.<chunk>` of a pp rank's step. It computes nothing: the
     runtime prints the step when tracing is on (`loom-run
     --trace-pipeline`), so a test can compare the order the compiled
-    program runs with the schedule `loom-ranks --schedule` prints.
+    program runs with the schedule `loom-ranks --schedule` prints. In a loop
+    over micro-batches the micro-batch is `microbatch + base`.
 
     ```mlir
     tfm.pipeline_step backward mb 3 chunk 1
+    tfm.pipeline_step mb 2 + %m chunk 0
     ```
   }];
   let arguments = (ins UnitAttr:$backward, I64Attr:$microbatch,
-                       I64Attr:$chunk);
+                       Optional<Index>:$base, I64Attr:$chunk);
   let assemblyFormat = [{
-    (`backward` $backward^)? `mb` $microbatch `chunk` $chunk attr-dict
+    (`backward` $backward^)? `mb` $microbatch (`+` $base^)? `chunk` $chunk
+    attr-dict
   }];
 }
 
@@ -1187,10 +1194,12 @@ def Tfm_PipelineDataOp : Tfm_Op<"pipeline_data"> {
     tfm.pipeline_data "loss" mb 3 chunk 1 of %loss : tensor<f32>
     ```
   }];
-  let arguments = (ins StrAttr:$what, I64Attr:$microbatch, I64Attr:$chunk,
+  let arguments = (ins StrAttr:$what, I64Attr:$microbatch,
+                       Optional<Index>:$base, I64Attr:$chunk,
                        AnyRankedTensor:$value);
   let assemblyFormat = [{
-    $what `mb` $microbatch `chunk` $chunk `of` $value `:` type($value) attr-dict
+    $what `mb` $microbatch (`+` $base^)? `chunk` $chunk `of` $value `:`
+    type($value) attr-dict
   }];
   let hasVerifier = 1;
 }

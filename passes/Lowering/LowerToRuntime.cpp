@@ -19,6 +19,7 @@
 #include "dialects/Tfm/TfmOps.h"
 
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -93,6 +94,9 @@ struct LowerToRuntimePass
     });
     target.addDynamicallyLegalOp<func::CallOp, func::ReturnOp>(
         [&](Operation *op) { return converter.isLegal(op); });
+    // A pipelined step's loop carries buffers instead of tensors.
+    scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
+                                                         target);
 
     WalkResult reshards = getOperation().walk([](ReshardOp op) {
       op.emitError() << "a tfm.reshard is left; run "

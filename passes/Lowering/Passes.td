@@ -180,7 +180,9 @@ def TfmFreeBuffers : Pass<"tfm-free-buffers", "mlir::func::FuncOp"> {
     ownership-based deallocation computes for such code, without its
     simplification pass, whose cost grows with the square of a block's
     buffers (a pipelined step of thousands of calls took minutes).
-    A function with regions or more than one block is an error.
+    An `scf.for` over straight-line code frees its body's buffers before
+    its yield, except those the yield passes to the next trip. Other
+    regions, nested loops or more than one block are an error.
   }];
 }
 
@@ -198,6 +200,15 @@ def TfmPlanBuffers : Pass<"tfm-plan-buffers", "mlir::ModuleOp"> {
     64-byte aligned. Allocs without a matching dealloc in the block
     (results) are left alone; a function without temporaries gets no
     workspace.
+
+    One `scf.for` per function: its body's buffers are placed together,
+    live in the function from the loop to the last use of its results. A
+    buffer the body yields to the next trip is live, on the body taken as
+    a circle, from its alloc to the body's end and from the body's start
+    to the last use of the iteration argument it becomes; so every trip
+    writes it at the same offset, without a copy. One still read when its
+    alloc runs again (a value that lives a whole trip) is an error: the
+    body must be unrolled further.
 
     Callees are planned first: each call of one gets the callee's workspace
     as a temporary of the caller, allocated before the call and freed after

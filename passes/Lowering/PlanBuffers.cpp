@@ -4,9 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Static shapes and straight-line code make every temporary's size and live
-// range known at compile time, so a function needs one workspace instead of
-// one allocation per op; upstream has buffer deallocation but no offset
+// Static shapes and straight-line code (with at most one loop, whose body
+// is planned as a circle) make every temporary's size and live range known
+// at compile time, so a function needs one workspace instead of one
+// allocation per op; upstream has buffer deallocation but no offset
 // planner, hence this pass. The workspace is the function's last argument:
 // a callee's becomes a temporary of its caller at each call (planned with
 // the caller's others), and an entry's is allocated once by the rank program
@@ -18,6 +19,7 @@
 
 #include "dialects/Tfm/TfmAttrs.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -35,31 +37,50 @@ namespace {
 
 constexpr int64_t kAlignment = 64;
 
-struct Interval {
-  memref::AllocOp alloc;
-  memref::DeallocOp dealloc;
-  int64_t begin, end; // op positions in the block
-  int64_t bytes;
-  int64_t offset = 0;
-};
-
 int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
-/// The position of the last op that reads or writes the buffer: its users and
-/// the users of pointers derived from it (the runtime calls receive
-/// `inttoptr(index_cast(extract_aligned_pointer_as_index %buf))`). The
-/// deallocation passes free buffers at the end of the block, not after their
-/// last use, so the dealloc's position says nothing about liveness.
-int64_t lastUse(memref::AllocOp alloc, memref::DeallocOp dealloc,
+/// A buffer to place: the positions it is live at, as closed ranges of op
+/// positions in its block (a loop-carried value's wrap around the body),
+/// its size and, once placed, its offset.
+struct Interval {
+  memref::AllocOp alloc; // null: a loop body's whole workspace
+  memref::DeallocOp dealloc;
+  SmallVector<std::pair<int64_t, int64_t>, 2> live;
+  int64_t bytes;
+  int64_t offset = 0;
+
+  bool overlaps(const Interval &o) const {
+    for (auto [b0, e0] : live)
+      for (auto [b1, e1] : o.live)
+        if (b0 <= e1 && b1 <= e0)
+          return true;
+    return false;
+  }
+};
+
+/// The op of `block` that is or holds `op`.
+Operation *inBlock(Block &block, Operation *op) {
+  return block.findAncestorOpInBlock(*op);
+}
+
+/// The position of the last op of `block` that reads or writes `value`:
+/// its users and the users of pointers derived from it (the runtime calls
+/// receive `inttoptr(index_cast(extract_aligned_pointer_as_index %buf))`),
+/// a user nested in an op counting as that op. Deallocations are left out:
+/// the deallocation passes free buffers at the end of the block, not after
+/// their last use, so their position says nothing about liveness. -1: no
+/// use.
+int64_t lastUse(Value value, Block &block,
                 const DenseMap<Operation *, int64_t> &position) {
-  int64_t last = position.lookup(alloc);
-  SmallVector<Value> worklist = {alloc.getResult()};
+  int64_t last = -1;
+  SmallVector<Value> worklist = {value};
   while (!worklist.empty()) {
     Value v = worklist.pop_back_val();
     for (Operation *user : v.getUsers()) {
-      if (user == dealloc.getOperation())
+      if (isa<memref::DeallocOp>(user))
         continue;
-      last = std::max(last, position.lookup(user));
+      if (Operation *at = inBlock(block, user))
+        last = std::max(last, position.lookup(at));
       if (isa<memref::ExtractAlignedPointerAsIndexOp, arith::IndexCastOp,
               LLVM::IntToPtrOp, memref::ViewOp, memref::SubViewOp,
               memref::CastOp, memref::ReinterpretCastOp>(user))
@@ -89,45 +110,22 @@ void passWorkspaces(func::FuncOp caller, const SymbolTable &symbols) {
   });
 }
 
-/// Places `func`'s temporaries in one workspace, its new last argument.
-/// Returns the workspace's size (0: nothing to place, no argument added).
-int64_t planFunction(func::FuncOp func, int64_t &numPlanned,
-                     int64_t &unplannedBytes) {
-  Block &block = func.getBody().front();
+bool plannable(memref::AllocOp alloc) {
+  MemRefType type = alloc.getType();
+  return type.hasStaticShape() && type.getLayout().isIdentity() &&
+         !type.getMemorySpace();
+}
 
-  // Live ranges of the plannable buffers.
-  DenseMap<Operation *, int64_t> position;
-  for (auto [i, op] : llvm::enumerate(block))
-    position[&op] = i;
-  std::vector<Interval> intervals;
-  for (auto alloc : block.getOps<memref::AllocOp>()) {
-    MemRefType type = alloc.getType();
-    if (!type.hasStaticShape() || !type.getLayout().isIdentity() ||
-        type.getMemorySpace())
-      continue;
-    memref::DeallocOp dealloc;
-    bool escapes = false;
-    for (Operation *user : alloc->getUsers()) {
-      if (auto d = dyn_cast<memref::DeallocOp>(user)) {
-        if (dealloc || d->getBlock() != &block)
-          escapes = true;
-        dealloc = d;
-      } else if (user->getBlock() != &block) {
-        escapes = true;
-      }
-    }
-    if (!dealloc || escapes)
-      continue;
-    int64_t bytes = type.getNumElements() *
-                    int64_t(llvm::divideCeil(type.getElementTypeBitWidth(), 8));
-    intervals.push_back({alloc, dealloc, position[alloc],
-                         lastUse(alloc, dealloc, position),
-                         alignUp(std::max<int64_t>(bytes, 1))});
-  }
-  if (intervals.empty())
-    return 0;
+int64_t bytesOf(memref::AllocOp alloc) {
+  MemRefType type = alloc.getType();
+  int64_t bytes = type.getNumElements() *
+                  int64_t(llvm::divideCeil(type.getElementTypeBitWidth(), 8));
+  return alignUp(std::max<int64_t>(bytes, 1));
+}
 
-  // Largest first, each at the lowest offset free over its live range.
+/// Largest first, each at the lowest offset free wherever it is live.
+/// Returns the arena's size.
+int64_t place(std::vector<Interval> &intervals) {
   std::vector<Interval *> order;
   for (Interval &i : intervals)
     order.push_back(&i);
@@ -139,7 +137,7 @@ int64_t planFunction(func::FuncOp func, int64_t &numPlanned,
   for (Interval *cur : order) {
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (Interval *other : placed)
-      if (other->begin <= cur->end && cur->begin <= other->end)
+      if (other->overlaps(*cur))
         busy.push_back({other->offset, other->offset + other->bytes});
     std::sort(busy.begin(), busy.end());
     int64_t offset = 0;
@@ -150,25 +148,157 @@ int64_t planFunction(func::FuncOp func, int64_t &numPlanned,
     }
     cur->offset = offset;
     arena = std::max(arena, offset + cur->bytes);
-    unplannedBytes += cur->bytes;
     placed.push_back(cur);
   }
+  return arena;
+}
 
-  auto arenaType = MemRefType::get({arena}, IntegerType::get(func.getContext(), 8));
-  func.insertArgument(func.getNumArguments(), arenaType, {}, func.getLoc());
-  Value base = block.getArguments().back();
-  OpBuilder b(func.getContext());
+/// The live ranges of a loop body's buffers, on the body taken as a
+/// circle: a buffer the body yields is read by the next trip through the
+/// iteration argument it becomes (and after the last trip through the
+/// loop's result), so it is live from its allocation to the body's end and
+/// from the body's start to that argument's last use. Every trip then
+/// writes it at the same offset, with no copy, as long as it is dead by
+/// the time the trip after the next allocates it again.
+FailureOr<std::vector<Interval>> bodyIntervals(scf::ForOp loop) {
+  Block &body = *loop.getBody();
+  DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(body))
+    position[&op] = int64_t(i);
+  int64_t end = int64_t(body.getOperations().size()) - 1;
+  auto yield = cast<scf::YieldOp>(body.getTerminator());
+  std::vector<Interval> intervals;
+  for (auto alloc : body.getOps<memref::AllocOp>()) {
+    if (!plannable(alloc))
+      return alloc.emitError()
+             << "tfm-plan-buffers places a loop's buffers at fixed offsets; "
+                "this one has no static size";
+    Interval i{alloc, {}, {}, bytesOf(alloc)};
+    int64_t begin = position[alloc];
+    int64_t last = std::max(begin, lastUse(alloc, body, position));
+    for (Operation *user : alloc->getUsers())
+      if (auto d = dyn_cast<memref::DeallocOp>(user))
+        i.dealloc = d;
+    std::optional<unsigned> carried;
+    for (OpOperand &use : yield->getOpOperands())
+      if (use.get() == alloc.getResult())
+        carried = use.getOperandNumber();
+    if (carried && i.dealloc)
+      return alloc.emitError() << "a loop-carried buffer is freed in the body";
+    if (!carried && !i.dealloc)
+      return alloc.emitError()
+             << "a loop body's buffer is neither freed in it nor carried";
+    if (!carried) {
+      i.live.push_back({begin, last});
+    } else {
+      Value next = loop.getRegionIterArgs()[*carried];
+      int64_t read = lastUse(next, body, position);
+      if (read >= begin)
+        return alloc.emitError()
+               << "a loop-carried buffer is still read when the next trip "
+                  "writes it again (unroll the loop body further)";
+      i.live.push_back({begin, end});
+      if (read >= 0)
+        i.live.push_back({0, read});
+    }
+    intervals.push_back(i);
+  }
+  return intervals;
+}
+
+/// Replaces each placed allocation by a view of `base` at its offset
+/// (+ `shift`) and erases its deallocation.
+void toViews(std::vector<Interval> &intervals, Value base, int64_t shift) {
+  OpBuilder b(base.getContext());
   for (Interval &i : intervals) {
+    if (!i.alloc)
+      continue;
     b.setInsertionPoint(i.alloc);
-    Value offset = b.create<arith::ConstantIndexOp>(i.alloc.getLoc(), i.offset);
+    Value offset =
+        b.create<arith::ConstantIndexOp>(i.alloc.getLoc(), shift + i.offset);
     Value view = b.create<memref::ViewOp>(i.alloc.getLoc(), i.alloc.getType(),
                                           base, offset, ValueRange());
     i.alloc.replaceAllUsesWith(view);
     i.alloc.erase();
-    i.dealloc.erase();
+    if (i.dealloc)
+      i.dealloc.erase();
   }
-  func->setAttr(tfm::kWorkspaceAttrName, b.getI64IntegerAttr(arena));
-  numPlanned += int64_t(intervals.size());
+}
+
+/// Places `func`'s temporaries in one workspace, its new last argument.
+/// Returns the workspace's size (0: nothing to place, no argument added).
+FailureOr<int64_t> planFunction(func::FuncOp func, int64_t &numPlanned,
+                                int64_t &unplannedBytes) {
+  Block &block = func.getBody().front();
+
+  // Live ranges of the plannable buffers.
+  DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(block))
+    position[&op] = int64_t(i);
+  std::vector<Interval> intervals;
+  for (auto alloc : block.getOps<memref::AllocOp>()) {
+    if (!plannable(alloc))
+      continue;
+    memref::DeallocOp dealloc;
+    bool escapes = false;
+    for (Operation *user : alloc->getUsers())
+      if (auto d = dyn_cast<memref::DeallocOp>(user)) {
+        if (dealloc || d->getBlock() != &block)
+          escapes = true;
+        dealloc = d;
+      }
+    if (!dealloc || escapes)
+      continue;
+    int64_t begin = position[alloc];
+    intervals.push_back(
+        {alloc,
+         dealloc,
+         {{begin, std::max(begin, lastUse(alloc, block, position))}},
+         bytesOf(alloc)});
+  }
+
+  // A loop's body: its buffers in a workspace of their own, live in this
+  // block from the loop to the last use of its results.
+  SmallVector<scf::ForOp> loops(block.getOps<scf::ForOp>());
+  if (loops.size() > 1)
+    return loops[1].emitError()
+           << "tfm-plan-buffers places the buffers of one loop per function";
+  std::vector<Interval> body;
+  if (!loops.empty()) {
+    scf::ForOp loop = loops.front();
+    FailureOr<std::vector<Interval>> inner = bodyIntervals(loop);
+    if (failed(inner))
+      return failure();
+    body = std::move(*inner);
+    int64_t at = position[loop];
+    int64_t last = at;
+    for (Value r : loop.getResults())
+      last = std::max(last, lastUse(r, block, position));
+    int64_t bytes = place(body);
+    if (bytes > 0)
+      intervals.push_back({nullptr, nullptr, {{at, last}}, bytes});
+  }
+  if (intervals.empty())
+    return 0;
+
+  int64_t arena = place(intervals);
+  for (const Interval &i : intervals)
+    unplannedBytes += i.bytes;
+
+  auto arenaType = MemRefType::get({arena}, IntegerType::get(func.getContext(), 8));
+  func.insertArgument(func.getNumArguments(), arenaType, {}, func.getLoc());
+  Value base = block.getArguments().back();
+  int64_t bodyOffset = 0;
+  for (const Interval &i : intervals)
+    if (!i.alloc)
+      bodyOffset = i.offset;
+  toViews(body, base, bodyOffset);
+  toViews(intervals, base, 0);
+  func->setAttr(tfm::kWorkspaceAttrName,
+                IntegerAttr::get(IntegerType::get(func.getContext(), 64), arena));
+  for (const Interval &i : intervals)
+    numPlanned += i.alloc ? 1 : 0;
+  numPlanned += int64_t(body.size());
   return arena;
 }
 
@@ -192,7 +322,10 @@ struct PlanBuffersPass : lowering::impl::TfmPlanBuffersBase<PlanBuffersPass> {
                       << " blocks";
         return signalPassFailure();
       }
-      workspace += planFunction(f, planned, unplanned);
+      FailureOr<int64_t> bytes = planFunction(f, planned, unplanned);
+      if (failed(bytes))
+        return signalPassFailure();
+      workspace += *bytes;
     }
     numPlanned += planned;
     arenaBytes += workspace;

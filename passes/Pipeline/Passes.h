@@ -8,7 +8,9 @@
 #define LOOM_PASSES_PIPELINE_PASSES_H
 
 #include "dialects/Tfm/TfmDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

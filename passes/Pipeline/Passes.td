@@ -10,6 +10,7 @@
 include "mlir/Pass/PassBase.td"
 
 def TfmSchedulePipeline : Pass<"tfm-schedule-pipeline", "mlir::ModuleOp"> {
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
   let summary = "split the program into pipeline stages and write each pp "
                 "rank's schedule as one function";
   let description = [{
@@ -32,9 +33,15 @@ def TfmSchedulePipeline : Pass<"tfm-schedule-pipeline", "mlir::ModuleOp"> {
     (batched mode: one per call, Megatron's send_prev, recv_prev, send_next,
     recv_next order; unbatched: one per tensor, the even/odd order). Values
     a chunk reads from an earlier chunk (the hidden state) arrive with its
-    activations and their gradients travel back. Arguments are per
-    micro-batch (`tfm.microbatch`); the results are the last stage's
-    micro-batch losses and, for every parameter the rank's chunks read, its
+    activations and their gradients travel back. The schedule's steady
+    phase, where the rank's steps repeat with the micro-batches one
+    further, is one `scf.for` over the micro-batch offset (its trips
+    unrolled until no value lives a whole trip; what a trip hands the next
+    are its iteration arguments): the function's size does not grow with
+    the micro-batches. Each batch argument holds every micro-batch, stacked
+    on a leading dim (`tfm.microbatches`), and a step slices its own
+    (`tfm.microbatch_slice`); the results are the last stage's
+    micro-batch losses, stacked, and, for every parameter the rank's chunks read, its
     gradient summed over the micro-batches in f32 (Megatron's main_grad,
     whatever the parameter dtype; an all-reduce that only feeds a returned
     gradient runs once on the sum; the tied embedding's two parts

@@ -28,7 +28,9 @@
 #include "rankgen/PipelineP2P.h"
 #include "rankgen/PipelineSchedule.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
@@ -231,6 +233,119 @@ FailureOr<StagedEntry> stageEntry(func::FuncOp func, const StageMap &map) {
   return e;
 }
 
+/// Where a rank's actions repeat: actions [start, start + trips x length)
+/// are `trips` copies of the first `length`, each `shift` micro-batches
+/// further than the one before.
+struct SteadyLoop {
+  size_t start = 0, length = 0;
+  int64_t trips = 0, shift = 0;
+};
+
+/// The micro-batch an action names first (none: it moves nothing).
+std::optional<int64_t> microbatchOf(const rankgen::RankAction &a) {
+  if (!a.isComm)
+    return a.step.microbatch;
+  for (const std::optional<rankgen::Payload> *p :
+       {&a.comm.sendPrev, &a.comm.recvPrev, &a.comm.sendNext,
+        &a.comm.recvNext})
+    if (*p)
+      return (*p)->microbatch;
+  return std::nullopt;
+}
+
+bool isShifted(const std::optional<rankgen::Payload> &a,
+               const std::optional<rankgen::Payload> &b, int64_t d) {
+  if (a.has_value() != b.has_value())
+    return false;
+  if (!a)
+    return true;
+  rankgen::Payload moved = *a;
+  moved.microbatch += d;
+  return moved == *b;
+}
+
+/// `b` is `a` with every micro-batch `d` further.
+bool isShifted(const rankgen::RankAction &a, const rankgen::RankAction &b,
+               int64_t d) {
+  if (a.isComm != b.isComm)
+    return false;
+  if (!a.isComm) {
+    rankgen::ScheduleStep moved = a.step;
+    moved.microbatch += d;
+    return moved == b.step;
+  }
+  return a.comm.name == b.comm.name &&
+         isShifted(a.comm.sendPrev, b.comm.sendPrev, d) &&
+         isShifted(a.comm.recvPrev, b.comm.recvPrev, d) &&
+         isShifted(a.comm.sendNext, b.comm.sendNext, d) &&
+         isShifted(a.comm.recvNext, b.comm.recvNext, d);
+}
+
+/// The longest repeating run of a rank's schedule (its steady phase), cut
+/// into trips long enough that no value lives a whole trip: an activation
+/// kept for its backward, a received tensor or a gradient sum is read on
+/// the next trip before that trip computes it again, so one place per value
+/// holds it (tfm-plan-buffers places a loop's buffers on that condition).
+/// The loop starts after every chunk's first backward (the gradient sums
+/// exist, so every trip adds to them alike) and ends before any chunk's
+/// last (which completes its gradients). No trips: nothing repeats enough.
+SteadyLoop findSteadyLoop(const std::vector<rankgen::RankAction> &actions,
+                          int64_t numMicrobatches, size_t maxPeriod) {
+  size_t n = actions.size(), first = 0, end = n;
+  std::map<int64_t, int64_t> backwards;
+  std::map<std::pair<int64_t, int64_t>, size_t> forwardAt;
+  size_t life = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (actions[i].isComm)
+      continue;
+    const rankgen::ScheduleStep &st = actions[i].step;
+    if (st.forward) {
+      forwardAt[{st.microbatch, st.chunk}] = i;
+      continue;
+    }
+    if (backwards[st.chunk]++ == 0)
+      first = std::max(first, i + 1);
+    if (backwards[st.chunk] == numMicrobatches)
+      end = std::min(end, i);
+    if (auto it = forwardAt.find({st.microbatch, st.chunk});
+        it != forwardAt.end())
+      life = std::max(life, i - it->second);
+  }
+  SteadyLoop best;
+  size_t bestSaved = 0;
+  for (size_t period = 1; period <= maxPeriod && first + 2 * period <= end;
+       ++period) {
+    size_t i = first;
+    while (i + period < end) {
+      size_t runStart = i;
+      std::optional<int64_t> shift;
+      for (; i + period < end; ++i) {
+        std::optional<int64_t> m0 = microbatchOf(actions[i]),
+                               m1 = microbatchOf(actions[i + period]);
+        int64_t d = m0 && m1 ? *m1 - *m0 : shift.value_or(0);
+        if (d <= 0 || (shift && d != *shift) ||
+            !isShifted(actions[i], actions[i + period], d))
+          break;
+        shift = d;
+      }
+      if (shift) {
+        // Actions [runStart, i + period) repeat every `period`.
+        size_t unroll = std::max<size_t>(2, (life + period) / period + 1);
+        size_t length = unroll * period;
+        size_t trips = (i + period - runStart) / length;
+        if (trips >= 2 && (trips - 1) * length > bestSaved) {
+          bestSaved = (trips - 1) * length;
+          best = {runStart, length, int64_t(trips),
+                  *shift * int64_t(unroll)};
+        }
+      }
+      if (i == runStart)
+        ++i;
+    }
+  }
+  return best;
+}
+
 /// Builds one pp rank's function from a staged entry and its schedule.
 class RankBuilder {
 public:
@@ -244,13 +359,42 @@ public:
   FailureOr<func::FuncOp> build(OpBuilder &moduleBuilder);
 
 private:
+  /// The values of the step being built: outside the loop, or inside its
+  /// body, where micro-batch `micro` stands for `micro + base` (the loop's
+  /// index) and values of earlier trips arrive as iteration arguments.
+  struct Scope {
+    std::map<std::pair<int64_t, int64_t>, IRMapping> envs;
+    std::map<std::pair<int64_t, unsigned>, Value> inputs;
+    Value base;
+  };
+  /// A value the loop carries from one trip to the next: a value of
+  /// micro-batch `micro` at `stage` (entry value `value`), a gradient sum
+  /// (of leaf `value`) or the stacked losses.
+  struct Carried {
+    enum Kind { Env, Sum, Losses } kind;
+    int64_t micro = 0, stage = 0;
+    Value value;
+  };
   IRMapping &env(int64_t micro, int64_t stage) {
-    auto [it, fresh] = envs.try_emplace({micro, stage});
+    auto [it, fresh] = scope->envs.try_emplace({micro, stage});
     if (fresh)
       for (BlockArgument a : src.getArguments())
         it->second.map(a, input(micro, a.getArgNumber()));
     return it->second;
   }
+  /// `v` of micro-batch `micro` at `stage`, when the loop body reads it
+  /// before computing it: an earlier trip's (or, on the first, the one
+  /// before the loop), as a new iteration argument. False outside the loop
+  /// or when there is no such value.
+  bool pull(int64_t micro, int64_t stage, Value v);
+  void emit(const rankgen::RankAction &action, LogicalResult &status) {
+    if (succeeded(status))
+      status = action.isComm ? comm(action.comm) : compute(action.step);
+  }
+  /// Actions [start, start + length) as the body of a loop that runs them
+  /// `trips` times, `shift` micro-batches further each time.
+  LogicalResult emitLoop(size_t start, size_t length, int64_t trips,
+                         int64_t shift);
   /// Micro-batch `micro` of the entry's input `i`, sliced from the step's
   /// stacked argument on first use.
   Value input(int64_t micro, unsigned i);
@@ -280,8 +424,14 @@ private:
   StringRef meshName, axis;
   func::FuncOp newFunc;
   std::unique_ptr<OpBuilder> b;
-  std::map<std::pair<int64_t, int64_t>, IRMapping> envs;
-  std::map<std::pair<int64_t, unsigned>, Value> inputs;
+  Scope outer, loopScope;
+  Scope *scope = &outer;
+  /// While the loop body is built: its block and what it carries.
+  Block *loopBody = nullptr;
+  SmallVector<Carried> carried;
+  SmallVector<Value> carriedInits;
+  /// The last stage's losses so far, stacked (on the rank that has it).
+  Value losses;
   /// The function of each block of the entry.
   std::map<std::pair<Operation *, bool>, func::FuncOp> callees;
   /// The values whose micro-batch sums this rank returns (its parts of
@@ -311,20 +461,34 @@ static RankedTensorType stacked(Type type, int64_t n) {
 }
 
 Value RankBuilder::input(int64_t micro, unsigned i) {
-  Value &v = inputs[{micro, i}];
+  Value &v = scope->inputs[{micro, i}];
   if (!v)
     v = b->create<tfm::MicrobatchSliceOp>(src.getLoc(),
                                           src.getArgumentTypes()[i],
                                           newFunc.getArgument(i), micro,
-                                          Value());
+                                          scope->base);
   return v;
+}
+
+bool RankBuilder::pull(int64_t micro, int64_t stage, Value v) {
+  if (!loopBody)
+    return false;
+  auto it = outer.envs.find({micro, stage});
+  if (it == outer.envs.end() || !it->second.contains(v))
+    return false;
+  Value init = it->second.lookup(v);
+  Value arg = loopBody->addArgument(init.getType(), init.getLoc());
+  carried.push_back({Carried::Env, micro, stage, v});
+  carriedInits.push_back(init);
+  env(micro, stage).map(v, arg);
+  return true;
 }
 
 LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
   int64_t stage = step.chunk * pp + sched.ppRank;
   IRMapping &map = env(step.microbatch, stage);
   b->create<tfm::PipelineStepOp>(src.getLoc(), !step.forward, step.microbatch,
-                                 step.chunk);
+                                 scope->base, step.chunk);
   // What the step computes, for the trace: the first stage's forward reads
   // the micro-batch's tokens, the last stage's forward computes its loss.
   if (step.forward && stage == 0)
@@ -333,7 +497,7 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
                                                         tfm::kInputArgAttrName);
           kind && kind.getValue() == "tokens")
         b->create<tfm::PipelineDataOp>(src.getLoc(), "tokens", step.microbatch,
-                                       step.chunk, map.lookup(a));
+                                       scope->base, step.chunk, map.lookup(a));
   Block &body = src.getBody().front();
   for (Operation &op : body.without_terminator()) {
     auto it = e.place.find(&op);
@@ -341,7 +505,7 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
         it->second.backward == step.forward || e.deferred.count(&op))
       continue;
     for (Value v : op.getOperands())
-      if (!map.contains(v))
+      if (!map.contains(v) && !pull(step.microbatch, stage, v))
         return op.emitError() << "pipeline step " << step.str()
                               << " on pp rank " << sched.ppRank
                               << " reads a value it neither computed nor "
@@ -384,9 +548,13 @@ LogicalResult RankBuilder::compute(const rankgen::ScheduleStep &step) {
         accumulate(leaf, map.lookup(leaf));
   if (step.forward && stage == e.numStages - 1) {
     Value loss = src.getBody().front().getTerminator()->getOperand(0);
-    if (map.contains(loss))
+    if (map.contains(loss)) {
       b->create<tfm::PipelineDataOp>(src.getLoc(), "loss", step.microbatch,
-                                     step.chunk, map.lookup(loss));
+                                     scope->base, step.chunk, map.lookup(loss));
+      losses = b->create<tfm::MicrobatchInsertOp>(
+          src.getLoc(), losses.getType(), map.lookup(loss), losses,
+          step.microbatch, scope->base);
+    }
   }
   if (!step.forward && ++backwardSteps[step.chunk] == numMicrobatches)
     gradsReady(step.chunk);
@@ -442,6 +610,96 @@ void RankBuilder::gradsReady(int64_t chunk) {
   }
   if (!ready.empty())
     b->create<tfm::GradsReadyOp>(src.getLoc(), chunk, ready);
+}
+
+LogicalResult RankBuilder::emitLoop(size_t start, size_t length,
+                                   int64_t trips, int64_t shift) {
+  Location loc = src.getLoc();
+  auto index = [&](int64_t v) {
+    return b->create<arith::ConstantIndexOp>(loc, v).getResult();
+  };
+  // The body is built in a loop without iteration arguments, which it
+  // gains as the body reads earlier trips' values; the loop is then made
+  // again with them.
+  auto host = b->create<scf::ForOp>(loc, index(0), index(trips * shift),
+                                    index(shift));
+  loopBody = host.getBody();
+  loopBody->getTerminator()->erase();
+  loopScope = Scope{};
+  loopScope.base = host.getInductionVar();
+  scope = &loopScope;
+  b->setInsertionPointToEnd(loopBody);
+  // The gradient sums and the losses go through every trip.
+  for (auto &[leaf, sum] : sums) {
+    carried.push_back({Carried::Sum, 0, 0, leaf});
+    carriedInits.push_back(sum);
+    sum = loopBody->addArgument(sum.getType(), loc);
+  }
+  if (losses) {
+    carried.push_back({Carried::Losses});
+    carriedInits.push_back(losses);
+    losses = loopBody->addArgument(losses.getType(), loc);
+  }
+  std::map<int64_t, int64_t> backwardsBefore = backwardSteps;
+  LogicalResult status = success();
+  for (size_t i = start; i < start + length; ++i)
+    emit(sched.actions[i], status);
+  if (failed(status))
+    return failure();
+  // What the next trip reads: this trip's values of the micro-batches
+  // `shift` further.
+  SmallVector<Value> yields;
+  for (const Carried &c : carried) {
+    if (c.kind == Carried::Sum) {
+      yields.push_back(sums.lookup(c.value));
+      continue;
+    }
+    if (c.kind == Carried::Losses) {
+      yields.push_back(losses);
+      continue;
+    }
+    auto it = loopScope.envs.find({c.micro + shift, c.stage});
+    if (it == loopScope.envs.end() || !it->second.contains(c.value))
+      return src.emitError()
+             << "pp rank " << sched.ppRank << ": a trip of the steady phase's "
+             << "loop reads a value of micro-batch " << c.micro << " at stage "
+             << c.stage << " that the trip before does not compute for "
+             << "micro-batch " << c.micro + shift;
+    yields.push_back(it->second.lookup(c.value));
+  }
+  OpBuilder::atBlockEnd(loopBody).create<scf::YieldOp>(loc, yields);
+
+  b->setInsertionPoint(host);
+  scope = &outer;
+  auto loop = b->create<scf::ForOp>(loc, host.getLowerBound(),
+                                    host.getUpperBound(), host.getStep(),
+                                    carriedInits);
+  Block *target = loop.getBody();
+  if (!target->empty())
+    target->getTerminator()->erase();
+  for (auto [from, to] :
+       llvm::zip_equal(loopBody->getArguments(), target->getArguments()))
+    from.replaceAllUsesWith(to);
+  target->getOperations().splice(target->end(), loopBody->getOperations());
+  host.erase();
+  loopBody = nullptr;
+  b->setInsertionPointAfter(loop);
+
+  // After the last trip: its values, as those of the micro-batches the
+  // steps after the loop read.
+  for (auto [c, r] : llvm::zip_equal(carried, loop.getResults())) {
+    if (c.kind == Carried::Sum)
+      sums[c.value] = r;
+    else if (c.kind == Carried::Losses)
+      losses = r;
+    else
+      env(c.micro + shift * trips, c.stage).map(c.value, r);
+  }
+  for (auto &[chunk, count] : backwardSteps)
+    count = backwardsBefore[chunk] + trips * (count - backwardsBefore[chunk]);
+  carried.clear();
+  carriedInits.clear();
+  return success();
 }
 
 func::FuncOp RankBuilder::outlined(tfm::BlockOp block,
@@ -554,7 +812,7 @@ LogicalResult RankBuilder::comm(const rankgen::CommCall &call) {
         int64_t payload[3] = {act ? 0 : 1, p.microbatch, p.stage};
         if (slot.send) {
           IRMapping &map = env(p.microbatch, p.stage);
-          if (!map.contains(v))
+          if (!map.contains(v) && !pull(p.microbatch, p.stage, v))
             return src.emitError()
                    << "pp rank " << sched.ppRank << " would send " << p.str()
                    << " before computing it";
@@ -572,7 +830,7 @@ LogicalResult RankBuilder::comm(const rankgen::CommCall &call) {
     if (sends.empty() && recvTypes.empty())
       continue;
     auto op = b->create<tfm::PipelineP2POp>(
-        loc, TypeRange(recvTypes), ValueRange(sends),
+        loc, TypeRange(recvTypes), ValueRange(sends), scope->base,
         b->getDenseI64ArrayAttr(sendOffsets),
         b->getDenseI64ArrayAttr(recvOffsets),
         b->getDenseI64ArrayAttr(sendPayloads),
@@ -617,22 +875,33 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
           p && p->stage % pp == sched.ppRank)
         leaves.insert(part.leaf);
 
-  for (const rankgen::RankAction &action : sched.actions)
-    if (failed(action.isComm ? comm(action.comm) : compute(action.step)))
-      return failure();
+  int64_t last = e.numStages - 1;
+  if (last % pp == sched.ppRank)
+    losses = b->create<tfm::EmptyOp>(
+        f.getLoc(), stacked(ret.getOperand(0).getType(), numMicrobatches));
+
+  // The schedule's steady phase as a loop, the rest as it runs.
+  SteadyLoop loop = findSteadyLoop(
+      sched.actions, numMicrobatches,
+      /*maxPeriod=*/size_t(8 * e.numStages + 8));
+  LogicalResult status = success();
+  for (size_t i = 0; i < loop.start; ++i)
+    emit(sched.actions[i], status);
+  size_t resume = loop.start;
+  if (loop.trips > 0 && succeeded(status)) {
+    status = emitLoop(loop.start, loop.length, loop.trips, loop.shift);
+    resume = loop.start + size_t(loop.trips) * loop.length;
+  }
+  for (size_t i = resume; i < sched.actions.size(); ++i)
+    emit(sched.actions[i], status);
+  if (failed(status))
+    return failure();
 
   // Results: the last stage's micro-batch losses (stacked), then the
   // gradients.
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
-  int64_t last = e.numStages - 1;
-  if (last % pp == sched.ppRank) {
-    Value losses = b->create<tfm::EmptyOp>(
-        f.getLoc(), stacked(ret.getOperand(0).getType(), numMicrobatches));
-    for (int64_t m = 0; m < numMicrobatches; ++m)
-      losses = b->create<tfm::MicrobatchInsertOp>(
-          f.getLoc(), losses.getType(), env(m, last).lookup(ret.getOperand(0)),
-          losses, m, Value());
+  if (losses) {
     results.push_back(losses);
     NamedAttrList attrs;
     attrs.set(tfm::kMicrobatchesAttrName, count);
@@ -647,9 +916,10 @@ FailureOr<func::FuncOp> RankBuilder::build(OpBuilder &moduleBuilder) {
   }
   b->create<func::ReturnOp>(f.getLoc(), results);
   // Inputs sliced for a stage that does not read them.
-  for (auto [key, v] : inputs)
-    if (v.use_empty())
-      v.getDefiningOp()->erase();
+  for (Scope *sc : {&outer, &loopScope})
+    for (auto [key, v] : sc->inputs)
+      if (v.use_empty())
+        v.getDefiningOp()->erase();
   newFunc.setFunctionType(
       FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
   newFunc.setAllResultAttrs(resultAttrs);

@@ -11,12 +11,15 @@
 // the payloads that fail. It checks the IR as compiled, so a schedule
 // edited by hand, or reordered by a later pass, is checked too.
 //
-// The proof is of straight-line programs: every tfm.pipeline_p2p must sit
-// in the entry block of a pp rank's function (one block), where each runs
-// exactly once in program order. One inside a loop, a branch or another
-// function (an outlined block called per micro-batch) runs a number of
-// times the verifier does not know, so it is refused with that reason
-// rather than proven for one trip count. Peers are the next or previous pp
+// The proof is of the program as it runs: every tfm.pipeline_p2p sits in
+// the entry block of a pp rank's function (one block), where each runs
+// once in program order, or in the body of an scf.for there with constant
+// bounds (the steady phase), which the proof runs trip by trip with the
+// trip's micro-batch offset, so it proves the trip count compiled. One
+// inside another region, a branch or another function (an outlined block
+// called per micro-batch) runs a number of times the verifier does not
+// know, so it is refused with that reason rather than proven for one trip
+// count. Peers are the next or previous pp
 // rank (offsets +1 and -1, wrapping around as the interleaved schedule's
 // last rank sends to the first), never the rank itself, and the functions
 // of an entry are exactly the pp ranks of the mesh axis the batches name.
@@ -51,11 +54,12 @@ std::string dtypeOf(Type t) {
   return s;
 }
 
-rankgen::Payload payloadOf(ArrayRef<int64_t> triples, size_t i, Type type) {
+rankgen::Payload payloadOf(ArrayRef<int64_t> triples, size_t i, Type type,
+                           int64_t shift) {
   rankgen::Payload p;
   p.kind = triples[3 * i] == 0 ? rankgen::PayloadKind::Activation
                                : rankgen::PayloadKind::Gradient;
-  p.microbatch = triples[3 * i + 1];
+  p.microbatch = triples[3 * i + 1] + shift;
   p.stage = triples[3 * i + 2];
   auto shaped = cast<ShapedType>(type);
   p.shape.assign(shaped.getShape().begin(), shaped.getShape().end());
@@ -65,10 +69,26 @@ rankgen::Payload payloadOf(ArrayRef<int64_t> triples, size_t i, Type type) {
 
 /// Rank r's program: its batches in order. The batches' peers were
 /// checked (checkBatch).
+/// The trips of a loop of the steady phase: its index's values (checkBatch
+/// checked that its bounds are constants).
+SmallVector<int64_t> tripsOf(scf::ForOp loop) {
+  auto value = [](Value v) {
+    return v.getDefiningOp<arith::ConstantIndexOp>().value();
+  };
+  SmallVector<int64_t> trips;
+  int64_t step = value(loop.getStep());
+  for (int64_t i = value(loop.getLowerBound()); i < value(loop.getUpperBound());
+       i += step)
+    trips.push_back(i);
+  return trips;
+}
+
+/// Rank r's program: its batches in the order they run, a loop's once per
+/// trip with the trip's micro-batch offset.
 rankgen::P2PProgram programOf(func::FuncOp f, int64_t rank, int64_t pp) {
   rankgen::P2PProgram program;
   int64_t index = 0;
-  for (auto op : f.getBody().front().getOps<tfm::PipelineP2POp>()) {
+  auto add = [&](tfm::PipelineP2POp op, int64_t shift) {
     rankgen::P2PUnit unit;
     unit.label =
         "batch " + std::to_string(index++) + " of @" + f.getName().str();
@@ -80,7 +100,7 @@ rankgen::P2PProgram programOf(func::FuncOp f, int64_t rank, int64_t pp) {
       s.kind = rankgen::P2PKind::Send;
       s.peer = peer(op.getSendOffsets()[i]);
       s.communicator = op.getAxis().str();
-      s.payload = payloadOf(op.getSendPayloads(), i, v.getType());
+      s.payload = payloadOf(op.getSendPayloads(), i, v.getType(), shift);
       s.name = op.getSendOffsets()[i] < 0 ? "send_prev" : "send_next";
       unit.ops.push_back(std::move(s));
     }
@@ -89,28 +109,61 @@ rankgen::P2PProgram programOf(func::FuncOp f, int64_t rank, int64_t pp) {
       r.kind = rankgen::P2PKind::Recv;
       r.peer = peer(op.getRecvOffsets()[i]);
       r.communicator = op.getAxis().str();
-      r.payload = payloadOf(op.getRecvPayloads(), i, v.getType());
+      r.payload = payloadOf(op.getRecvPayloads(), i, v.getType(), shift);
       r.name = op.getRecvOffsets()[i] < 0 ? "recv_prev" : "recv_next";
       unit.ops.push_back(std::move(r));
     }
     program.push_back(std::move(unit));
+  };
+  for (Operation &op : f.getBody().front()) {
+    if (auto batch = dyn_cast<tfm::PipelineP2POp>(op)) {
+      add(batch, 0);
+      continue;
+    }
+    if (auto loop = dyn_cast<scf::ForOp>(op))
+      for (int64_t trip : tripsOf(loop))
+        for (auto batch : loop.getBody()->getOps<tfm::PipelineP2POp>())
+          add(batch, batch.getBase() ? trip : 0);
   }
   return program;
 }
 
+/// A loop the proof can run: an scf.for in a function's entry block with
+/// constant bounds, whose index is the micro-batch offset of the batches
+/// that have one.
+bool isProvableLoop(scf::ForOp loop, tfm::PipelineP2POp op) {
+  auto constant = [](Value v) {
+    return v.getDefiningOp<arith::ConstantIndexOp>() != nullptr;
+  };
+  return isa<func::FuncOp>(loop->getParentOp()) &&
+         constant(loop.getLowerBound()) && constant(loop.getUpperBound()) &&
+         constant(loop.getStep()) &&
+         (!op.getBase() || op.getBase() == loop.getInductionVar());
+}
+
 /// Where a batch may be, and whom it may name: the entry block of a pp
-/// rank's function (straight-line code, each batch run once), peers the
-/// next and previous pp rank of an axis of `pp` ranks.
+/// rank's function (each batch run once) or the body of one loop there
+/// with constant bounds (each batch run once per trip, its micro-batches
+/// shifted by the loop's index), peers the next and previous pp rank of an
+/// axis of `pp` ranks.
 LogicalResult checkBatch(tfm::PipelineP2POp op, int64_t pp) {
   auto f = dyn_cast<func::FuncOp>(op->getParentOp());
+  if (auto loop = dyn_cast<scf::ForOp>(op->getParentOp());
+      loop && isProvableLoop(loop, op))
+    f = cast<func::FuncOp>(loop->getParentOp());
+  else if (op.getBase())
+    return op.emitOpError()
+           << "shifts its micro-batches by a value that is not the index of "
+              "a loop the p2p proof can run (constant bounds, in a pp rank's "
+              "function)";
   if (!f) {
     Operation *around = op->getParentOp();
     return op.emitOpError()
            << "is inside '" << around->getName()
            << "', which may run it any number of times; the p2p proof "
-              "covers straight-line schedules only (each batch in the "
-              "entry block of a pp rank's function, run once), so it "
-              "refuses this rather than prove one trip count";
+              "covers straight-line schedules and loops with constant "
+              "bounds in a pp rank's function, so it refuses this rather "
+              "than prove one trip count";
   }
   if (!f->hasAttr(tfm::kPipelineRankAttrName))
     return op.emitOpError()

@@ -10,6 +10,7 @@
 #include "dialects/Tfm/TfmOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace loom::sharding {
@@ -36,12 +37,14 @@ bool isRingOp(Operation *op) {
 /// callee (func.call's own verifier), pipeline batches move a value to
 /// the stage that computes with it as its type says (tfm-verify-pipeline-
 /// p2p checks the pairs), markers compute nothing, and a step's stacked
-/// micro-batches are sliced and filled as their types say.
+/// micro-batches are sliced and filled as their types say; a loop
+/// (a pipelined step's steady phase) hands its values from trip to trip
+/// with their types.
 bool isStructure(Operation *op) {
   return isa<tfm::BlockOp, tfm::YieldOp, func::ReturnOp, func::CallOp,
              tfm::PipelineP2POp, tfm::GradsReadyOp, tfm::PipelineDataOp,
-             tfm::MicrobatchSliceOp, tfm::MicrobatchInsertOp, tfm::EmptyOp>(
-      op);
+             tfm::MicrobatchSliceOp, tfm::MicrobatchInsertOp, tfm::EmptyOp,
+             scf::ForOp, scf::YieldOp>(op);
 }
 
 class Verifier {

@@ -151,11 +151,21 @@ LogicalResult lower(LevelAllToAllOp op, LevelAllToAllOp::Adaptor a,
 }
 
 /// The step marker: a runtime call that prints it when tracing is on.
+/// A marker's micro-batch: its number, plus a loop's offset.
+static rt::I64 microbatchOf(int64_t microbatch, Value base, Emitter &e) {
+  if (!base)
+    return e.i64(microbatch);
+  Value offset = e.rewriter().create<arith::IndexCastOp>(
+      e.loc(), e.rewriter().getI64Type(), base);
+  return rt::I64(e.addI64(offset, microbatch));
+}
+
 template <>
-LogicalResult lower(PipelineStepOp op, PipelineStepOp::Adaptor, Emitter &e) {
+LogicalResult lower(PipelineStepOp op, PipelineStepOp::Adaptor a,
+                    Emitter &e) {
   e.call(rt::PipelineStep{
       .forward = e.i32(op.getBackward() ? 0 : 1),
-      .microbatch = e.i64(static_cast<int64_t>(op.getMicrobatch())),
+      .microbatch = microbatchOf(int64_t(op.getMicrobatch()), a.getBase(), e),
       .chunk = e.i64(static_cast<int64_t>(op.getChunk()))});
   return success();
 }
@@ -163,7 +173,8 @@ LogicalResult lower(PipelineStepOp op, PipelineStepOp::Adaptor, Emitter &e) {
 /// What a step computed, printed when tracing is on.
 template <>
 LogicalResult lower(PipelineDataOp op, PipelineDataOp::Adaptor a, Emitter &e) {
-  rt::I64 microbatch = e.i64(static_cast<int64_t>(op.getMicrobatch()));
+  rt::I64 microbatch =
+      microbatchOf(int64_t(op.getMicrobatch()), a.getBase(), e);
   rt::I64 chunk = e.i64(static_cast<int64_t>(op.getChunk()));
   if (op.getWhat() == "tokens")
     e.call(rt::PipelineTokens{.microbatch = microbatch,

@@ -43,22 +43,22 @@
 // CHECK: return
 
 // CHECK-LABEL: func.func @train_step_pp1(
+// The last stage writes every micro-batch's loss into one stacked result.
+// CHECK: %[[E:.*]] = tfm.empty : tensor<2xf32
 // CHECK: %[[X0:.*]] = tfm.pipeline_p2p sends() to [] recvs from [-1] payloads [] -> [0, 0, 0]
 // CHECK: call @train_step_layer1(%[[X0]])
 // CHECK: %[[L0:.*]]:5 = call @train_step_head(
+// CHECK: %[[S0:.*]] = tfm.microbatch_insert %[[L0]]#0 into %[[E]][0]
 // CHECK: call @train_step_head_backward(
 // CHECK: %[[D0:.*]]:17 = call @train_step_layer1_backward(
 // CHECK: %[[X1:.*]] = tfm.pipeline_p2p sends(%[[D0]]#0 : {{.*}}) to [-1] recvs from [-1] payloads [1, 0, 1] -> [0, 1, 0]
 // CHECK: call @train_step_layer1(%[[X1]])
 // CHECK: %[[L1:.*]]:5 = call @train_step_head(
+// CHECK: %[[S1:.*]] = tfm.microbatch_insert %[[L1]]#0 into %[[S0]][1]
 // CHECK: call @train_step_head_backward_accumulate(
 // CHECK: call @train_step_layer1_backward_accumulate(
 // CHECK: tfm.pipeline_p2p sends({{.*}}) to [-1] recvs from [] payloads [1, 1, 1] -> []
-// The last stage returns every micro-batch's loss (stacked), then its
-// gradients.
-// CHECK: %[[E:.*]] = tfm.empty : tensor<2xf32
-// CHECK: %[[S0:.*]] = tfm.microbatch_insert %[[L0]]#0 into %[[E]][0]
-// CHECK: %[[S1:.*]] = tfm.microbatch_insert %[[L1]]#0 into %[[S0]][1]
+// The losses, then the gradients.
 // CHECK: return %[[S1]],
 // CHECK-NOT: func.func @train_step(
 // CHECK-NOT: func.func @forward(

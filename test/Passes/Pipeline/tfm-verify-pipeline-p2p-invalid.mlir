@@ -132,14 +132,14 @@ func.func @step_pp1() -> tensor<4xf32> attributes {tfm.pipeline_rank = 1 : i64} 
 
 // -----
 
-// A send inside a loop runs once per trip: the proof of one trip would not
-// cover the others (here rank 1 receives once), so it is refused.
+// A send inside a loop whose trips are known at run time only: the proof
+// of one trip count would not cover the others, so it is refused.
 mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["pp"]}
 func.func @step_pp0(%x: tensor<4xf32>, %n: index) attributes {tfm.pipeline_rank = 0 : i64} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   scf.for %i = %c0 to %n step %c1 {
-    // expected-error @below {{'tfm.pipeline_p2p' op is inside 'scf.for', which may run it any number of times; the p2p proof covers straight-line schedules only (each batch in the entry block of a pp rank's function, run once), so it refuses this rather than prove one trip count}}
+    // expected-error @below {{'tfm.pipeline_p2p' op is inside 'scf.for', which may run it any number of times; the p2p proof covers straight-line schedules and loops with constant bounds in a pp rank's function, so it refuses this rather than prove one trip count}}
     tfm.pipeline_p2p sends(%x : tensor<4xf32>) to [1] recvs from [] payloads [0, 0, 0] -> [] on @dense axis "pp"
   }
   return
@@ -226,4 +226,39 @@ func.func @step_pp0() attributes {tfm.pipeline_rank = 0 : i64} {
 }
 func.func @step_pp2() attributes {tfm.pipeline_rank = 2 : i64} {
   return
+}
+
+// -----
+
+// A loop with constant bounds runs in the proof trip by trip, with its
+// index as the micro-batch offset: rank 0 sends micro-batches 0 and 1,
+// rank 1 receives micro-batch 0 only, and the proof says so.
+mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["pp"]}
+// expected-error @below {{pipeline p2p of @step (ranks are pp ranks): channel pp 0->1: rank 0 sends 2 messages but rank 1 receives 1; the first unmatched is rank 0 unit 1 (batch 1 of @step_pp0): send_next act mb 1 of stage 0 [4 f32] to rank 1 on pp}}
+func.func @step_pp0(%x: tensor<4xf32>) attributes {tfm.pipeline_rank = 0 : i64} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  scf.for %i = %c0 to %c2 step %c1 {
+    tfm.pipeline_p2p sends(%x : tensor<4xf32>) to [1] recvs from [] payloads [0, 0, 0] -> [] shifted by %i on @dense axis "pp"
+  }
+  return
+}
+func.func @step_pp1() -> tensor<4xf32> attributes {tfm.pipeline_rank = 1 : i64} {
+  %r = tfm.pipeline_p2p sends() to [] recvs from [-1] payloads [] -> [0, 0, 0] on @dense axis "pp" : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+// A batch shifted by a value that is not such a loop's index.
+mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["pp"]}
+func.func @step_pp0(%x: tensor<4xf32>, %m: index) attributes {tfm.pipeline_rank = 0 : i64} {
+  // expected-error @below {{'tfm.pipeline_p2p' op shifts its micro-batches by a value that is not the index of a loop the p2p proof can run (constant bounds, in a pp rank's function)}}
+  tfm.pipeline_p2p sends(%x : tensor<4xf32>) to [1] recvs from [] payloads [0, 0, 0] -> [] shifted by %m on @dense axis "pp"
+  return
+}
+func.func @step_pp1() -> tensor<4xf32> attributes {tfm.pipeline_rank = 1 : i64} {
+  %r = tfm.pipeline_p2p sends() to [] recvs from [-1] payloads [] -> [0, 0, 0] on @dense axis "pp" : tensor<4xf32>
+  return %r : tensor<4xf32>
 }
