@@ -123,17 +123,28 @@ int64_t bytesOf(memref::AllocOp alloc) {
   return alignUp(std::max<int64_t>(bytes, 1));
 }
 
-/// Largest first, each at the lowest offset free wherever it is live.
-/// Returns the arena's size.
-int64_t place(std::vector<Interval> &intervals) {
+/// Largest first, each at the lowest offset free wherever it is live,
+/// around the `fixed` ones (placed already). Returns the arena's size.
+int64_t place(std::vector<Interval> &intervals,
+              std::vector<Interval> *fixed = nullptr) {
   std::vector<Interval *> order;
   for (Interval &i : intervals)
     order.push_back(&i);
+  // Buffers that wrap around a loop's body (all live at its end, so
+  // pairwise apart) first, then the largest first.
   std::stable_sort(order.begin(), order.end(), [](Interval *a, Interval *b) {
+    bool wa = a->live.size() > 1, wb = b->live.size() > 1;
+    if (wa != wb)
+      return wa;
     return a->bytes > b->bytes;
   });
   std::vector<Interval *> placed;
   int64_t arena = 0;
+  if (fixed)
+    for (Interval &f : *fixed) {
+      placed.push_back(&f);
+      arena = std::max(arena, f.offset + f.bytes);
+    }
   for (Interval *cur : order) {
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (Interval *other : placed)
@@ -257,13 +268,18 @@ FailureOr<int64_t> planFunction(func::FuncOp func, int64_t &numPlanned,
          bytesOf(alloc)});
   }
 
-  // A loop's body: its buffers in a workspace of their own, live in this
-  // block from the loop to the last use of its results.
+  // A loop's body: its buffers in a workspace of their own, at the start
+  // of the function's while the loop runs. Around it: a buffer made before
+  // the loop only to be its first trip's iteration argument (the warmup's
+  // activations) takes the place of the body's buffer that later trips
+  // read there, and after the loop each result keeps its body buffer's
+  // place until its last use (the cooldown's reads); the rest of the
+  // body's workspace is free before and after the loop.
   SmallVector<scf::ForOp> loops(block.getOps<scf::ForOp>());
   if (loops.size() > 1)
     return loops[1].emitError()
            << "tfm-plan-buffers places the buffers of one loop per function";
-  std::vector<Interval> body;
+  std::vector<Interval> body, fixed;
   if (!loops.empty()) {
     scf::ForOp loop = loops.front();
     FailureOr<std::vector<Interval>> inner = bodyIntervals(loop);
@@ -271,32 +287,61 @@ FailureOr<int64_t> planFunction(func::FuncOp func, int64_t &numPlanned,
       return failure();
     body = std::move(*inner);
     int64_t at = position[loop];
-    int64_t last = at;
-    for (Value r : loop.getResults())
-      last = std::max(last, lastUse(r, block, position));
     int64_t bytes = place(body);
+    DenseMap<Operation *, const Interval *> slotOf; // body alloc -> place
+    for (const Interval &i : body)
+      slotOf[i.alloc] = &i;
+    // The body's workspace while the loop runs; to the last use of a
+    // result whose buffer is not one of the body's own.
+    Interval whole{nullptr, nullptr, {{at, at}}, bytes, 0};
+    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    DenseSet<Operation *> seen;
+    for (auto [init, next, result] :
+         llvm::zip_equal(loop.getInitArgs(), yield.getOperands(),
+                         loop.getResults())) {
+      auto bodyAlloc = next.getDefiningOp<memref::AllocOp>();
+      const Interval *slot = bodyAlloc ? slotOf.lookup(bodyAlloc) : nullptr;
+      int64_t use = lastUse(result, block, position);
+      if (!slot) {
+        whole.live.front().second = std::max(whole.live.front().second, use);
+        continue;
+      }
+      if (use > at)
+        fixed.push_back({nullptr, nullptr, {{at, use}}, slot->bytes,
+                         slot->offset});
+      auto outerAlloc = init.getDefiningOp<memref::AllocOp>();
+      if (!outerAlloc || !seen.insert(outerAlloc).second)
+        continue;
+      auto it = llvm::find_if(
+          intervals, [&](const Interval &i) { return i.alloc == outerAlloc; });
+      if (it == intervals.end() || it->live.back().second > at)
+        continue;
+      Interval moved = *it;
+      moved.offset = slot->offset;
+      fixed.push_back(moved);
+      intervals.erase(it);
+    }
     if (bytes > 0)
-      intervals.push_back({nullptr, nullptr, {{at, last}}, bytes});
+      fixed.push_back(whole);
   }
-  if (intervals.empty())
+  if (intervals.empty() && fixed.empty())
     return 0;
 
-  int64_t arena = place(intervals);
+  int64_t arena = place(intervals, &fixed);
   for (const Interval &i : intervals)
     unplannedBytes += i.bytes;
 
   auto arenaType = MemRefType::get({arena}, IntegerType::get(func.getContext(), 8));
   func.insertArgument(func.getNumArguments(), arenaType, {}, func.getLoc());
   Value base = block.getArguments().back();
-  int64_t bodyOffset = 0;
-  for (const Interval &i : intervals)
-    if (!i.alloc)
-      bodyOffset = i.offset;
-  toViews(body, base, bodyOffset);
+  toViews(body, base, 0);
+  toViews(fixed, base, 0);
   toViews(intervals, base, 0);
   func->setAttr(tfm::kWorkspaceAttrName,
                 IntegerAttr::get(IntegerType::get(func.getContext(), 64), arena));
   for (const Interval &i : intervals)
+    numPlanned += i.alloc ? 1 : 0;
+  for (const Interval &i : fixed)
     numPlanned += i.alloc ? 1 : 0;
   numPlanned += int64_t(body.size());
   return arena;

@@ -73,6 +73,11 @@ def TfmVerifyPipelineP2P : Pass<"tfm-verify-pipeline-p2p", "mlir::ModuleOp"> {
     exactly one receive expecting the same payload (activation or gradient,
     micro-batch, stage, shape, dtype) and (b) no rank blocks forever. A
     violation is an error naming the ranks, the batches and the payloads.
+    A batch in the steady phase's loop (an `scf.for` with constant bounds
+    in the rank's function, whose index the batch is `shifted by`) runs
+    once per trip, with the trip's micro-batch offset: the proof covers the
+    trip count compiled. A batch in any other region, or in a function the
+    step calls, is refused.
   }];
 }
 
