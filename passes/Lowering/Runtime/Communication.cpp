@@ -155,9 +155,7 @@ LogicalResult lower(LevelAllToAllOp op, LevelAllToAllOp::Adaptor a,
 static rt::I64 microbatchOf(int64_t microbatch, Value base, Emitter &e) {
   if (!base)
     return e.i64(microbatch);
-  Value offset = e.rewriter().create<arith::IndexCastOp>(
-      e.loc(), e.rewriter().getI64Type(), base);
-  return rt::I64(e.addI64(offset, microbatch));
+  return rt::I64(e.addI64(e.indexToI64(base), microbatch));
 }
 
 template <>

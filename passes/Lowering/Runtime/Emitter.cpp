@@ -38,6 +38,11 @@ int64_t lowering::dim(Value v, int64_t i) {
   return shaped.getDimSize(i < 0 ? shaped.getRank() + i : i);
 }
 int64_t lowering::rows(Value v) { return numElements(v) / dim(v, -1); }
+int64_t lowering::bytesOf(Type t) {
+  auto s = cast<ShapedType>(t);
+  return s.getNumElements() *
+         int64_t(llvm::divideCeil(s.getElementTypeBitWidth(), 8));
+}
 
 namespace {
 Type typeOf(MLIRContext *ctx, rt::Kind kind) {
@@ -159,6 +164,9 @@ Value Emitter::mulI64(Value v, int64_t c) {
 Value Emitter::remI64(Value v, int64_t c) {
   return b.create<arith::RemSIOp>(theLoc, v, i64(c));
 }
+Value Emitter::indexToI64(Value index) {
+  return b.create<arith::IndexCastOp>(theLoc, b.getI64Type(), index);
+}
 Value Emitter::toI64(Value i32Value) {
   return b.create<arith::ExtSIOp>(theLoc, b.getI64Type(), i32Value);
 }
@@ -191,21 +199,20 @@ Value Emitter::allocF32(int64_t n) {
 }
 Value Emitter::copyOf(Value buffer, Type type) {
   Value out = alloc(type);
-  int64_t bytes =
-      numElements(out) * (cast<ShapedType>(type).getElementTypeBitWidth() / 8);
-  call(rt::Copy2d{.dst = ptr(out),
+  copyBytes(ptr(out), ptr(buffer), bytesOf(type));
+  return out;
+}
+void Emitter::copyBytes(rt::Ptr dst, rt::Ptr src, int64_t bytes) {
+  call(rt::Copy2d{.dst = dst,
                   .dst_stride = i64(bytes),
-                  .src = ptr(buffer),
+                  .src = src,
                   .src_stride = i64(bytes),
                   .rows = i64(1),
                   .row_bytes = i64(bytes)});
-  return out;
 }
 Value Emitter::zeros(Type type) {
   Value out = alloc(type);
-  int64_t bytes =
-      numElements(out) * (cast<ShapedType>(type).getElementTypeBitWidth() / 8);
-  call(rt::Zero{.dst = ptr(out), .bytes = i64(bytes)});
+  call(rt::Zero{.dst = ptr(out), .bytes = i64(bytesOf(type))});
   return out;
 }
 

@@ -38,6 +38,8 @@ int32_t dtypeCode(mlir::Type elementType);
 int64_t numElements(mlir::Value v);
 int64_t dim(mlir::Value v, int64_t i);
 int64_t rows(mlir::Value v);
+/// The bytes of a value of shaped type `t`.
+int64_t bytesOf(mlir::Type t);
 
 class Emitter {
 public:
@@ -83,6 +85,8 @@ public:
   mlir::Value remI64(mlir::Value v, int64_t c);
   mlir::Value toI64(mlir::Value i32Value);
   mlir::Value toI32(mlir::Value i64Value);
+  /// An index value (a loop's) as an int64.
+  mlir::Value indexToI64(mlir::Value index);
   /// clamp(v, lo, hi) (signed).
   mlir::Value clampI64(mlir::Value v, int64_t lo, int64_t hi);
   /// `lhs < rhs ? ifLess : otherwise` (signed).
@@ -96,6 +100,8 @@ public:
   mlir::Value allocF32(int64_t n);
   /// A fresh copy of `buffer` (of tensor type `type`) and a zeroed buffer.
   mlir::Value copyOf(mlir::Value buffer, mlir::Type type);
+  /// `bytes` bytes from `src` to `dst`.
+  void copyBytes(rt::Ptr dst, rt::Ptr src, int64_t bytes);
   mlir::Value zeros(mlir::Type type);
 
   // Calls.

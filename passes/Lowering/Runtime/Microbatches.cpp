@@ -14,7 +14,6 @@
 
 #include "dialects/Tfm/TfmOps.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 using namespace mlir;
@@ -24,11 +23,6 @@ namespace loom::lowering {
 
 namespace {
 
-int64_t bytesOf(Type t) {
-  auto s = cast<ShapedType>(t);
-  return s.getNumElements() * int64_t(llvm::divideCeil(s.getElementTypeBitWidth(), 8));
-}
-
 /// The pointer to micro-batch `index` (+ the index value `base`) of the
 /// stacked buffer `stacked`, whose micro-batches are `bytes` apart.
 rt::Ptr microbatchPtr(Value stacked, int64_t index, Value base, int64_t bytes,
@@ -36,18 +30,7 @@ rt::Ptr microbatchPtr(Value stacked, int64_t index, Value base, int64_t bytes,
   rt::Ptr p = e.offsetPtr(e.ptr(stacked).value, index * bytes);
   if (!base)
     return p;
-  Value offset = e.rewriter().create<arith::IndexCastOp>(
-      e.loc(), e.rewriter().getI64Type(), base);
-  return e.offsetPtr(p.value, e.mulI64(offset, bytes));
-}
-
-void copyBytes(rt::Ptr dst, rt::Ptr src, int64_t bytes, Emitter &e) {
-  e.call(rt::Copy2d{.dst = dst,
-                    .dst_stride = e.i64(bytes),
-                    .src = src,
-                    .src_stride = e.i64(bytes),
-                    .rows = e.i64(1),
-                    .row_bytes = e.i64(bytes)});
+  return e.offsetPtr(p.value, e.mulI64(e.indexToI64(base), bytes));
 }
 
 } // namespace
@@ -57,9 +40,10 @@ LogicalResult lower(MicrobatchSliceOp op, MicrobatchSliceOp::Adaptor a,
                     Emitter &e) {
   int64_t bytes = bytesOf(op.getType());
   Value out = e.result(0);
-  copyBytes(e.ptr(out),
-            microbatchPtr(a.getStacked(), op.getIndex(), a.getBase(), bytes, e),
-            bytes, e);
+  e.copyBytes(e.ptr(out),
+              microbatchPtr(a.getStacked(), op.getIndex(), a.getBase(), bytes,
+                            e),
+              bytes);
   return success();
 }
 
@@ -71,8 +55,9 @@ LogicalResult lower(MicrobatchInsertOp op, MicrobatchInsertOp::Adaptor a,
     return op.emitOpError()
            << "writes its destination in place, which has other uses";
   int64_t bytes = bytesOf(op.getValue().getType());
-  copyBytes(microbatchPtr(a.getDest(), op.getIndex(), a.getBase(), bytes, e),
-            e.ptr(a.getValue()), bytes, e);
+  e.copyBytes(
+      microbatchPtr(a.getDest(), op.getIndex(), a.getBase(), bytes, e),
+      e.ptr(a.getValue()), bytes);
   e.setResult(0, a.getDest());
   return success();
 }
