@@ -196,8 +196,10 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
 
   if (Error e = checkSupported(o))
     return e;
-  // Mixture-of-experts layers are tensor-parallel (their experts split as a
-  // dense MLP is) but not context-parallel so far.
+  // Mixture-of-experts layers route each rank's own tokens under context
+  // parallelism; token dropping would then drop among a rank's chunks of
+  // the sequence (Megatron's capacity is per rank), which no one-rank run
+  // reproduces, so it is refused rather than compiled differently.
   int64_t cp = o.plan.sizes.cp;
   bool moe = false;
   int64_t numExperts = 0;
@@ -205,11 +207,11 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     moe = true;
     numExperts = int64_t(op.getNumExperts());
   });
-  if (moe && cp > 1)
+  if (moe && cp > 1 && o.moeExpertCapacityFactor)
     return fail(llvm::formatv(
-        "--cp {0}: the model has mixture-of-experts layers, which are "
-        "compiled for --cp 1 so far (with --tp, --sp, --ep, --dp, --pp and "
-        "--num-microbatches)",
+        "--moe-expert-capacity-factor with --cp {0} is not implemented: each "
+        "rank would drop tokens among its own chunks of the sequence; train "
+        "dropless (without a capacity factor) or with --cp 1",
         cp));
   // Expert parallelism: each rank holds ep's share of the experts and
   // exchanges tokens with the other ranks of its ep group.

@@ -267,8 +267,11 @@ Value ModelBuilder::moeMlp(StringRef prefix, Value x) {
       b.getI64IntegerAttr(k), m.preSoftmax ? b.getUnitAttr() : UnitAttr());
   // Always written, so that loom-compile's --moe-aux-loss-coeff can turn
   // it on; tfm-set-router-losses erases it when both coefficients are 0.
-  b.create<MoeRouterLossOp>(loc, f32Tensor({}), f32Tensor({}), logits,
-                            route.getExperts(),
+  Value routed = b.create<MoeRouteCountsOp>(loc, f32Tensor({e}),
+                                            route.getExperts(),
+                                            b.getI64IntegerAttr(e));
+  b.create<MoeRouterLossOp>(loc, f32Tensor({}), f32Tensor({}), logits, routed,
+                            b.getI64IntegerAttr(k),
                             b.getF64FloatAttr(m.auxLossCoeff),
                             b.getF64FloatAttr(0.0));
 

@@ -994,107 +994,216 @@ void loom::tfm::registerDistributionExternalModels(DialectRegistry &registry) {
 // Mixture of experts
 //===----------------------------------------------------------------------===//
 //
-// Routing decides on every token, whole: the router's operands and results
-// replicated. The experts are tensor-parallel as a dense MLP is (each
-// expert's gate and up projections column-parallel, its down projection
-// row-parallel): the dispatched rows' features split between them and the
+// Routing decides on each token alone, so the tokens of the routing tensors
+// ([batch, seq, ..]) may be split over ranks (context parallelism: each
+// rank routes its own chunks), all alike, the last dim whole. Permuted rows
+// [N, H] are then each rank's own tokens' rows, split over the same axes on
+// dim 0, and a rank's expert counts the partial sum of the micro-batch's.
+// The router's losses need the whole micro-batch's counts
+// (tfm.moe_route_counts, summed over those axes); each rank computes its
+// share, a partial sum. The experts are tensor-parallel as a dense MLP is
+// (each expert's gate and up projections column-parallel, its down
+// projection row-parallel): the rows' features split between them and the
 // combine linear in the rows, so a partial sum passes through it. With
 // expert parallelism the experts' weights, their counts and the dispatched
 // rows are split alike over the expert mesh's ep axis, between a
-// tfm.moe_dispatch and a tfm.moe_combine. Context parallelism of MoE
-// layers is not compiled yet; loom-compile refuses it before sharding.
+// tfm.moe_dispatch and a tfm.moe_combine.
 
 namespace {
-Dists allReplicated(Operation *op) {
-  Value mesh;
-  for (Value v : op->getOperands()) {
-    if (failed(replicated(op, "every operand of a mixture-of-experts op", v)))
-      return failure();
-    mesh = v;
+/// How the tokens of a [batch, seq, ..] routing tensor are split: its first
+/// two dims.
+struct TokenSplit {
+  DimDist batch, seq;
+
+  /// The axes, batch's first: what the tokens' rows are split over, and
+  /// what a per-rank sum over them is partial over.
+  SmallVector<StringRef> axes() const {
+    SmallVector<StringRef> all(batch.axes.begin(), batch.axes.end());
+    all.append(seq.axes.begin(), seq.axes.end());
+    return all;
   }
-  return SmallVector<DistAttr>(
-      op->getNumResults(), DistAttr::replicated(getDist(mesh).getMesh()));
+  /// Dim 0 of rows [N, H]: each rank's rows, in rank order.
+  DimDist rows() const { return DimDist{axes(), {}}; }
+  bool operator==(const TokenSplit &o) const {
+    return batch == o.batch && seq == o.seq;
+  }
+};
+
+/// The token split of the routing operand `v` (`what` names it), which is
+/// not partial and whole past its token dims.
+FailureOr<TokenSplit> tokensOf(Operation *op, StringRef what, Value v) {
+  SmallVector<DimDist> dims = dimsOf(v);
+  if (getDist(v).isPartial())
+    return op->emitOpError() << what << " is " << of(v)
+                             << "; routing operands are never partial";
+  for (size_t d = 2; d < dims.size(); ++d)
+    if (!dims[d].isWhole() || !dims[d].isNatural())
+      return op->emitOpError()
+             << what << " is " << of(v)
+             << "; only the tokens (batch and sequence) of a routing "
+                "operand are split";
+  return TokenSplit{dims[0], dims[1]};
 }
 
-/// The replicated distribution with `v`'s partial axes: a map linear in `v`
-/// whose other operands are replicated.
-DistAttr replicatedWithPartial(Value v) {
-  DistAttr d = getDist(v);
-  return DistAttr::replicated(d.getMesh())
-      .withPartial(d.getPartialAxes(), d.getReduction());
-}
-
-/// Dispatched rows [N, features] whose rows are whole (every rank holds
-/// every token's rows).
-LogicalResult wholeRows(Operation *op, StringRef what, Value rows) {
-  return wholeDim(op, what, rows, 0,
-                  "the dispatched rows are never split (only their "
-                  "features)");
-}
-
-/// The routing operands (ids, probabilities, row maps) of `op`: replicated.
-LogicalResult replicatedRouting(Operation *op, ValueRange values) {
-  for (Value v : values)
-    if (failed(replicated(op, "the routing operand", v)))
+/// The token split all of `values` share (the first names it in errors).
+FailureOr<TokenSplit> tokensAlike(Operation *op, ArrayRef<Value> values,
+                                  ArrayRef<StringRef> names) {
+  FailureOr<TokenSplit> first = tokensOf(op, names[0], values[0]);
+  if (failed(first))
+    return failure();
+  for (size_t i = 1; i < values.size(); ++i) {
+    FailureOr<TokenSplit> t = tokensOf(op, names[i], values[i]);
+    if (failed(t))
       return failure();
-  return success();
+    if (!(*t == *first))
+      return op->emitOpError()
+             << names[0] << " (" << of(values[0]) << ") and " << names[i]
+             << " (" << of(values[i])
+             << ") must split their tokens alike";
+  }
+  return first;
+}
+
+/// A [batch, seq, ..] tensor of `like`'s mesh with tokens split as `t`.
+DistAttr tokensDist(Value like, const TokenSplit &t,
+                    ArrayRef<StringRef> partial = {}) {
+  return DistAttr::replicated(getDist(like).getMesh())
+      .withDim(0, t.batch)
+      .withDim(1, t.seq)
+      .withPartial(partial, mesh::ReductionKind::Sum);
+}
+
+/// Rows [N, H] of tokens split as `t`: dim 0 each rank's own rows, the
+/// features whole (a partial sum allowed where the op is linear in them).
+LogicalResult rowsOfTokens(Operation *op, StringRef what, Value rows,
+                           const TokenSplit &t) {
+  if (getDist(rows).getDim(0) != t.rows())
+    return op->emitOpError()
+           << what << " are " << of(rows) << " but the tokens' rows are "
+           << describe(DistAttr::replicated(getDist(rows).getMesh())
+                           .withDim(0, t.rows()));
+  return wholeDim(op, what, rows, 1,
+                  "a token's rows are whole on their features");
 }
 } // namespace
 
-Dists MoeRouteOp::inferResultDistributions() { return allReplicated(*this); }
+Dists MoeRouteOp::inferResultDistributions() {
+  FailureOr<TokenSplit> t = tokensOf(*this, "the logits", getLogits());
+  if (failed(t))
+    return failure();
+  DistAttr d = tokensDist(getLogits(), *t);
+  return SmallVector<DistAttr>{d, d};
+}
 Dists MoeRouteGradOp::inferResultDistributions() {
-  return allReplicated(*this);
+  FailureOr<TokenSplit> t =
+      tokensAlike(*this, {getLogits(), getExperts(), getProbsGrad()},
+                  {"the logits", "the experts", "the probs' gradient"});
+  if (failed(t))
+    return failure();
+  return SmallVector<DistAttr>{tokensDist(getLogits(), *t)};
+}
+Dists MoeRouteCountsOp::inferResultDistributions() {
+  // A sum over the tokens: partial where they are split.
+  FailureOr<TokenSplit> t = tokensOf(*this, "the experts", getExperts());
+  if (failed(t))
+    return failure();
+  return SmallVector<DistAttr>{DistAttr::replicated(getDist(getExperts()).getMesh())
+                                   .withPartial(t->axes())};
 }
 Dists MoeRouterLossOp::inferResultDistributions() {
-  return allReplicated(*this);
+  // Sums over the tokens given the whole micro-batch's counts: each rank's
+  // share where the tokens are split.
+  FailureOr<TokenSplit> t = tokensOf(*this, "the logits", getLogits());
+  if (failed(t) ||
+      failed(replicated(*this, "the micro-batch's expert counts", getCounts())))
+    return failure();
+  DistAttr share = DistAttr::replicated(getDist(getLogits()).getMesh())
+                       .withPartial(t->axes());
+  return SmallVector<DistAttr>{share, share};
 }
 Dists MoeRouterLossGradOp::inferResultDistributions() {
-  return allReplicated(*this);
+  FailureOr<TokenSplit> t = tokensOf(*this, "the logits", getLogits());
+  if (failed(t) ||
+      failed(replicated(*this, "the micro-batch's expert counts",
+                        getCounts())) ||
+      failed(replicated(*this, "the loss gradient", getGrad())))
+    return failure();
+  return SmallVector<DistAttr>{tokensDist(getLogits(), *t)};
 }
-Dists MoeDropOp::inferResultDistributions() { return allReplicated(*this); }
-Dists MoePermuteOp::inferResultDistributions() { return allReplicated(*this); }
+Dists MoeDropOp::inferResultDistributions() {
+  FailureOr<TokenSplit> t = tokensAlike(*this, {getProbs(), getExperts()},
+                                        {"the probs", "the experts"});
+  if (failed(t))
+    return failure();
+  return SmallVector<DistAttr>{tokensDist(getExperts(), *t)};
+}
+Dists MoePermuteOp::inferResultDistributions() {
+  FailureOr<TokenSplit> t = tokensAlike(*this, {getInput(), getExperts()},
+                                        {"the tokens", "the experts"});
+  if (failed(t))
+    return failure();
+  FlatSymbolRefAttr mesh = getDist(getInput()).getMesh();
+  DistAttr rows = DistAttr::replicated(mesh).withDim(0, t->rows());
+  DistAttr counts = DistAttr::replicated(mesh).withPartial(t->axes());
+  return SmallVector<DistAttr>{rows, counts, tokensDist(getExperts(), *t)};
+}
 Dists MoePermuteGradOp::inferResultDistributions() {
   // A sum of each token's rows: linear in them.
-  if (failed(replicatedRouting(*this, getRowMap())) ||
-      failed(wholeRows(*this, "the rows' gradient", getRowsGrad())) ||
-      failed(wholeDim(*this, "the rows' gradient", getRowsGrad(), 1,
-                      "the tokens' gradient is whole on its features")))
+  FailureOr<TokenSplit> t = tokensOf(*this, "the row map", getRowMap());
+  if (failed(t) ||
+      failed(rowsOfTokens(*this, "the rows' gradient", getRowsGrad(), *t)) ||
+      failed(sumsOnly(*this, "the rows' gradient", getRowsGrad(),
+                      "the sum of a token's rows")))
     return failure();
-  return SmallVector<DistAttr>{replicatedWithPartial(getRowsGrad())};
+  return SmallVector<DistAttr>{
+      tokensDist(getRowMap(), *t, getDist(getRowsGrad()).getPartialAxes())};
 }
 Dists MoeUnpermuteOp::inferResultDistributions() {
   // Weighted sums of rows: linear in them.
-  if (failed(replicatedRouting(*this, {getProbs(), getRowMap()})) ||
-      failed(wholeRows(*this, "the rows", getRows())) ||
-      failed(wholeDim(*this, "the rows", getRows(), 1,
-                      "a token's output is whole on its features")))
+  FailureOr<TokenSplit> t = tokensAlike(*this, {getProbs(), getRowMap()},
+                                        {"the probs", "the row map"});
+  if (failed(t) || failed(rowsOfTokens(*this, "the rows", getRows(), *t)) ||
+      failed(sumsOnly(*this, "the rows", getRows(), "a weighted sum of rows")))
     return failure();
-  return SmallVector<DistAttr>{replicatedWithPartial(getRows())};
+  return SmallVector<DistAttr>{
+      tokensDist(getProbs(), *t, getDist(getRows()).getPartialAxes())};
 }
 Dists MoeUnpermuteGradOp::inferResultDistributions() {
-  // drows = probs * dout (dout whole); dprobs = <dout, rows>, a partial sum
-  // where the rows are.
-  if (failed(replicatedRouting(*this, {getProbs(), getRowMap()})) ||
-      failed(replicated(*this, "the output gradient", getGrad())) ||
-      failed(wholeRows(*this, "the rows", getRows())) ||
-      failed(wholeDim(*this, "the rows", getRows(), 1,
-                      "the combine's rows are whole on their features")))
+  // drows = probs * dout (dout whole on features); dprobs = <dout, rows>, a
+  // partial sum where the rows are.
+  FailureOr<TokenSplit> t = tokensAlike(
+      *this, {getProbs(), getRowMap(), getGrad()},
+      {"the probs", "the row map", "the output gradient"});
+  if (failed(t) || failed(rowsOfTokens(*this, "the rows", getRows(), *t)) ||
+      failed(sumsOnly(*this, "the rows", getRows(), "a weighted sum of rows")))
     return failure();
-  DistAttr whole = DistAttr::replicated(getDist(getGrad()).getMesh());
-  return SmallVector<DistAttr>{whole, replicatedWithPartial(getRows())};
+  DistAttr rows = DistAttr::replicated(getDist(getRows()).getMesh())
+                      .withDim(0, t->rows());
+  return SmallVector<DistAttr>{
+      rows, tokensDist(getProbs(), *t, getDist(getRows()).getPartialAxes())};
 }
 // Expert parallelism: the counts exchange's result is the same on every
-// rank of the ep group; a dispatch splits the rows and counts it returns
-// over the group's axis (each rank holds its experts' rows), and a combine
-// returns rows in the token order of the rank that sent them, as the
-// dispatch's input was.
+// rank of the ep group (each rank's own counts, concatenated); a dispatch
+// splits the rows and counts it returns over the group's axis (each rank
+// holds its experts' rows), and a combine returns rows in the token order
+// of the rank that sent them, as the dispatch's input was.
 Dists MoeGatherCountsOp::inferResultDistributions() {
-  if (failed(replicated(*this, "the counts", getCounts())))
-    return failure();
-  return SmallVector<DistAttr>{getDist(getCounts())};
+  DistAttr in = getDist(getCounts());
+  if (!in.getSplit().empty() ||
+      (in.isPartial() && in.getReduction() != mesh::ReductionKind::Sum))
+    return emitOpError() << "the counts are " << of(getCounts())
+                         << " but must be each rank's own (replicated, or "
+                            "a partial sum over the ranks its tokens are "
+                            "split over)";
+  return SmallVector<DistAttr>{in.withoutPartial()};
 }
 Dists MoeDispatchOp::inferResultDistributions() {
-  if (failed(replicated(*this, "the dispatch's input", getRows())) ||
+  DistAttr rows = getDist(getRows());
+  if (rows.isPartial() || !rows.getDim(0).isNatural())
+    return emitOpError() << "the dispatch's input is " << of(getRows())
+                         << "; it takes each rank's own rows";
+  if (failed(wholeDim(*this, "the dispatch's input", getRows(), 1,
+                      "the rows are dispatched whole on their features")) ||
       failed(replicated(*this, "the counts", getAllCounts())))
     return failure();
   DistAttr split = DistAttr::replicated(getMeshAttr()).withAxes(0, {getAxis()});
@@ -1103,7 +1212,8 @@ Dists MoeDispatchOp::inferResultDistributions() {
 Dists MoeCombineOp::inferResultDistributions() {
   // Linear in the rows: a partial sum over the expert tp group (a
   // row-parallel expert's output) stays one, over the dense world's group
-  // of that name (the same ranks: etp = tp).
+  // of that name (the same ranks: etp = tp). The rows return split as the
+  // dispatch of the same counts took them (each rank's own).
   DistAttr in = getDist(getDispatched());
   DistAttr want =
       DistAttr::replicated(getMeshAttr()).withAxes(0, {getAxis()});
@@ -1114,40 +1224,73 @@ Dists MoeCombineOp::inferResultDistributions() {
                       "a combine")) ||
       failed(replicated(*this, "the counts", getAllCounts())))
     return failure();
-  return SmallVector<DistAttr>{getDist(getAllCounts()).withPartial(
-      in.getPartialAxes(), in.getReduction())};
+  std::optional<DimDist> rows;
+  for (Operation *user : getAllCounts().getUsers())
+    if (auto dispatch = dyn_cast<MoeDispatchOp>(user))
+      if (DistAttr d = getDist(dispatch.getRows()))
+        rows = d.getDim(0);
+  if (!rows)
+    return emitOpError() << "returns rows that no distributed tfm.moe_dispatch "
+                            "of the same counts took";
+  return SmallVector<DistAttr>{getDist(getAllCounts())
+                                   .withDim(0, *rows)
+                                   .withPartial(in.getPartialAxes(),
+                                                in.getReduction())};
 }
 
-/// The experts' split under expert parallelism: the weight [experts, ..]
+/// The experts' split. Under expert parallelism the weight [experts, ..] is
 /// split on dim 0 (over ep) with the rows and the counts split alike (a
-/// dispatch's results), or nothing split on dim 0 at all.
-static LogicalResult expertsAlike(Operation *op, Value rows, Value weight,
-                                  Value counts, ArrayRef<Value> moreRows = {}) {
+/// dispatch's results). Otherwise the experts are whole and the rows either
+/// whole or each rank's own tokens' rows (split on dim 0 over the tokens'
+/// axes), the counts then each rank's own: a partial sum over those axes.
+/// Returns those axes (none for dispatched or whole rows).
+static FailureOr<SmallVector<StringRef>>
+expertsAlike(Operation *op, Value rows, Value weight, Value counts,
+             ArrayRef<Value> moreRows = {}) {
   DimDist w = getDist(weight).getDim(0);
-  if (!w.isNatural() || !getDist(counts).getDim(0).isNatural())
+  DistAttr cd = getDist(counts);
+  if (!w.isNatural() || !cd.getDim(0).isNatural())
     return op->emitOpError() << "the weight is " << of(weight)
                              << " and the counts " << of(counts)
                              << "; the experts are never reordered";
-  if (getDist(counts).getDim(0) != w ||
-      getDist(weight).getMesh() != getDist(counts).getMesh())
+  if (cd.getDim(0) != w || getDist(weight).getMesh() != cd.getMesh())
     return op->emitOpError()
            << "the weight is " << of(weight) << " and the expert counts "
            << of(counts) << "; the experts must be split alike";
   SmallVector<Value> all = {rows};
   all.append(moreRows.begin(), moreRows.end());
+  if (!w.isWhole()) {
+    for (Value r : all)
+      if (getDist(r).getDim(0) != w ||
+          getDist(r).getMesh() != getDist(weight).getMesh())
+        return op->emitOpError()
+               << "the rows are " << of(r) << " and the weight " << of(weight)
+               << "; the rows of split experts are dispatched rows, split as "
+                  "the experts are (tfm.moe_dispatch)";
+    // The counts say how many rows each expert has: nothing else of them
+    // is split.
+    if (cd.isPartial())
+      return op->emitOpError() << "the expert counts are " << of(counts)
+                               << "; the counts of dispatched rows are never "
+                                  "partial";
+    return SmallVector<StringRef>{};
+  }
+  DimDist own = getDist(rows).getDim(0);
   for (Value r : all)
-    if (getDist(r).getDim(0) != w ||
+    if (getDist(r).getDim(0) != own || !own.isNatural() ||
         getDist(r).getMesh() != getDist(weight).getMesh())
       return op->emitOpError()
-             << "the rows are " << of(r) << " and the weight " << of(weight)
-             << "; the rows of split experts are dispatched rows, split as "
-                "the experts are (tfm.moe_dispatch)";
-  // The counts say how many rows each expert has: nothing else of them is
-  // split.
-  if (getDist(counts).isPartial())
-    return op->emitOpError() << "the expert counts are " << of(counts)
-                             << "; counts are never partial";
-  return success();
+             << "the rows are " << of(r) << " and " << of(rows)
+             << "; whole experts take whole rows or each rank's own rows, "
+                "all alike";
+  if ((cd.isPartial() && cd.getReduction() != mesh::ReductionKind::Sum) ||
+      cd.getPartialAxes() != own.axes)
+    return op->emitOpError()
+           << "the expert counts are " << of(counts) << " and the rows "
+           << of(rows)
+           << "; a rank's counts are those of its own rows (a partial sum "
+              "over the axes the rows are split over)";
+  return SmallVector<StringRef>(own.axes.begin(), own.axes.end());
 }
 
 Dists GroupedLinearOp::inferResultDistributions() {
@@ -1178,8 +1321,11 @@ Dists GroupedLinearGradOp::inferResultDistributions() {
       failed(notPartial(*this, "the input", x,
                         "the weight's gradient would be a product of sums")) ||
       failed(notPartial(*this, "the output gradient", dy,
-                        "the weight's gradient would be a product of sums")) ||
-      failed(expertsAlike(*this, x, w, getCounts(), {dy})))
+                        "the weight's gradient would be a product of sums")))
+    return failure();
+  FailureOr<SmallVector<StringRef>> ownRows =
+      expertsAlike(*this, x, w, getCounts(), {dy});
+  if (failed(ownRows))
     return failure();
   SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w), gs = dimsOf(dy);
   if (gs[1] != ws[1] || xs[1] != ws[2])
@@ -1187,32 +1333,52 @@ Dists GroupedLinearGradOp::inferResultDistributions() {
                          << of(w) << ") and the output gradient (" << of(dy)
                          << ") must split the features alike";
   // dx = dy W[e]: a sum over the out-features; dW[e] = dy^T x over the
-  // rows this rank holds (every row of its experts).
+  // rows this rank holds (every row of its experts, or its own tokens'
+  // rows: then a partial sum over the ranks that hold the others).
   FailureOr<DistAttr> dx = make(*this, x, {xs[0], ws[2]}, gs[1].axes);
-  FailureOr<DistAttr> dw = make(*this, w, {ws[0], gs[1], xs[1]}, {});
+  FailureOr<DistAttr> dw = make(*this, w, {ws[0], gs[1], xs[1]}, *ownRows);
   if (failed(dx) || failed(dw))
     return failure();
   return SmallVector<DistAttr>{*dx, *dw};
 }
+/// A gate [.., 1] of `x` [.., H]: its tokens split as x's (context
+/// parallelism), its last dim whole, not partial.
+static LogicalResult gateOf(Operation *op, Value gate, Value x) {
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  SmallVector<int64_t> tokens = llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
+  if (failed(notPartial(op, "the gate", gate, "a gate is never partial")) ||
+      failed(wholeDim(op, "the gate", gate, rank - 1,
+                      "a token's gate is whole")))
+    return failure();
+  return sameDims(op, "the gate", gate, tokens, "the input", x, tokens,
+                  "token");
+}
+
 Dists SigmoidGateOp::inferResultDistributions() {
   // input * sigmoid(gate): linear in the input (a partial sum stays one,
-  // split features stay split); the gate whole.
-  if (failed(replicated(*this, "the gate", getGate())))
+  // split features stay split); the gate whole on its tokens' dims.
+  if (failed(gateOf(*this, getGate(), getInput())))
     return failure();
   return SmallVector<DistAttr>{getDist(getInput())};
 }
 Dists SigmoidGateGradOp::inferResultDistributions() {
-  // dx = dout * s (dout whole, like the result); dgate = sum over the
-  // features of dout * x * s': partial where x is, or where its features
-  // are split.
+  // dx = dout * s (dout whole on features, like the result); dgate = sum
+  // over the features of dout * x * s': partial where x is, or where its
+  // features are split.
   Value x = getInput();
   DistAttr xd = getDist(x);
-  if (failed(replicated(*this, "the gate", getGate())) ||
-      failed(replicated(*this, "the output gradient", getGrad())))
+  int64_t last = cast<RankedTensorType>(x.getType()).getRank() - 1;
+  SmallVector<int64_t> tokens = llvm::to_vector(llvm::seq<int64_t>(0, last));
+  if (failed(gateOf(*this, getGate(), x)) ||
+      failed(notPartial(*this, "the output gradient", getGrad(),
+                        "the gate's gradient would be a product of sums")) ||
+      failed(wholeDim(*this, "the output gradient", getGrad(), last,
+                      "the output gradient is whole on its features")) ||
+      failed(sameDims(*this, "the output gradient", getGrad(), tokens,
+                      "the input", x, tokens, "token")))
     return failure();
   if (failed(sumsOnly(*this, "the input", x, "the gate's gradient")))
     return failure();
-  int64_t last = cast<RankedTensorType>(x.getType()).getRank() - 1;
   FailureOr<DistAttr> dgate =
       make(*this, x, dimsOf(getGate()),
            concat(xd.getPartialAxes(), xd.getAxes(last)));

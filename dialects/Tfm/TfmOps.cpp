@@ -1008,13 +1008,29 @@ LogicalResult MoeRouteGradOp::verify() {
                         tensorOf(getExperts()).getShape(), "experts' shape")));
 }
 
-/// The router losses' operands: logits [B, S, E], experts [B, S, k] and
-/// coefficients that are finite and not negative.
+LogicalResult MoeRouteCountsOp::verify() {
+  if (failed(checkRank(*this, "experts", getExperts(), 3,
+                       "[batch, seq, top_k]")) ||
+      failed(checkPositive(*this, "num_experts", int64_t(getNumExperts()))))
+    return failure();
+  return checkShape(*this, "counts", getCounts(), {int64_t(getNumExperts())},
+                    "[num_experts]");
+}
+
+/// The router losses' operands: logits [B, S, E], counts [E], top_k at
+/// most E and coefficients that are finite and not negative.
 static LogicalResult verifyRouterLoss(Operation *op, Value logits,
-                                      Value experts, APFloat aux, APFloat z) {
-  if (failed(checkRank(op, "experts", experts, 3, "[batch, seq, top_k]")) ||
-      failed(checkRouting(op, logits, "experts", experts,
-                          tensorOf(experts).getDimSize(2))))
+                                      Value counts, uint64_t topK, APFloat aux,
+                                      APFloat z) {
+  if (failed(checkRank(op, "logits", logits, 3, "[batch, seq, experts]")) ||
+      failed(checkPositive(op, "top_k", int64_t(topK))))
+    return failure();
+  int64_t experts = tensorOf(logits).getDimSize(2);
+  if (int64_t(topK) > experts)
+    return op->emitOpError() << "top_k " << topK << " exceeds the " << experts
+                             << " experts";
+  if (failed(checkShape(op, "counts", counts, {experts},
+                        "[experts] of the logits")))
     return failure();
   for (auto [name, c] : {std::pair<StringRef, APFloat>{"aux_coeff", aux},
                          {"z_coeff", z}}) {
@@ -1027,12 +1043,12 @@ static LogicalResult verifyRouterLoss(Operation *op, Value logits,
 }
 
 LogicalResult MoeRouterLossOp::verify() {
-  return verifyRouterLoss(*this, getLogits(), getExperts(), getAuxCoeff(),
-                          getZCoeff());
+  return verifyRouterLoss(*this, getLogits(), getCounts(), getTopK(),
+                          getAuxCoeff(), getZCoeff());
 }
 LogicalResult MoeRouterLossGradOp::verify() {
-  return verifyRouterLoss(*this, getLogits(), getExperts(), getAuxCoeff(),
-                          getZCoeff());
+  return verifyRouterLoss(*this, getLogits(), getCounts(), getTopK(),
+                          getAuxCoeff(), getZCoeff());
 }
 
 /// rows [N, H] of a [B, S, H] tensor `tokens` and a row map [B, S, k].
@@ -1171,12 +1187,21 @@ static LogicalResult verifyExpertExchange(Operation *op, Value rows,
   bool local = hasLocalShapes(op->getParentOfType<ModuleOp>());
   int64_t E = all / *P, N = tensorOf(rows).getDimSize(0);
   int64_t H = tensorOf(rows).getDimSize(1);
-  int64_t M = local ? *P * N : *P * *P * N;
-  if (failed(checkShape(op, "dispatched rows", dispatched, {M, H},
-                        local ? "[ep * rows, features]: every rank's rows "
-                                "for this rank's experts at most"
-                              : "[ep * ep * rows, features]: split over ep")))
-    return failure();
+  // Global IR: ep * ep * rows / s, s the ranks the rows are split over
+  // (each rank's own tokens' rows under context parallelism), which
+  // tfm-localize makes ep * (rows / s).
+  int64_t M = tensorOf(dispatched).getDimSize(0);
+  bool fits = local ? M == *P * N
+                    : M > 0 && M % (*P * *P) == 0 && (*P * *P * N) % M == 0;
+  if (!fits || tensorOf(dispatched).getDimSize(1) != H)
+    return op->emitOpError()
+           << "dispatched rows shape [" << M << ", "
+           << tensorOf(dispatched).getDimSize(1) << "] does not match "
+           << (local ? "[ep * rows, features]: every rank's rows for this "
+                       "rank's experts at most"
+                     : "[ep * ep * rows / s, features]: split over ep, s "
+                       "the ranks the rows are split over")
+           << " (ep " << *P << ", " << N << " rows, " << H << " features)";
   if (localCounts && E % *P != 0)
     return op->emitOpError() << E << " experts do not divide over " << *P
                              << " ranks";

@@ -1399,7 +1399,8 @@ def Tfm_AttentionSectionGradOp : Tfm_SectionOp<"attention_section_grad"> {
 //
 //   %logits          = tfm.linear %x32, %router_w32       (router, in f32)
 //   %probs, %experts = tfm.moe_route %logits top_k k
-//   %aux, %z         = tfm.moe_router_loss %logits, %experts ...
+//   %routed          = tfm.moe_route_counts %experts
+//   %aux, %z         = tfm.moe_router_loss %logits, %routed ...
 //   %rows, %counts, %row_map = tfm.moe_permute %x, %experts
 //   %h               = tfm.grouped_linear %rows, %w1, %counts   (per expert)
 //   ...
@@ -1458,28 +1459,58 @@ def Tfm_MoeRouteGradOp : Tfm_Op<"moe_route_grad", [Pure,
   let hasVerifier = 1;
 }
 
+def Tfm_MoeRouteCountsOp : Tfm_Op<"moe_route_counts", [Pure,
+    Tfm_Distributed]> {
+  let summary = "how many of the tokens' top-k slots chose each expert";
+  let description = [{
+    `counts [E]` from tfm.moe_route's `experts [B, S, k]`: the (token, slot)
+    pairs routed to each expert, before any token dropping. In f32 (exact
+    below 2^24 pairs) because the router's load-balancing loss needs the
+    counts of the whole micro-batch: where its tokens are split over ranks
+    (context parallelism) the counts are a partial sum, summed by an
+    ordinary all-reduce.
+
+    ```mlir
+    %c = tfm.moe_route_counts %e num_experts 4 : tensor<2x8x2xi32> -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_IdTensor:$experts, I64Attr:$num_experts);
+  let results = (outs Tfm_StatTensor:$counts);
+  let assemblyFormat = [{
+    $experts `num_experts` $num_experts attr-dict `:` type($experts) `->`
+    type($counts)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_MoeRouterLossOp : Tfm_Op<"moe_router_loss", [Pure, Tfm_Distributed]> {
   let summary = "Megatron-Core's load-balancing and z losses of a router";
   let description = [{
     Over the T tokens of the micro-batch, with p = softmax(logits) per token:
     `load_balancing = aux_coeff * E / (k * T^2) * sum_e (sum_t p[t,e]) *
-    count[e]`, count[e] the tokens routed to e (`experts`), and `z_loss =
+    counts[e]`, `counts` the pairs routed to each expert
+    (tfm.moe_route_counts, so `T = sum_e counts[e] / k`), and `z_loss =
     z_coeff / T * sum_t logsumexp(logits[t])^2`. Both are training
     objectives that no op reads: tfm-differentiate seeds their gradients
     with the step's `grad_scale`, like the model's loss.
 
+    Both losses are sums over tokens once `counts` (and so T) are fixed: on
+    tokens split over ranks each rank computes its share from its own
+    logits and the whole micro-batch's counts (Megatron-Core's counts
+    all-reduced over tp x cp), and the shares sum to the loss.
+
     ```mlir
-    %aux, %z = tfm.moe_router_loss %logits, %e aux_coeff 1.000000e-02 z_coeff 0.000000e+00
-        : tensor<2x8x4xf32>, tensor<2x8x2xi32> -> tensor<f32>, tensor<f32>
+    %aux, %z = tfm.moe_router_loss %logits, %c top_k 2 aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+        : tensor<2x8x4xf32>, tensor<4xf32> -> tensor<f32>, tensor<f32>
     ```
   }];
-  let arguments = (ins Tfm_StatTensor:$logits, Tfm_IdTensor:$experts,
-                       F64Attr:$aux_coeff, F64Attr:$z_coeff);
+  let arguments = (ins Tfm_StatTensor:$logits, Tfm_StatTensor:$counts,
+                       I64Attr:$top_k, F64Attr:$aux_coeff, F64Attr:$z_coeff);
   let results = (outs Tfm_Loss:$load_balancing, Tfm_Loss:$z_loss);
   let assemblyFormat = [{
-    $logits `,` $experts `aux_coeff` $aux_coeff `z_coeff` $z_coeff attr-dict
-    `:` type($logits) `,` type($experts) `->` type($load_balancing) `,`
-    type($z_loss)
+    $logits `,` $counts `top_k` $top_k `aux_coeff` $aux_coeff `z_coeff`
+    $z_coeff attr-dict `:` type($logits) `,` type($counts) `->`
+    type($load_balancing) `,` type($z_loss)
   }];
   let hasVerifier = 1;
 }
@@ -1488,19 +1519,22 @@ def Tfm_MoeRouterLossGradOp : Tfm_Op<"moe_router_loss_grad", [Pure,
     AllTypesMatch<["logits", "logits_grad"]>, Tfm_Distributed]> {
   let summary = "gradient of tfm.moe_router_loss";
   let description = [{
-    `grad` times the logits' gradient of `load_balancing + z_loss`.
+    `grad` times the logits' gradient of `load_balancing + z_loss` (the
+    counts, a routing decision, have none).
 
     ```mlir
-    %dl = tfm.moe_router_loss_grad %logits, %e, %scale aux_coeff 1.000000e-02 z_coeff 0.000000e+00
-        : tensor<2x8x4xf32>, tensor<2x8x2xi32>, tensor<f32>
+    %dl = tfm.moe_router_loss_grad %logits, %c, %scale top_k 2 aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+        : tensor<2x8x4xf32>, tensor<4xf32>, tensor<f32>
     ```
   }];
-  let arguments = (ins Tfm_StatTensor:$logits, Tfm_IdTensor:$experts,
-                       Tfm_Loss:$grad, F64Attr:$aux_coeff, F64Attr:$z_coeff);
+  let arguments = (ins Tfm_StatTensor:$logits, Tfm_StatTensor:$counts,
+                       Tfm_Loss:$grad, I64Attr:$top_k, F64Attr:$aux_coeff,
+                       F64Attr:$z_coeff);
   let results = (outs Tfm_StatTensor:$logits_grad);
   let assemblyFormat = [{
-    $logits `,` $experts `,` $grad `aux_coeff` $aux_coeff `z_coeff` $z_coeff
-    attr-dict `:` type($logits) `,` type($experts) `,` type($grad)
+    $logits `,` $counts `,` $grad `top_k` $top_k `aux_coeff` $aux_coeff
+    `z_coeff` $z_coeff attr-dict `:` type($logits) `,` type($counts) `,`
+    type($grad)
   }];
   let hasVerifier = 1;
 }

@@ -201,7 +201,7 @@ LogicalResult moeRouterLoss(MoeRouterLossOp op, GradientContext &c) {
               "seeds both with grad_scale)";
   Value dlogits = c.builder.create<MoeRouterLossGradOp>(
       op.getLoc(), op.getLogits().getType(), c.forward(op.getLogits()),
-      c.forward(op.getExperts()), dAux, op.getAuxCoeffAttr(),
+      c.forward(op.getCounts()), dAux, op.getTopKAttr(), op.getAuxCoeffAttr(),
       op.getZCoeffAttr());
   c.accumulate(op.getLogits(), dlogits);
   return success();

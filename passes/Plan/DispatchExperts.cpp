@@ -61,12 +61,12 @@ struct DispatchExpertsPass
     auto meshRef = FlatSymbolRefAttr::get(*expert);
     auto axis = StringAttr::get(&getContext(), "ep");
     for (MoePermuteOp permute : permutes)
-      if (failed(dispatch(permute, meshRef, axis, ep)))
+      if (failed(dispatch(permute, meshRef, axis, ep, planAttr.getCp())))
         return signalPassFailure();
   }
 
   LogicalResult dispatch(MoePermuteOp permute, FlatSymbolRefAttr mesh,
-                         StringAttr axis, int64_t ep) {
+                         StringAttr axis, int64_t ep, int64_t cp) {
     const int64_t experts = int64_t(permute.getNumExperts());
     if (experts % ep != 0)
       return permute.emitOpError()
@@ -89,8 +89,14 @@ struct DispatchExpertsPass
     Value all = b.create<MoeGatherCountsOp>(
         loc, RankedTensorType::get({ep * experts}, countsType.getElementType()),
         counts, mesh, axis);
-    // Global IR: every rank's P * N rows at most, split over ep.
-    const int64_t received = ep * ep * rowsType.getDimSize(0);
+    // Global IR: every rank's P * N rows at most, split over ep; under
+    // context parallelism a rank's rows are those of its own cp share of
+    // the tokens, N / cp.
+    if (rowsType.getDimSize(0) % cp != 0)
+      return permute.emitOpError()
+             << "permutes " << rowsType.getDimSize(0)
+             << " rows, which do not divide over cp " << cp;
+    const int64_t received = ep * ep * rowsType.getDimSize(0) / cp;
     auto dispatched = b.create<MoeDispatchOp>(
         loc, rowsType.clone({received, rowsType.getDimSize(1)}), countsType,
         rows, all, mesh, axis);

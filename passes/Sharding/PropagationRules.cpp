@@ -798,10 +798,15 @@ struct CrossEntropyGradRule
 // gives a partial sum that meets the residual stream by the layer's one
 // all-reduce (or reduce-scatter with SP).
 
-/// `v`'s distribution with only its partial axes kept (rows whole).
+/// `v` (rows [N, H] or tokens [B, S, H]) with its partial axes kept, its
+/// other dims whole over tp but kept split over cp (each rank's own tokens,
+/// or their rows), the features whole.
 DistAttr keepPartial(Propagation &p, Value v) {
-  DistAttr d = getDist(v);
-  return p.replicated().withPartial(d.getPartialAxes(), d.getReduction());
+  DistAttr d = getDist(v), tokens = p.wholeOverTp(d);
+  DistAttr kept = p.replicated();
+  for (int64_t i = 0; i + 1 < rankOf(v); ++i)
+    kept = kept.withDim(i, tokens.getDim(i));
+  return kept.withPartial(d.getPartialAxes(), d.getReduction());
 }
 
 /// Routing ops: every operand whole over tp.
@@ -810,6 +815,23 @@ template <typename OpT> struct RoutingRule : Model<RoutingRule<OpT>, OpT> {
     for (unsigned i = 0; i < o->getNumOperands(); ++i)
       if (failed(p.require(o, i, p.wholeOverTp(getDist(o->getOperand(i))))))
         return failure();
+    return p.inferResults(o);
+  }
+};
+
+/// The router's losses: the logits as routing takes them, and the whole
+/// micro-batch's expert counts (summed where the tokens are split).
+template <typename OpT>
+struct RouterLossRule : Model<RouterLossRule<OpT>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    auto op = cast<OpT>(o);
+    for (unsigned i = 0; i < o->getNumOperands(); ++i) {
+      Value v = o->getOperand(i);
+      DistAttr want = v == op.getCounts() ? p.replicated()
+                                          : p.wholeOverTp(getDist(v));
+      if (failed(p.require(o, i, want)))
+        return failure();
+    }
     return p.inferResults(o);
   }
 };
@@ -847,7 +869,8 @@ struct GroupedLinearRule : Model<GroupedLinearRule, GroupedLinearOp> {
     // expert is split over the expert mesh's tp axis as a dense MLP is
     // (etp = tp): column-parallel on whole rows, row-parallel on rows whose
     // features are split.
-    if (DimDist rows = getDist(x).getDim(0); !rows.isWhole()) {
+    if (DimDist rows = getDist(x).getDim(0);
+        !getDist(op.getCounts()).getDim(0).isWhole()) {
       DistAttr experts =
           DistAttr::replicated(getDist(x).getMesh()).withDim(0, rows);
       if (!p.tp().empty()) {
@@ -865,9 +888,11 @@ struct GroupedLinearRule : Model<GroupedLinearRule, GroupedLinearOp> {
       return failure(failed(p.require(o, 1, experts)) ||
                      failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     }
+    // Whole experts on whole rows, or on each rank's own tokens' rows (with
+    // their own counts) where the tokens are split over cp.
     if (p.tp().empty())
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
-    if (failed(p.require(o, 2, p.replicated())))
+    if (failed(p.require(o, 2, p.wholeOverTp(getDist(op.getCounts())))))
       return failure();
     // Row-parallel (the down projection): the weight's in-features split
     // like the rows' features, a partial sum out.
@@ -896,11 +921,19 @@ struct GroupedLinearGradRule
     // The forward's decision, read off the weight [experts, out, in]: its
     // experts split (over ep) as the rows and counts are, its features as
     // the rows' features are.
+    // Whole experts take the rows as the forward did: whole, or each rank's
+    // own tokens' rows with their own counts (a partial sum).
     DistAttr w = getDist(op.getWeight());
     DistAttr experts = DistAttr::replicated(w.getMesh()).withDim(0, w.getDim(0));
-    DistAttr xd = dimLike(experts, 1, w, 2);
-    DistAttr dyd = dimLike(experts, 1, w, 1);
-    if (failed(p.require(o, 0, xd)) || failed(p.require(o, 2, experts)) ||
+    DistAttr rows = experts, counts = experts;
+    if (w.getDim(0).isWhole()) {
+      DimDist own = getDist(op.getInput()).getDim(0);
+      rows = experts.withDim(0, own);
+      counts = experts.withPartial(own.axes);
+    }
+    DistAttr xd = dimLike(rows, 1, w, 2);
+    DistAttr dyd = dimLike(rows, 1, w, 1);
+    if (failed(p.require(o, 0, xd)) || failed(p.require(o, 2, counts)) ||
         failed(p.require(o, 3, dyd)))
       return failure();
     return p.inferResults(o);
@@ -937,8 +970,9 @@ void sharding::registerPropagationRules(DialectRegistry &registry) {
     CrossEntropyGradOp::attachInterface<CrossEntropyGradRule>(*ctx);
     MoeRouteOp::attachInterface<RoutingRule<MoeRouteOp>>(*ctx);
     MoeRouteGradOp::attachInterface<RoutingRule<MoeRouteGradOp>>(*ctx);
-    MoeRouterLossOp::attachInterface<RoutingRule<MoeRouterLossOp>>(*ctx);
-    MoeRouterLossGradOp::attachInterface<RoutingRule<MoeRouterLossGradOp>>(
+    MoeRouteCountsOp::attachInterface<RoutingRule<MoeRouteCountsOp>>(*ctx);
+    MoeRouterLossOp::attachInterface<RouterLossRule<MoeRouterLossOp>>(*ctx);
+    MoeRouterLossGradOp::attachInterface<RouterLossRule<MoeRouterLossGradOp>>(
         *ctx);
     MoeDropOp::attachInterface<RoutingRule<MoeDropOp>>(*ctx);
     MoePermuteOp::attachInterface<RoutingRule<MoePermuteOp>>(*ctx);

@@ -677,15 +677,19 @@ void rules::check(const MoeRouteBackward &a) {
   if (a.T)
     REQUIRE(a.logits && a.experts && a.dprobs && a.dlogits, "NULL tensor");
 }
+void rules::check(const MoeRouteCounts &a) {
+  checkRouting(a);
+  REQUIRE(a.counts && (a.T == 0 || a.experts), "NULL tensor");
+}
 void rules::check(const MoeRouterLossForward &a) {
   checkRouting(a);
-  REQUIRE(a.aux_loss && a.z_loss && (a.T == 0 || (a.logits && a.experts)),
+  REQUIRE(a.aux_loss && a.z_loss && a.counts && (a.T == 0 || a.logits),
           "NULL tensor");
 }
 void rules::check(const MoeRouterLossBackward &a) {
   checkRouting(a);
   if (a.T)
-    REQUIRE(a.logits && a.experts && a.grad_scale && a.dlogits, "NULL tensor");
+    REQUIRE(a.logits && a.counts && a.grad_scale && a.dlogits, "NULL tensor");
 }
 void rules::check(const MoeDrop &a) {
   checkRouting(a);

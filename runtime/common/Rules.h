@@ -106,6 +106,7 @@ void check(const args::Adamw &);
 // Mixture of experts.
 void check(const args::MoeRouteForward &);
 void check(const args::MoeRouteBackward &);
+void check(const args::MoeRouteCounts &);
 void check(const args::MoeRouterLossForward &);
 void check(const args::MoeRouterLossBackward &);
 void check(const args::MoeDrop &);

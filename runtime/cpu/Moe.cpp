@@ -129,14 +129,36 @@ void loomrt::backend::loomrt_moe_route_backward(
   }
 }
 
+void loomrt::backend::loomrt_moe_route_counts(int64_t T, int64_t E,
+                                              int64_t k,
+                                              const int32_t *experts,
+                                              float *counts) {
+  LOOMRT_DEVICE_CALL(experts, counts);
+  std::fill(counts, counts + E, 0.0f);
+  for (int64_t i = 0; i < T * k; ++i)
+    if (experts[i] >= 0 && experts[i] < E)
+      counts[experts[i]] += 1.0f;
+}
+
+namespace {
+/// The micro-batch's tokens, sum_e counts[e] / k, at least 1 (no tokens:
+/// the losses are 0, not 0 / 0).
+double routedTokens(int64_t E, int64_t k, const float *counts) {
+  double pairs = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    pairs += counts[e];
+  return std::max(pairs / double(k), 1.0);
+}
+} // namespace
+
 void loomrt::backend::loomrt_moe_router_loss_forward(
     int64_t T, int64_t E, int64_t k, float aux_coeff, float z_coeff,
-    const float *logits, const int32_t *experts, float *aux_loss,
+    const float *logits, const float *counts, float *aux_loss,
     float *z_loss) {
-  LOOMRT_DEVICE_CALL(logits, experts, aux_loss, z_loss);
+  LOOMRT_DEVICE_CALL(logits, counts, aux_loss, z_loss);
   // Sequential over tokens: a fixed summation order, and T x E is small
   // next to the layer's GEMMs.
-  std::vector<double> P(size_t(E), 0.0), count(size_t(E), 0.0);
+  std::vector<double> P(size_t(E), 0.0);
   std::vector<float> p(static_cast<size_t>(E));
   double z = 0.0;
   for (int64_t t = 0; t < T; ++t) {
@@ -144,29 +166,25 @@ void loomrt::backend::loomrt_moe_router_loss_forward(
     z += double(lse) * lse;
     for (int64_t e = 0; e < E; ++e)
       P[size_t(e)] += p[size_t(e)];
-    for (int64_t j = 0; j < k; ++j)
-      count[size_t(experts[t * k + j])] += 1.0;
   }
   double sum = 0.0;
   for (int64_t e = 0; e < E; ++e)
-    sum += P[size_t(e)] * count[size_t(e)];
-  double tokens = double(std::max<int64_t>(T, 1));
+    sum += P[size_t(e)] * double(counts[e]);
+  const double tokens = routedTokens(E, k, counts);
   *aux_loss = float(aux_coeff * double(E) / (double(k) * tokens * tokens) * sum);
   *z_loss = float(z_coeff * z / tokens);
 }
 
 void loomrt::backend::loomrt_moe_router_loss_backward(
     int64_t T, int64_t E, int64_t k, float aux_coeff, float z_coeff,
-    const float *logits, const int32_t *experts, const float *grad_scale,
+    const float *logits, const float *counts, const float *grad_scale,
     float *dlogits) {
-  LOOMRT_DEVICE_CALL(logits, experts, grad_scale, dlogits);
-  std::vector<float> dP(size_t(E), 0.0f);
-  for (int64_t i = 0; i < T * k; ++i)
-    dP[size_t(experts[i])] += 1.0f;
-  const double g = *grad_scale, tokens = double(std::max<int64_t>(T, 1));
+  LOOMRT_DEVICE_CALL(logits, counts, grad_scale, dlogits);
+  const double g = *grad_scale, tokens = routedTokens(E, k, counts);
   const float auxScale =
       float(g * aux_coeff * double(E) / (double(k) * tokens * tokens));
   const float zScale = float(g * z_coeff * 2.0 / tokens);
+  std::vector<float> dP(counts, counts + E);
   for (float &d : dP)
     d *= auxScale;
 #pragma omp parallel

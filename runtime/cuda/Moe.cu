@@ -204,6 +204,26 @@ __global__ void countTokens(int64_t T, int64_t k, int64_t E,
   }
 }
 
+/// counts[e] += 1 per (token, slot) pair routed to e, in f32: integer sums
+/// below 2^24 are exact in any order. counts must be zero first.
+__global__ void countRoutes(int64_t n, int64_t E, const int32_t *experts,
+                            float *counts) {
+  GRID_STRIDE(i, n) {
+    const int32_t e = experts[i];
+    if (e >= 0 && e < E)
+      atomicAdd(&counts[e], 1.0f);
+  }
+}
+
+/// The micro-batch's tokens, sum_e counts[e] / k, at least 1, summed by
+/// every thread that calls it (E is small).
+__device__ double routedTokens(int64_t E, int64_t k, const float *counts) {
+  double pairs = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    pairs += counts[e];
+  return fmax(pairs / double(k), 1.0);
+}
+
 /// lse[t] = logsumexp(logits[t]), one warp per token.
 __global__ void rowLse(int64_t T, int64_t E, const float *logits, float *lse) {
   const int64_t t = warpItem();
@@ -235,12 +255,13 @@ __global__ void probSums(int64_t T, int64_t E, const float *logits,
   P[e] = sum;
 }
 
-/// aux = auxScale * sum_e P[e] count[e], z = zScale * sum_t lse[t]^2, by
-/// one block in double in a fixed order.
-__global__ void routerLossTotals(int64_t T, int64_t E, double auxScale,
-                                 double zScale, const float *P,
-                                 const int32_t *counts, const float *lse,
-                                 float *aux, float *z) {
+/// aux = aux_coeff E / (k N^2) sum_e P[e] counts[e], z = z_coeff / N
+/// sum_t lse[t]^2 (N = routedTokens), by one block in double in a fixed
+/// order.
+__global__ void routerLossTotals(int64_t T, int64_t E, int64_t k,
+                                 double auxCoeff, double zCoeff,
+                                 const float *P, const float *counts,
+                                 const float *lse, float *aux, float *z) {
   __shared__ double sa[1024], sz[1024];
   double a = 0.0, b = 0.0;
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
@@ -258,35 +279,41 @@ __global__ void routerLossTotals(int64_t T, int64_t E, double auxScale,
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    *aux = float(auxScale * sa[0]);
-    *z = float(zScale * sz[0]);
+    const double n = routedTokens(E, k, counts);
+    *aux = float(auxCoeff * double(E) / (double(k) * n * n) * sa[0]);
+    *z = float(zCoeff / n * sz[0]);
   }
 }
 
-/// With p = softmax(logits[t]), g = *gradScale, dP = g auxScale count:
-///   dlogits[t] = p (dP - <p, dP>) + g zScale 2 lse_t p.
-/// One warp per token; the scale is read on the device (no host sync).
-__global__ void routerLossGrad(int64_t T, int64_t E, float auxScale,
-                               float zScale, const float *logits,
-                               const int32_t *counts, const float *gradScale,
-                               float *dlogits) {
+/// With p = softmax(logits[t]), g = *gradScale, N = routedTokens and
+/// dP = g aux_coeff E / (k N^2) counts:
+///   dlogits[t] = p (dP - <p, dP>) + g z_coeff / N 2 lse_t p.
+/// One warp per token; the scale and N are read on the device (no host
+/// sync).
+__global__ void routerLossGrad(int64_t T, int64_t E, int64_t k,
+                               float auxCoeff, float zCoeff,
+                               const float *logits, const float *counts,
+                               const float *gradScale, float *dlogits) {
   const int64_t t = warpItem();
   if (t >= T)
     return;
   const int lane = threadIdx.x & 31;
   const float *l = logits + t * E;
   const float g = *gradScale;
+  const double n = routedTokens(E, k, counts);
+  const float auxScale = float(double(auxCoeff) * double(E) / (double(k) * n * n));
+  const float zScale = float(double(zCoeff) / n);
   float m, s;
   rowSoftmaxStats(l, E, m, s);
   const float lse = m + logf(s);
   float dot = 0.0f;
   for (int64_t e = lane; e < E; e += 32)
-    dot += expf(l[e] - m) / s * (g * auxScale * float(counts[e]));
+    dot += expf(l[e] - m) / s * (g * auxScale * counts[e]);
   dot = warpSum(dot);
   const float zTerm = g * zScale * 2.0f * lse;
   for (int64_t e = lane; e < E; e += 32) {
     const float p = expf(l[e] - m) / s;
-    const float dP = g * auxScale * float(counts[e]);
+    const float dP = g * auxScale * counts[e];
     dlogits[t * E + e] = p * (dP - dot) + zTerm * p;
   }
 }
@@ -660,58 +687,48 @@ void loomrt::backend::loomrt_moe_route_backward(
   CUDA_CHECK_LAUNCH();
 }
 
+void loomrt::backend::loomrt_moe_route_counts(int64_t T, int64_t E,
+                                              int64_t k,
+                                              const int32_t *experts,
+                                              float *counts) {
+  CUDA_CHECK(cudaMemsetAsync(counts, 0, size_t(E * 4), stream()));
+  if (T * k == 0)
+    return;
+  countRoutes<<<gridFor(T * k), kThreads, 0, stream()>>>(T * k, E, experts,
+                                                         counts);
+  CUDA_CHECK_LAUNCH();
+}
+
 void loomrt::backend::loomrt_moe_router_loss_forward(
     int64_t T, int64_t E, int64_t k, float aux_coeff, float z_coeff,
-    const float *logits, const int32_t *experts, float *aux_loss,
+    const float *logits, const float *counts, float *aux_loss,
     float *z_loss) {
-  // No tokens: both sums are empty, and the losses 0 (not 0 / 0).
-  const double tokens = double(T);
-  const double auxScale =
-      T * k > 0 ? aux_coeff * double(E) / (double(k) * tokens * tokens) : 0.0;
-  const double zScale = T > 0 ? z_coeff / tokens : 0.0;
-  Scratch buf(Scratch::round(T * 4) + Scratch::round(E * 4) + E * 4);
+  // No tokens here: both sums are empty, and this rank's losses 0.
+  Scratch buf(Scratch::round(T * 4) + E * 4);
   float *lse = buf.as<float>();
   float *P = reinterpret_cast<float *>(buf.as<char>() + Scratch::round(T * 4));
-  int32_t *counts = reinterpret_cast<int32_t *>(
-      buf.as<char>() + Scratch::round(T * 4) + Scratch::round(E * 4));
   const bool any = T > 0 && E > 0;
   if (any) {
-    CUDA_CHECK(cudaMemsetAsync(counts, 0, size_t(E * 4), stream()));
-    countTokens<<<gridFor(T * k), kThreads, 0, stream()>>>(T, k, E, experts,
-                                                           counts);
-    CUDA_CHECK_LAUNCH();
     rowLse<<<warpGrid(__func__, T), kThreads, 0, stream()>>>(T, E, logits, lse);
     CUDA_CHECK_LAUNCH();
     probSums<<<unsigned((E + 31) / 32), dim3(32, 8), 0, stream()>>>(
         T, E, logits, lse, P);
     CUDA_CHECK_LAUNCH();
   }
-  routerLossTotals<<<1, 1024, 0, stream()>>>(any ? T : 0, any ? E : 0, auxScale,
-                                             zScale, P, counts, lse, aux_loss,
-                                             z_loss);
+  routerLossTotals<<<1, 1024, 0, stream()>>>(any ? T : 0, any ? E : 0, k,
+                                             aux_coeff, z_coeff, P, counts, lse,
+                                             aux_loss, z_loss);
   CUDA_CHECK_LAUNCH();
 }
 
 void loomrt::backend::loomrt_moe_router_loss_backward(
     int64_t T, int64_t E, int64_t k, float aux_coeff, float z_coeff,
-    const float *logits, const int32_t *experts, const float *grad_scale,
+    const float *logits, const float *counts, const float *grad_scale,
     float *dlogits) {
   if (T == 0 || E == 0)
     return;
-  const double tokens = double(T);
-  const double auxScale =
-      k > 0 ? aux_coeff * double(E) / (double(k) * tokens * tokens) : 0.0;
-  const double zScale = z_coeff / tokens;
-  Scratch counts(E * 4);
-  CUDA_CHECK(cudaMemsetAsync(counts.as<int32_t>(), 0, size_t(E * 4), stream()));
-  if (k > 0) {
-    countTokens<<<gridFor(T * k), kThreads, 0, stream()>>>(
-        T, k, E, experts, counts.as<int32_t>());
-    CUDA_CHECK_LAUNCH();
-  }
   routerLossGrad<<<warpGrid(__func__, T), kThreads, 0, stream()>>>(
-      T, E, float(auxScale), float(zScale), logits, counts.as<int32_t>(),
-      grad_scale, dlogits);
+      T, E, k, aux_coeff, z_coeff, logits, counts, grad_scale, dlogits);
   CUDA_CHECK_LAUNCH();
 }
 

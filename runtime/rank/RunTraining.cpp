@@ -699,12 +699,14 @@ void Run::allGatherParams() {
 }
 
 void Run::takeRouterLosses(const float *sums, StepResult &result) {
-  // Every rank of a pipeline stage ran its MoE layers on its micro-batches:
-  // the world's sum counts each layer (ranks per stage) x micro-batches
-  // times.
-  auto pp = m.plan.find("pp");
-  double perLayer = double(worldSize) /
-                    double(pp == m.plan.end() ? 1 : pp->second) *
+  // Every rank of a pipeline stage ran its MoE layers on its micro-batches,
+  // the cp ranks of a micro-batch each its share: the world's sum counts
+  // each layer (ranks per stage / cp) x micro-batches times.
+  auto size = [&](const char *dim) {
+    auto it = m.plan.find(dim);
+    return double(it == m.plan.end() ? 1 : it->second);
+  };
+  double perLayer = double(worldSize) / (size("pp") * size("cp")) *
                     double(m.numMicrobatches);
   if (int64_t n = m.routerLosses.loadBalancing)
     result.loadBalancingLoss =

@@ -56,16 +56,27 @@ LogicalResult lower(MoeRouteGradOp op, MoeRouteGradOp::Adaptor a,
 }
 
 template <>
+LogicalResult lower(MoeRouteCountsOp op, MoeRouteCountsOp::Adaptor a,
+                    Emitter &e) {
+  e.call(rt::MoeRouteCounts{.T = e.i64(tokens(a.getExperts())),
+                            .E = e.i64(int64_t(op.getNumExperts())),
+                            .k = e.i64(dim(a.getExperts(), 2)),
+                            .experts = e.ptr(a.getExperts()),
+                            .counts = e.ptr(e.result(0))});
+  return success();
+}
+
+template <>
 LogicalResult lower(MoeRouterLossOp op, MoeRouterLossOp::Adaptor a,
                     Emitter &e) {
   e.call(rt::MoeRouterLossForward{
       .T = e.i64(tokens(a.getLogits())),
       .E = e.i64(dim(a.getLogits(), 2)),
-      .k = e.i64(dim(a.getExperts(), 2)),
+      .k = e.i64(int64_t(op.getTopK())),
       .aux_coeff = e.f32(op.getAuxCoeff().convertToDouble()),
       .z_coeff = e.f32(op.getZCoeff().convertToDouble()),
       .logits = e.ptr(a.getLogits()),
-      .experts = e.ptr(a.getExperts()),
+      .counts = e.ptr(a.getCounts()),
       .aux_loss = e.ptr(e.result(0)),
       .z_loss = e.ptr(e.result(1))});
   // The rank program logs each loss without its coefficient (Megatron's
@@ -96,11 +107,11 @@ LogicalResult lower(MoeRouterLossGradOp op, MoeRouterLossGradOp::Adaptor a,
   e.call(rt::MoeRouterLossBackward{
       .T = e.i64(tokens(a.getLogits())),
       .E = e.i64(dim(a.getLogits(), 2)),
-      .k = e.i64(dim(a.getExperts(), 2)),
+      .k = e.i64(int64_t(op.getTopK())),
       .aux_coeff = e.f32(op.getAuxCoeff().convertToDouble()),
       .z_coeff = e.f32(op.getZCoeff().convertToDouble()),
       .logits = e.ptr(a.getLogits()),
-      .experts = e.ptr(a.getExperts()),
+      .counts = e.ptr(a.getCounts()),
       .grad_scale = e.ptr(a.getGrad()),
       .dlogits = e.ptr(e.result(0))});
   return success();
@@ -259,10 +270,10 @@ LogicalResult lower(SigmoidGateGradOp op, SigmoidGateGradOp::Adaptor a,
 }
 
 void attachMoeLowerings(MLIRContext *ctx) {
-  attach<MoeRouteOp, MoeRouteGradOp, MoeRouterLossOp, MoeRouterLossGradOp,
-         MoeDropOp, MoePermuteOp, MoePermuteGradOp, MoeUnpermuteOp, MoeUnpermuteGradOp,
-         GroupedLinearOp, GroupedLinearGradOp, SigmoidGateOp,
-         SigmoidGateGradOp>(ctx);
+  attach<MoeRouteOp, MoeRouteGradOp, MoeRouteCountsOp, MoeRouterLossOp,
+         MoeRouterLossGradOp, MoeDropOp, MoePermuteOp, MoePermuteGradOp,
+         MoeUnpermuteOp, MoeUnpermuteGradOp, GroupedLinearOp,
+         GroupedLinearGradOp, SigmoidGateOp, SigmoidGateGradOp>(ctx);
 }
 
 } // namespace loom::lowering

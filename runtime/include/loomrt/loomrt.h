@@ -638,15 +638,23 @@ void loomrt_moe_route_backward(int64_t T, int64_t E, int64_t k,
                                const int32_t *experts, const float *dprobs,
                                float *dlogits);
 
-/* Megatron-Core's router losses over the T tokens, each one f32 scalar in
- * backend memory, the coefficient applied:
- *   aux_loss = aux_coeff * E / (k * T^2) * sum_e P[e] * count[e], with
- *     P[e] = sum_t softmax(logits[t])[e] and count[e] the tokens whose
- *     experts include e (the load-balancing loss);
- *   z_loss = z_coeff / T * sum_t logsumexp(logits[t])^2. */
+/* counts [E] (f32, overwritten): how many of the T*k (token, slot) pairs of
+ * experts [T,k] chose each expert. f32 so that the counts of tokens split
+ * over ranks sum with an ordinary all-reduce (exact below 2^24). */
+void loomrt_moe_route_counts(int64_t T, int64_t E, int64_t k,
+                             const int32_t *experts, float *counts);
+/* Megatron-Core's router losses, each one f32 scalar in backend memory, the
+ * coefficient applied, from this rank's T tokens and the counts [E] (f32) of
+ * the whole micro-batch (tfm.moe_route_counts, summed over the ranks its
+ * tokens are split over), N = sum_e counts[e] / k its tokens:
+ *   aux_loss = aux_coeff * E / (k * N^2) * sum_e P[e] * counts[e], with
+ *     P[e] = sum_t softmax(logits[t])[e] (the load-balancing loss);
+ *   z_loss = z_coeff / N * sum_t logsumexp(logits[t])^2.
+ * With T = N these are the micro-batch's losses; otherwise this rank's share
+ * of them (the shares sum to them). */
 void loomrt_moe_router_loss_forward(int64_t T, int64_t E, int64_t k,
                                     float aux_coeff, float z_coeff,
-                                    const float *logits, const int32_t *experts,
+                                    const float *logits, const float *counts,
                                     float *aux_loss, float *z_loss);
 /* dlogits [T,E] (overwritten) = grad_scale * d(aux_loss + z_loss)/dlogits,
  * grad_scale an f32 scalar in backend memory (the training step's scale of
@@ -654,8 +662,7 @@ void loomrt_moe_router_loss_forward(int64_t T, int64_t E, int64_t k,
  * Megatron's MoEAuxLossAutoScaler attaches them). */
 void loomrt_moe_router_loss_backward(int64_t T, int64_t E, int64_t k,
                                      float aux_coeff, float z_coeff,
-                                     const float *logits,
-                                     const int32_t *experts,
+                                     const float *logits, const float *counts,
                                      const float *grad_scale, float *dlogits);
 
 /* Capacity (Megatron's --moe-expert-capacity-factor): each expert keeps at

@@ -987,9 +987,36 @@ func.func @f(%l: tensor<2x8x4xf32>) {
 // -----
 
 // Test: router loss coefficients are not negative
-func.func @f(%l: tensor<2x8x4xf32>, %e: tensor<2x8x2xi32>) {
+func.func @f(%l: tensor<2x8x4xf32>, %c: tensor<4xf32>) {
   // expected-error @+1 {{aux_coeff must be finite and not negative, got -1}}
-  %a, %z = tfm.moe_router_loss %l, %e aux_coeff -1.0 z_coeff 0.0 : tensor<2x8x4xf32>, tensor<2x8x2xi32> -> tensor<f32>, tensor<f32>
+  %a, %z = tfm.moe_router_loss %l, %c top_k 2 aux_coeff -1.0 z_coeff 0.0 : tensor<2x8x4xf32>, tensor<4xf32> -> tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+// Test: the router loss's counts are one per expert
+func.func @f(%l: tensor<2x8x4xf32>, %c: tensor<3xf32>) {
+  // expected-error @+1 {{counts shape [3] does not match [4] ([experts] of the logits)}}
+  %a, %z = tfm.moe_router_loss %l, %c top_k 2 aux_coeff 0.01 z_coeff 0.0 : tensor<2x8x4xf32>, tensor<3xf32> -> tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+// Test: the router loss's top_k cannot exceed the experts
+func.func @f(%l: tensor<2x8x4xf32>, %c: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{top_k 5 exceeds the 4 experts}}
+  %d = tfm.moe_router_loss_grad %l, %c, %s top_k 5 aux_coeff 0.01 z_coeff 0.0 : tensor<2x8x4xf32>, tensor<4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+// Test: route counts are one per expert
+func.func @f(%e: tensor<2x8x2xi32>) {
+  // expected-error @+1 {{counts shape [3] does not match [4] ([num_experts])}}
+  %c = tfm.moe_route_counts %e num_experts 4 : tensor<2x8x2xi32> -> tensor<3xf32>
   return
 }
 
@@ -1105,11 +1132,12 @@ func.func @f(%c: tensor<4xi32>) {
 
 // -----
 
-// Test: a dispatch's rows bound: ep x ep x rows in global IR
+// Test: a dispatch's rows bound: ep x ep x rows / s in global IR, s the
+// ranks the rows are split over (here 96 is no such bound)
 mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
 func.func @f(%rows: tensor<32x64xf32>, %all: tensor<8xi32>) {
-  // expected-error @+1 {{dispatched rows shape [64, 64] does not match [128, 64] ([ep * ep * rows, features]: split over ep)}}
-  %d, %l = tfm.moe_dispatch %rows, %all on @expert axis "ep" : tensor<32x64xf32>, tensor<8xi32> -> tensor<64x64xf32>, tensor<4xi32>
+  // expected-error @+1 {{dispatched rows shape [96, 64] does not match [ep * ep * rows / s, features]: split over ep, s the ranks the rows are split over (ep 2, 32 rows, 64 features)}}
+  %d, %l = tfm.moe_dispatch %rows, %all on @expert axis "ep" : tensor<32x64xf32>, tensor<8xi32> -> tensor<96x64xf32>, tensor<4xi32>
   return
 }
 

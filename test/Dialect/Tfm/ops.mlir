@@ -225,12 +225,14 @@ func.func @moe(%x: tensor<2x8x64xf32>, %logits: tensor<2x8x4xf32>,
   %p2, %e2 = tfm.moe_route %logits top_k 2 pre_softmax : tensor<2x8x4xf32> -> tensor<2x8x2xf32>, tensor<2x8x2xi32>
   // CHECK: tfm.moe_route_grad %{{.*}}, %{{.*}}, %{{.*}} top_k 2 :
   %dl = tfm.moe_route_grad %logits, %e, %p top_k 2 : tensor<2x8x4xf32>, tensor<2x8x2xi32>, tensor<2x8x2xf32>
-  // CHECK: tfm.moe_router_loss %{{.*}}, %{{.*}} aux_coeff 1.000000e-02 z_coeff 0.000000e+00 : tensor<2x8x4xf32>, tensor<2x8x2xi32> -> tensor<f32>, tensor<f32>
-  %aux, %z = tfm.moe_router_loss %logits, %e aux_coeff 1.000000e-02 z_coeff 0.000000e+00
-      : tensor<2x8x4xf32>, tensor<2x8x2xi32> -> tensor<f32>, tensor<f32>
-  // CHECK: tfm.moe_router_loss_grad
-  %dl2 = tfm.moe_router_loss_grad %logits, %e, %scale aux_coeff 1.000000e-02 z_coeff 0.000000e+00
-      : tensor<2x8x4xf32>, tensor<2x8x2xi32>, tensor<f32>
+  // CHECK: tfm.moe_route_counts %{{.*}} num_experts 4 : tensor<2x8x2xi32> -> tensor<4xf32>
+  %routed = tfm.moe_route_counts %e num_experts 4 : tensor<2x8x2xi32> -> tensor<4xf32>
+  // CHECK: tfm.moe_router_loss %{{.*}}, %{{.*}} top_k 2 aux_coeff 1.000000e-02 z_coeff 0.000000e+00 : tensor<2x8x4xf32>, tensor<4xf32> -> tensor<f32>, tensor<f32>
+  %aux, %z = tfm.moe_router_loss %logits, %routed top_k 2 aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+      : tensor<2x8x4xf32>, tensor<4xf32> -> tensor<f32>, tensor<f32>
+  // CHECK: tfm.moe_router_loss_grad %{{.*}}, %{{.*}}, %{{.*}} top_k 2
+  %dl2 = tfm.moe_router_loss_grad %logits, %routed, %scale top_k 2 aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+      : tensor<2x8x4xf32>, tensor<4xf32>, tensor<f32>
   // CHECK: tfm.moe_permute %{{.*}}, %{{.*}} num_experts 4 : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>
   %rows, %counts, %map = tfm.moe_permute %x, %e num_experts 4
       : tensor<2x8x64xf32>, tensor<2x8x2xi32> -> tensor<32x64xf32>, tensor<4xi32>, tensor<2x8x2xi32>

@@ -23,8 +23,9 @@ func.func @forward(%t: tensor<1x4xi32>, %l: tensor<1x4xi32>, %m: tensor<1x4xf32>
     %r = tfm.get_param @router : tensor<4x8xf32>
     %logits = tfm.linear %x, %r : tensor<1x4x8xf32>, tensor<4x8xf32> -> tensor<1x4x4xf32>
     %p, %e = tfm.moe_route %logits top_k 2 : tensor<1x4x4xf32> -> tensor<1x4x2xf32>, tensor<1x4x2xi32>
-    %aux, %z = tfm.moe_router_loss %logits, %e aux_coeff 1.000000e-02 z_coeff 0.000000e+00
-        : tensor<1x4x4xf32>, tensor<1x4x2xi32> -> tensor<f32>, tensor<f32>
+    %routed = tfm.moe_route_counts %e num_experts 4 : tensor<1x4x2xi32> -> tensor<4xf32>
+    %aux, %z = tfm.moe_router_loss %logits, %routed top_k 2 aux_coeff 1.000000e-02 z_coeff 0.000000e+00
+        : tensor<1x4x4xf32>, tensor<4xf32> -> tensor<f32>, tensor<f32>
     %rows, %counts, %map = tfm.moe_permute %x, %e num_experts 4
         : tensor<1x4x8xf32>, tensor<1x4x2xi32> -> tensor<8x8xf32>, tensor<4xi32>, tensor<1x4x2xi32>
     %w = tfm.get_param @experts : tensor<4x8x8xf32>
@@ -50,7 +51,7 @@ func.func @forward(%t: tensor<1x4xi32>, %l: tensor<1x4xi32>, %m: tensor<1x4xf32>
 // CHECK-DAG: %[[DROWS:.*]], %[[DP:.*]] = tfm.moe_unpermute_grad
 // CHECK-DAG: tfm.grouped_linear_grad
 // CHECK-DAG: tfm.moe_permute_grad
-// CHECK-DAG: %[[DLOSS:.*]] = tfm.moe_router_loss_grad %{{.*}}, %{{.*}}, %{{.*}} aux_coeff 1.000000e-02
+// CHECK-DAG: %[[DLOSS:.*]] = tfm.moe_router_loss_grad %{{.*}}, %{{.*}}, %{{.*}} top_k 2 aux_coeff 1.000000e-02
 // CHECK-DAG: %[[DROUTE:.*]] = tfm.moe_route_grad %{{.*}}, %{{.*}}, %[[DP]] top_k 2
 // CHECK: tfm.add
 // CHECK: tfm.linear_grad

@@ -230,7 +230,7 @@ module {
   mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
   mesh.mesh @expert(shape = 2) {tfm.mesh_axes = ["ep"]}
   func.func @f(%x: tensor<32x16xf32, #tfm.dist<@dense, partial = sum[tp]>>, %all: tensor<8xi32, #tfm.dist<@dense>>) {
-    // expected-error @+1 {{the dispatch's input is a partial sum over tp but must be replicated}}
+    // expected-error @+1 {{the dispatch's input is a partial sum over tp; it takes each rank's own rows}}
     %y, %c = tfm.moe_dispatch %x, %all on @expert axis "ep" : tensor<32x16xf32, #tfm.dist<@dense, partial = sum[tp]>>, tensor<8xi32, #tfm.dist<@dense>> -> tensor<128x16xf32, #tfm.dist<@expert, [[ep]]>>, tensor<4xi32, #tfm.dist<@expert, [[ep]]>>
     return
   }
@@ -250,11 +250,12 @@ module {
 
 // -----
 
-// Test: the dispatched rows are never split
+// Test: rows split on dim 0 are each rank's own tokens' rows: split as the
+// tokens are
 module {
   mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
   func.func @f(%r: tensor<32x16xf32, #tfm.dist<@dense, [[tp]]>>, %p: tensor<2x8x2xf32, #tfm.dist<@dense>>, %m: tensor<2x8x2xi32, #tfm.dist<@dense>>) {
-    // expected-error @+1 {{the rows is split on dim 0 over tp; the dispatched rows are never split (only their features)}}
+    // expected-error @+1 {{the rows are split on dim 0 over tp but the tokens' rows are replicated}}
     %y = tfm.moe_unpermute %r, %p, %m : tensor<32x16xf32, #tfm.dist<@dense, [[tp]]>>, tensor<2x8x2xf32, #tfm.dist<@dense>>, tensor<2x8x2xi32, #tfm.dist<@dense>> -> tensor<2x8x16xf32, #tfm.dist<@dense>>
     return
   }
@@ -266,7 +267,7 @@ module {
 module {
   mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
   func.func @f(%r: tensor<32x16xf32, #tfm.dist<@dense>>, %p: tensor<2x8x2xf32, #tfm.dist<@dense, partial = sum[tp]>>, %m: tensor<2x8x2xi32, #tfm.dist<@dense>>) {
-    // expected-error @+1 {{the routing operand is a partial sum over tp but must be replicated}}
+    // expected-error @+1 {{the probs is a partial sum over tp; routing operands are never partial}}
     %y = tfm.moe_unpermute %r, %p, %m : tensor<32x16xf32, #tfm.dist<@dense>>, tensor<2x8x2xf32, #tfm.dist<@dense, partial = sum[tp]>>, tensor<2x8x2xi32, #tfm.dist<@dense>> -> tensor<2x8x16xf32, #tfm.dist<@dense>>
     return
   }
@@ -278,8 +279,45 @@ module {
 module {
   mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
   func.func @f(%x: tensor<2x8x16xf32, #tfm.dist<@dense>>, %g: tensor<2x8x1xf32, #tfm.dist<@dense, partial = sum[tp]>>) {
-    // expected-error @+1 {{the gate is a partial sum over tp but must be replicated}}
+    // expected-error @+1 {{the gate is a partial sum over tp; a gate is never partial}}
     %y = tfm.sigmoid_gate %x, %g : tensor<2x8x16xf32, #tfm.dist<@dense>>, tensor<2x8x1xf32, #tfm.dist<@dense, partial = sum[tp]>>
+    return
+  }
+}
+
+// -----
+
+// Test: routing operands split their tokens alike (cp chunks of the
+// sequence)
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["cp"]}
+  func.func @f(%x: tensor<2x8x16xf32, #tfm.dist<@dense, [[], [cp] zigzag(2)]>>, %e: tensor<2x8x2xi32, #tfm.dist<@dense, [[], [cp]]>>) {
+    // expected-error @+1 {{the tokens (split on dim 1 over cp in zigzag(2) order) and the experts (split on dim 1 over cp) must split their tokens alike}}
+    %rows, %counts, %map = tfm.moe_permute %x, %e num_experts 4 : tensor<2x8x16xf32, #tfm.dist<@dense, [[], [cp] zigzag(2)]>>, tensor<2x8x2xi32, #tfm.dist<@dense, [[], [cp]]>> -> tensor<32x16xf32, #tfm.dist<@dense, [[cp]]>>, tensor<4xi32, #tfm.dist<@dense, partial = sum[cp]>>, tensor<2x8x2xi32, #tfm.dist<@dense, [[], [cp]]>>
+    return
+  }
+}
+
+// -----
+
+// Test: the router's losses need the whole micro-batch's counts
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["cp"]}
+  func.func @f(%l: tensor<2x8x4xf32, #tfm.dist<@dense, [[], [cp] zigzag(2)]>>, %c: tensor<4xf32, #tfm.dist<@dense, partial = sum[cp]>>) {
+    // expected-error @+1 {{the micro-batch's expert counts is a partial sum over cp but must be replicated}}
+    %a, %z = tfm.moe_router_loss %l, %c top_k 2 aux_coeff 0.01 z_coeff 0.0 : tensor<2x8x4xf32, #tfm.dist<@dense, [[], [cp] zigzag(2)]>>, tensor<4xf32, #tfm.dist<@dense, partial = sum[cp]>> -> tensor<f32, #tfm.dist<@dense, partial = sum[cp]>>, tensor<f32, #tfm.dist<@dense, partial = sum[cp]>>
+    return
+  }
+}
+
+// -----
+
+// Test: whole experts on each rank's own rows take that rank's own counts
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["cp"]}
+  func.func @f(%x: tensor<32x16xf32, #tfm.dist<@dense, [[cp]]>>, %w: tensor<4x24x16xf32, #tfm.dist<@dense>>, %c: tensor<4xi32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{the expert counts are replicated and the rows split on dim 0 over cp; a rank's counts are those of its own rows (a partial sum over the axes the rows are split over)}}
+    %y = tfm.grouped_linear %x, %w, %c : tensor<32x16xf32, #tfm.dist<@dense, [[cp]]>>, tensor<4x24x16xf32, #tfm.dist<@dense>>, tensor<4xi32, #tfm.dist<@dense>> -> tensor<32x24xf32, #tfm.dist<@dense, [[cp]]>>
     return
   }
 }

@@ -115,6 +115,7 @@ constexpr int kSkip = 77;
   X(loomrt_moe_permute)                                                        \
   X(loomrt_moe_permute_backward)                                               \
   X(loomrt_moe_route_backward)                                                 \
+  X(loomrt_moe_route_counts)                                                   \
   X(loomrt_moe_route_forward)                                                  \
   X(loomrt_moe_router_loss_backward)                                           \
   X(loomrt_moe_router_loss_forward)                                            \
@@ -1142,19 +1143,34 @@ void testMoe() {
       experts[size_t(t * k + 1)] = (first[size_t(t)] + step[size_t(t)]) % 3;
     }
   }
+  // The counts exactly; the losses from them, and from counts of a
+  // micro-batch three times this rank's tokens (this rank's share).
   check("moe_router_loss", tolFor(LOOMRT_F32), [&](Backend &be) -> Outs {
-    Dev l(be, LOOMRT_F32, logits), ex(be, experts), losses(be, nullptr, 8),
+    Dev l(be, LOOMRT_F32, logits), ex(be, experts), losses(be, nullptr, 16),
+        counts(be, LOOMRT_F32, std::vector<float>(size_t(E), -1.0f)),
         scale(be, LOOMRT_F32, std::vector<float>{0.5f}),
-        dl(be, LOOMRT_F32, logits);
+        dl(be, LOOMRT_F32, logits), dlShare(be, LOOMRT_F32, logits);
+    be.loomrt_moe_route_counts(T, E, k, ex.as<int32_t>(), counts.as<float>());
     be.loomrt_moe_router_loss_forward(T, E, k, 0.01f, 0.001f, l.as<float>(),
-                                      ex.as<int32_t>(), losses.as<float>(),
+                                      counts.as<float>(), losses.as<float>(),
                                       losses.as<float>() + 1);
     be.loomrt_moe_router_loss_backward(T, E, k, 0.01f, 0.001f, l.as<float>(),
-                                       ex.as<int32_t>(), scale.as<float>(),
+                                       counts.as<float>(), scale.as<float>(),
                                        dl.as<float>());
-    const std::vector<float> both = losses.read(LOOMRT_F32);
+    std::vector<float> tripled = counts.read(LOOMRT_F32);
+    for (float &c : tripled)
+      c *= 3.0f;
+    Dev whole(be, LOOMRT_F32, tripled);
+    be.loomrt_moe_router_loss_forward(T, E, k, 0.01f, 0.001f, l.as<float>(),
+                                      whole.as<float>(), losses.as<float>() + 2,
+                                      losses.as<float>() + 3);
+    be.loomrt_moe_router_loss_backward(T, E, k, 0.01f, 0.001f, l.as<float>(),
+                                       whole.as<float>(), scale.as<float>(),
+                                       dlShare.as<float>());
+    const std::vector<float> all = losses.read(LOOMRT_F32);
     // Each loss on its own scale.
-    return {{both[0]}, {both[1]}, dl.read(LOOMRT_F32)};
+    return {counts.read(LOOMRT_F32), {all[0]}, {all[1]}, {all[2]}, {all[3]},
+            dl.read(LOOMRT_F32), dlShare.read(LOOMRT_F32)};
   });
 
   const std::vector<float> probs = randomVec(size_t(T * k), 84, 0, 1);
