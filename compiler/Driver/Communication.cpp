@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver/Communication.h"
+#include "compiler/Driver/Program.h"
 
 #include "dialects/Tfm/TfmOps.h"
 #include "passes/Lowering/Passes.h"
@@ -69,10 +70,7 @@ EntryVolume EntryVolume::times(int64_t k) const {
 
 namespace {
 
-int64_t bytesOf(Value v) {
-  auto t = cast<ShapedType>(v.getType());
-  return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
-}
+int64_t bytesOf(Value v) { return driver::bytesOf(v.getType()); }
 
 int64_t bytesOf(ValueRange values) {
   int64_t total = 0;
@@ -98,10 +96,14 @@ void count(Operation *op, CollectiveVolume &v, Traffic &pipeline) {
     v.allGather += {1, bytesOf(c.getResult())};
   else if (auto c = dyn_cast<tfm::MoeDispatchOp>(op))
     // Expert parallelism's all-to-alls: this rank's rows out (and back in
-    // the combine), whoever holds their experts.
-    v.allToAll += {1, bytesOf(c.getRows())};
+    // the combine), whoever holds their experts. The allgather dispatcher
+    // gathers every rank's rows ([ep * rows], the dispatched bound) and
+    // reduce-scatters them back.
+    (c.getAllgather() ? v.allGather : v.allToAll) +=
+        {1, bytesOf(c.getAllgather() ? c.getDispatched() : c.getRows())};
   else if (auto c = dyn_cast<tfm::MoeCombineOp>(op))
-    v.allToAll += {1, bytesOf(c.getRows())};
+    (c.getAllgather() ? v.reduceScatter : v.allToAll) +=
+        {1, bytesOf(c.getAllgather() ? c.getDispatched() : c.getRows())};
   else if (auto c = dyn_cast<tfm::RingShiftOp>(op))
     // Every input goes to the next rank of the ring.
     v.send += {int64_t(c.getInputs().size()), bytesOf(c.getInputs())};

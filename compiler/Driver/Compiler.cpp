@@ -303,7 +303,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = run("differentiate", [&](OpPassManager &pm) {
         pm.addPass(plan::createTfmSetExpertCapacity(capacity));
         pm.addPass(plan::createTfmSetRouterLosses(routerLosses));
-        pm.addPass(plan::createTfmDispatchExperts());
+        pm.addPass(plan::createTfmDispatchExperts(
+            {/*allgather=*/o.moeAllgatherDispatcher}));
         if (o.train)
           pm.addPass(autodiff::createTfmDifferentiate(diffOptions));
       }))
@@ -349,12 +350,9 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   }
   // Expert parallelism: one MoE layer's dispatch (they are all alike).
   module.walk([&](tfm::MoeDispatchOp op) {
-    auto bytes = [](Value v) {
-      auto t = cast<RankedTensorType>(v.getType());
-      return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
-    };
-    expertDispatch = Report::ExpertDispatch{numExperts, bytes(op.getRows()),
-                                            bytes(op.getDispatched())};
+    expertDispatch = Report::ExpertDispatch{
+        numExperts, bytesOf(op.getRows().getType()),
+        bytesOf(op.getDispatched().getType()), op.getAllgather()};
     return WalkResult::interrupt();
   });
 

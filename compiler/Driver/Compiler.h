@@ -64,6 +64,8 @@ struct CompileOptions {
   std::optional<double> moeExpertCapacityFactor;
   std::string moeTokenDropPolicy = "probs";
   bool moePadExpertInputToCapacity = false;
+  /// Megatron's --moe-token-dispatcher-type allgather (else alltoall).
+  bool moeAllgatherDispatcher = false;
   /// The runtime backend the rank executables link: "cpu" or "cuda".
   std::string backend = "cpu";
   /// Where rank-XXXXX, manifest.json and launch are written.

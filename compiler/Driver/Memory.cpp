@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver/Memory.h"
+#include "compiler/Driver/Program.h"
 
 #include "dialects/Tfm/TfmAttrs.h"
 
@@ -14,12 +15,9 @@
 #include "llvm/ADT/DenseMap.h"
 
 using namespace mlir;
+using loom::driver::bytesOf;
 
 namespace {
-
-int64_t bytesOf(MemRefType t) {
-  return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
-}
 
 class Peaks {
 public:

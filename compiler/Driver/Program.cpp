@@ -43,6 +43,11 @@ Error loom::driver::writeFileAtomically(StringRef path, StringRef contents,
   return Error::success();
 }
 
+int64_t loom::driver::bytesOf(Type shaped) {
+  auto t = cast<ShapedType>(shaped);
+  return t.getNumElements() * int64_t(t.getElementTypeBitWidth() / 8);
+}
+
 loomrt_dtype loom::driver::dtypeOf(Type t) {
   if (t.isF32())
     return LOOMRT_F32;
@@ -191,9 +196,7 @@ std::optional<int64_t> loom::driver::savedActivationBytes(func::FuncOp func) {
       });
       auto type = dyn_cast<RankedTensorType>(r.getType());
       if (saved && type)
-        total = total.value_or(0) +
-                type.getNumElements() *
-                    int64_t(type.getElementTypeBitWidth() / 8);
+        total = total.value_or(0) + bytesOf(type);
     }
   }
   return total;

@@ -40,6 +40,9 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents,
 /// The runtime's dtype of an element type.
 loomrt_dtype dtypeOf(mlir::Type elementType);
 
+/// The bytes a tensor or memref of static shape `shaped` holds.
+int64_t bytesOf(mlir::Type shaped);
+
 /// The model as loom-import described it and the plan stage padded it.
 struct ModelInfo {
   std::string family = "gpt2";

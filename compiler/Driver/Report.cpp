@@ -124,7 +124,20 @@ void printProgram(llvm::raw_ostream &os, const Report &r,
                           r.schedule ? "over all its micro-batches"
                                      : "per micro-batch",
                           r.recomputation);
-  if (const auto &d = r.expertDispatch; d && r.plan.sizes.ep > 1) {
+  if (const auto &d = r.expertDispatch;
+      d && r.plan.sizes.ep > 1 && d->allgather) {
+    int64_t ep = r.plan.sizes.ep;
+    os << llvm::formatv(
+        "  experts: {0} of {1} on each rank (ep {2}{5}); per MoE layer and "
+        "micro-batch the allgather dispatcher gathers every rank's rows ({3} "
+        "bytes, {4} of them from other ranks, whatever the routing) and the "
+        "combine reduce-scatters as many back\n",
+        d->numExperts / ep, d->numExperts, ep, d->boundBytes,
+        d->rowBytes * (ep - 1),
+        r.plan.sizes.tp > 1
+            ? llvm::formatv(", each split over tp {0}", r.plan.sizes.tp).str()
+            : "");
+  } else if (const auto &d = r.expertDispatch; d && r.plan.sizes.ep > 1) {
     int64_t ep = r.plan.sizes.ep;
     os << llvm::formatv(
         "  experts: {0} of {1} on each rank (ep {2}{6}); per MoE layer and "
@@ -180,8 +193,12 @@ static llvm::json::Value expertsJson(const Report &r) {
   if (const auto &d = r.expertDispatch; d && ep > 1) {
     o["num_experts"] = d->numExperts;
     o["per_rank"] = d->numExperts / ep;
+    o["dispatcher"] = d->allgather ? "allgather" : "alltoall";
     o["dispatch_bytes_per_layer"] = d->rowBytes;
-    o["expected_remote_bytes_per_layer"] = d->rowBytes * (ep - 1) / ep;
+    // All-to-all: what even routing sends away; allgather: what every rank
+    // receives from the others, whatever the routing.
+    o["expected_remote_bytes_per_layer"] =
+        d->allgather ? d->rowBytes * (ep - 1) : d->rowBytes * (ep - 1) / ep;
     o["received_bound_bytes_per_layer"] = d->boundBytes;
   }
   return o;

@@ -71,6 +71,7 @@ struct Report {
   struct ExpertDispatch {
     int64_t numExperts = 0;
     int64_t rowBytes = 0, boundBytes = 0;
+    bool allgather = false; // Megatron's allgather dispatcher
   };
   std::optional<ExpertDispatch> expertDispatch;
   std::vector<ProgramReport> programs;

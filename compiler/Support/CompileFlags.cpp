@@ -82,8 +82,10 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
           "moe-token-dispatcher-type", cl::init("alltoall"),
           cl::desc("How expert parallelism moves tokens to the experts' "
                    "ranks: alltoall (a counts exchange, then each expert's "
-                   "rows to its rank and back; Megatron's default)"),
-          cl::value_desc("alltoall"), cl::cat(category)),
+                   "rows to its rank and back; Megatron's default) or "
+                   "allgather (every rank's rows all-gathered, each rank "
+                   "takes its experts', a reduce-scatter brings them back)"),
+          cl::value_desc("alltoall|allgather"), cl::cat(category)),
       moeRouterLoadBalancingType(
           "moe-router-load-balancing-type", cl::init("aux_loss"),
           cl::desc("The routers' load balancing: aux_loss (Megatron's "
@@ -181,10 +183,11 @@ Expected<driver::CompileOptions> CompileFlags::options() const {
                   "(no load-balancing loss)");
     options.moeAuxLossCoeff = 0.0;
   }
-  if (moeTokenDispatcherType == "allgather" || moeTokenDispatcherType == "flex")
-    return fail("--moe-token-dispatcher-type " + moeTokenDispatcherType +
-                " is not implemented yet; Loom dispatches with alltoall");
-  if (moeTokenDispatcherType != "alltoall")
+  if (moeTokenDispatcherType == "flex")
+    return fail("--moe-token-dispatcher-type flex is not implemented (it "
+                "needs DeepEP); use alltoall or allgather");
+  options.moeAllgatherDispatcher = moeTokenDispatcherType == "allgather";
+  if (moeTokenDispatcherType != "alltoall" && !options.moeAllgatherDispatcher)
     return fail("--moe-token-dispatcher-type '" + moeTokenDispatcherType +
                 "' is not alltoall, allgather or flex");
   options.recomputeMethod = recomputeMethod;

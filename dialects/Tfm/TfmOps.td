@@ -1707,17 +1707,24 @@ def Tfm_MoeDispatchOp : Tfm_Op<"moe_dispatch", [Pure, Tfm_Distributed]> {
     global shapes, `[P * P * N, H]` and `[E]`; per rank they are
     `[P * N, H]` and `[E / P]`.
 
+    `allgather` moves the rows as Megatron's allgather token dispatcher
+    does: every rank's rows are all-gathered over the group and each rank
+    copies out those of its experts. The result is the same; the traffic is
+    (P - 1) * N rows in per rank instead of the rows routed elsewhere.
+
     ```mlir
     %rows_d, %local = tfm.moe_dispatch %rows, %all on @expert axis "ep"
         : tensor<32x64xf32>, tensor<8xi32> -> tensor<64x64xf32>, tensor<2xi32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$rows, Tfm_IdTensor:$all_counts,
-                       FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis,
+                       UnitAttr:$allgather);
   let results = (outs Tfm_FloatTensor:$dispatched, Tfm_IdTensor:$local_counts);
   let assemblyFormat = [{
-    $rows `,` $all_counts `on` $mesh `axis` $axis attr-dict `:` type($rows)
-    `,` type($all_counts) `->` type($dispatched) `,` type($local_counts)
+    $rows `,` $all_counts `on` $mesh `axis` $axis (`allgather` $allgather^)?
+    attr-dict `:` type($rows) `,` type($all_counts) `->` type($dispatched)
+    `,` type($local_counts)
   }];
   let hasVerifier = 1;
 }
@@ -1728,7 +1735,10 @@ def Tfm_MoeCombineOp : Tfm_Op<"moe_combine", [Pure, Tfm_Distributed]> {
     The inverse of tfm.moe_dispatch (and its adjoint: each is the other's
     gradient): `dispatched` rows, laid out as tfm.moe_dispatch leaves them,
     return to the rank that sent them, at the place they had in its rows
-    `[N, H]` (rows past the rank's counts are zero).
+    `[N, H]` (rows past the rank's counts are zero). With `allgather` each
+    rank puts its experts' rows at their places among every rank's rows
+    (zero elsewhere) and a reduce-scatter over the group returns each rank
+    its own (Megatron's allgather dispatcher).
 
     ```mlir
     %rows = tfm.moe_combine %out_d, %all on @expert axis "ep"
@@ -1736,11 +1746,13 @@ def Tfm_MoeCombineOp : Tfm_Op<"moe_combine", [Pure, Tfm_Distributed]> {
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$dispatched, Tfm_IdTensor:$all_counts,
-                       FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis,
+                       UnitAttr:$allgather);
   let results = (outs Tfm_FloatTensor:$rows);
   let assemblyFormat = [{
-    $dispatched `,` $all_counts `on` $mesh `axis` $axis attr-dict `:`
-    type($dispatched) `,` type($all_counts) `->` type($rows)
+    $dispatched `,` $all_counts `on` $mesh `axis` $axis
+    (`allgather` $allgather^)? attr-dict `:` type($dispatched) `,`
+    type($all_counts) `->` type($rows)
   }];
   let hasVerifier = 1;
 }

@@ -237,7 +237,8 @@ LogicalResult moeGatherCounts(MoeGatherCountsOp, GradientContext &) {
 LogicalResult moeDispatch(MoeDispatchOp op, GradientContext &c) {
   Value d = c.builder.create<MoeCombineOp>(
       op.getLoc(), op.getRows().getType(), c.gradient(op.getDispatched()),
-      c.forward(op.getAllCounts()), op.getMeshAttr(), op.getAxisAttr());
+      c.forward(op.getAllCounts()), op.getMeshAttr(), op.getAxisAttr(),
+      op.getAllgatherAttr());
   c.accumulate(op.getRows(), d);
   return success();
 }
@@ -256,7 +257,8 @@ LogicalResult moeCombine(MoeCombineOp op, GradientContext &c) {
       countsType.getElementType());
   auto d = c.builder.create<MoeDispatchOp>(
       op.getLoc(), op.getDispatched().getType(), localCounts,
-      c.gradient(op.getRows()), counts, op.getMeshAttr(), op.getAxisAttr());
+      c.gradient(op.getRows()), counts, op.getMeshAttr(), op.getAxisAttr(),
+      op.getAllgatherAttr());
   c.accumulate(op.getDispatched(), d.getDispatched());
   return success();
 }

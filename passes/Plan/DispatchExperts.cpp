@@ -31,6 +31,8 @@ namespace {
 
 struct DispatchExpertsPass
     : plan::impl::TfmDispatchExpertsBase<DispatchExpertsPass> {
+  using TfmDispatchExpertsBase::TfmDispatchExpertsBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto planAttr = module->getAttrOfType<PlanAttr>(kPlanAttrName);
@@ -97,9 +99,10 @@ struct DispatchExpertsPass
              << "permutes " << rowsType.getDimSize(0)
              << " rows, which do not divide over cp " << cp;
     const int64_t received = ep * ep * rowsType.getDimSize(0) / cp;
+    UnitAttr gather = allgather ? b.getUnitAttr() : UnitAttr();
     auto dispatched = b.create<MoeDispatchOp>(
         loc, rowsType.clone({received, rowsType.getDimSize(1)}), countsType,
-        rows, all, mesh, axis);
+        rows, all, mesh, axis, gather);
     rows.replaceAllUsesExcept(dispatched.getDispatched(), dispatched);
     counts.replaceUsesWithIf(dispatched.getLocalCounts(), [&](OpOperand &use) {
       return isa<GroupedLinearOp>(use.getOwner());
@@ -113,7 +116,7 @@ struct DispatchExpertsPass
       auto out = cast<RankedTensorType>(end->get().getType());
       Value back = before.create<MoeCombineOp>(
           loc, out.clone({rowsType.getDimSize(0), out.getDimSize(1)}),
-          end->get(), all, mesh, axis);
+          end->get(), all, mesh, axis, gather);
       end->set(back);
     }
     ++numLayers;

@@ -240,7 +240,16 @@ def TfmDispatchExperts : Pass<"tfm-dispatch-experts", "mlir::ModuleOp"> {
     // ... tfm.grouped_linear %d, %w, %local ...
     // %back = tfm.moe_combine %out, %all on @expert axis "ep"
     ```
+
+    `allgather=true` marks the dispatches and combines `allgather`
+    (Megatron's `--moe-token-dispatcher-type allgather`): the same values,
+    moved by an all-gather and a reduce-scatter of every rank's rows.
   }];
+  let options = [
+    Option<"allgather", "allgather", "bool", /*default=*/"false",
+           "dispatch with all-gathers and reduce-scatters (Megatron's "
+           "allgather token dispatcher) instead of all-to-alls">
+  ];
   let statistics = [
     Statistic<"numLayers", "layers", "MoE layers dispatched over ep">
   ];

@@ -236,8 +236,10 @@ COMMON = {
     # calls.
     "loomrt_attention_section_forward", "loomrt_attention_section_backward",
     "loomrt_attention_chunked_forward", "loomrt_attention_chunked_backward",
-    # MoeDispatch.cpp: expert parallelism's exchanges, in p2p calls.
+    # MoeDispatch.cpp: expert parallelism's exchanges, in p2p calls (or an
+    # all-gather and a reduce-scatter).
     "loomrt_moe_dispatch", "loomrt_moe_combine",
+    "loomrt_moe_dispatch_allgather", "loomrt_moe_combine_allgather",
     # Trace.cpp
     "loomrt_set_trace", "loomrt_pipeline_step", "loomrt_pipeline_tokens",
     "loomrt_pipeline_loss", "loomrt_set_grads_ready_hook", "loomrt_grads_ready",

@@ -10,6 +10,9 @@
 // NCCL) moves each expert's rows straight to their place, so no repacking
 // pass is needed on either side. Per pair of ranks the messages go in
 // expert order on both sides, which is the order MPI and NCCL match them in.
+// The _allgather variants (Megatron's allgather dispatcher) move every
+// rank's rows with one all-gather and one reduce-scatter instead, and copy
+// this rank's experts' rows out of (and back into) the gathered buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,13 +38,14 @@ struct Exchange {
   int64_t count(int64_t rank, int64_t expert) const {
     return counts[size_t(rank * E + expert)];
   }
-  /// First row of expert e in this rank's rows (grouped by expert).
-  int64_t sentRow(int64_t e) const {
+  /// First row of expert e in rank s's rows (grouped by expert).
+  int64_t rowOf(int64_t s, int64_t e) const {
     int64_t row = 0;
     for (int64_t i = 0; i < e; ++i)
-      row += count(r, i);
+      row += count(s, i);
     return row;
   }
+  int64_t sentRow(int64_t e) const { return rowOf(r, e); }
   /// First row from source s of local expert j in the dispatched rows
   /// (grouped by local expert, then source).
   int64_t receivedRow(int64_t j, int64_t s) const {
@@ -117,6 +121,32 @@ void exchange(loomrt_comm comm, loomrt_dtype dtype, const Exchange &x,
   ::loomrt_p2p_end(comm);
 }
 
+/// local_counts [E/P]: the rows of this rank's experts, from every rank.
+void uploadLocalCounts(const Exchange &x, int32_t *localCounts) {
+  std::vector<int32_t> mine(size_t(x.local), 0);
+  for (int64_t j = 0; j < x.local; ++j)
+    for (int64_t s = 0; s < x.P; ++s)
+      mine[size_t(j)] += x.count(s, x.r * x.local + j);
+  // Into backend memory without a wait: only the counts' read waits.
+  ::loomrt_upload(localCounts, mine.data(),
+                  int64_t(mine.size() * sizeof(int32_t)));
+}
+
+/// The runs of rows that the gathered rows [P*N, H] (rank s's rows at s*N)
+/// and the dispatched rows of this rank's experts share, one per local
+/// expert and source rank: fn(gathered byte offset, dispatched byte offset,
+/// bytes).
+template <typename Fn>
+void forEachLocalRun(const Exchange &x, int64_t N, Fn fn) {
+  for (int64_t s = 0; s < x.P; ++s)
+    for (int64_t j = 0; j < x.local; ++j) {
+      int64_t e = x.r * x.local + j, n = x.count(s, e);
+      if (n > 0)
+        fn((s * N + x.rowOf(s, e)) * x.rowBytes,
+           x.receivedRow(j, s) * x.rowBytes, n * x.rowBytes);
+    }
+}
+
 } // namespace
 
 void common::loomrt_moe_dispatch(loomrt_comm comm, loomrt_dtype dtype,
@@ -129,13 +159,7 @@ void common::loomrt_moe_dispatch(loomrt_comm comm, loomrt_dtype dtype,
   int64_t received = x.receivedTotal();
   ::loomrt_zero(at(dispatched, received * x.rowBytes),
                 (M - received) * x.rowBytes);
-  std::vector<int32_t> mine(size_t(x.local), 0);
-  for (int64_t j = 0; j < x.local; ++j)
-    for (int64_t s = 0; s < x.P; ++s)
-      mine[size_t(j)] += x.count(s, x.r * x.local + j);
-  // Into backend memory without a wait: only the counts' read waits.
-  ::loomrt_upload(local_counts, mine.data(),
-                  int64_t(mine.size() * sizeof(int32_t)));
+  uploadLocalCounts(x, local_counts);
 }
 
 void common::loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype,
@@ -147,4 +171,37 @@ void common::loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype,
            /*toExperts=*/false);
   int64_t sent = x.sentTotal();
   ::loomrt_zero(at(rows, sent * x.rowBytes), (N - sent) * x.rowBytes);
+}
+
+void common::loomrt_moe_dispatch_allgather(
+    loomrt_comm comm, loomrt_dtype dtype, int64_t E, int64_t N, int64_t H,
+    int64_t M, const int32_t *all_counts, const void *rows, void *gathered,
+    void *dispatched, int32_t *local_counts) {
+  Exchange x = readExchange(__func__, comm, dtype, E, N, H, M, all_counts);
+  const int64_t shape[2] = {N, H};
+  ::loomrt_all_gather(comm, dtype, 2, shape, 0, rows, gathered);
+  forEachLocalRun(x, N, [&](int64_t g, int64_t d, int64_t bytes) {
+    ::loomrt_copy_2d(at(dispatched, d), bytes, at(gathered, g), bytes, 1,
+                     bytes);
+  });
+  int64_t received = x.receivedTotal();
+  ::loomrt_zero(at(dispatched, received * x.rowBytes),
+                (M - received) * x.rowBytes);
+  uploadLocalCounts(x, local_counts);
+}
+
+void common::loomrt_moe_combine_allgather(
+    loomrt_comm comm, loomrt_dtype dtype, int64_t E, int64_t N, int64_t H,
+    int64_t M, const int32_t *all_counts, const void *dispatched,
+    void *gathered, void *rows) {
+  Exchange x = readExchange(__func__, comm, dtype, E, N, H, M, all_counts);
+  // Every row but those of this rank's experts stays zero, so the sum over
+  // the ranks is each row's one value, exactly.
+  ::loomrt_zero(gathered, x.P * N * x.rowBytes);
+  forEachLocalRun(x, N, [&](int64_t g, int64_t d, int64_t bytes) {
+    ::loomrt_copy_2d(at(gathered, g), bytes, at(dispatched, d), bytes, 1,
+                     bytes);
+  });
+  const int64_t shape[2] = {x.P * N, H};
+  ::loomrt_reduce_scatter(comm, dtype, 2, shape, 0, gathered, rows);
 }

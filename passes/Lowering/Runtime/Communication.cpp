@@ -377,6 +377,14 @@ static ExchangeSizes exchangeSizes(Value rows, Value dispatched,
           e.i64(shape(rows)[1]), e.i64(shape(dispatched)[0])};
 }
 
+/// The allgather dispatcher's buffer: every rank's rows, [P * N, H].
+static Value gatheredRows(Value rows, const Ring &group, Emitter &e) {
+  auto type = cast<RankedTensorType>(rows.getType());
+  return e.alloc(RankedTensorType::get(
+      {group.size * type.getDimSize(0), type.getDimSize(1)},
+      type.getElementType()));
+}
+
 template <>
 LogicalResult lower(MoeDispatchOp op, MoeDispatchOp::Adaptor a, Emitter &e) {
   FailureOr<Ring> group = ringOf(e);
@@ -385,6 +393,21 @@ LogicalResult lower(MoeDispatchOp op, MoeDispatchOp::Adaptor a, Emitter &e) {
   ExchangeSizes n = exchangeSizes(op.getRows(), op.getDispatched(),
                                   op.getAllCounts(), *group, e);
   Value out = e.result(0);
+  if (op.getAllgather()) {
+    e.call(rt::MoeDispatchAllgather{
+        .comm = group->handle,
+        .dtype = e.dtype(out),
+        .E = n.E,
+        .N = n.N,
+        .H = n.H,
+        .M = n.M,
+        .all_counts = e.ptr(a.getAllCounts()),
+        .rows = e.ptr(a.getRows()),
+        .gathered = e.ptr(gatheredRows(op.getRows(), *group, e)),
+        .dispatched = e.ptr(out),
+        .local_counts = e.ptr(e.result(1))});
+    return success();
+  }
   e.call(rt::MoeDispatch{.comm = group->handle,
                          .dtype = e.dtype(out),
                          .E = n.E,
@@ -406,6 +429,20 @@ LogicalResult lower(MoeCombineOp op, MoeCombineOp::Adaptor a, Emitter &e) {
   ExchangeSizes n = exchangeSizes(op.getRows(), op.getDispatched(),
                                   op.getAllCounts(), *group, e);
   Value out = e.result(0);
+  if (op.getAllgather()) {
+    e.call(rt::MoeCombineAllgather{
+        .comm = group->handle,
+        .dtype = e.dtype(out),
+        .E = n.E,
+        .N = n.N,
+        .H = n.H,
+        .M = n.M,
+        .all_counts = e.ptr(a.getAllCounts()),
+        .dispatched = e.ptr(a.getDispatched()),
+        .gathered = e.ptr(gatheredRows(op.getRows(), *group, e)),
+        .rows = e.ptr(out)});
+    return success();
+  }
   e.call(rt::MoeCombine{.comm = group->handle,
                         .dtype = e.dtype(out),
                         .E = n.E,

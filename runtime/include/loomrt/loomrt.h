@@ -865,6 +865,24 @@ void loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype, int64_t E,
                         int64_t N, int64_t H, int64_t M,
                         const int32_t *all_counts, const void *dispatched,
                         void *rows);
+/* The same exchanges as Megatron's allgather token dispatcher moves them,
+ * through gathered [P*N,H], a buffer the caller provides: the dispatch
+ * all-gathers every rank's rows [N,H] into it and copies out those of this
+ * rank's experts, laid out as loomrt_moe_dispatch lays them out; the
+ * combine zeroes it, puts the dispatched rows back at their places and
+ * reduce-scatters it (sum) into each rank's rows. The results equal
+ * loomrt_moe_dispatch's and loomrt_moe_combine's exactly (each row has one
+ * nonzero contributor). */
+void loomrt_moe_dispatch_allgather(loomrt_comm comm, loomrt_dtype dtype,
+                                   int64_t E, int64_t N, int64_t H, int64_t M,
+                                   const int32_t *all_counts, const void *rows,
+                                   void *gathered, void *dispatched,
+                                   int32_t *local_counts);
+void loomrt_moe_combine_allgather(loomrt_comm comm, loomrt_dtype dtype,
+                                  int64_t E, int64_t N, int64_t H, int64_t M,
+                                  const int32_t *all_counts,
+                                  const void *dispatched, void *gathered,
+                                  void *rows);
 
 /* Grouped point-to-point (pipeline stages, ring attention):
  *   loomrt_p2p_begin(comm); loomrt_send(..); loomrt_recv(..); ...
