@@ -228,7 +228,8 @@ void defineFlags(CLI::App &app, Options &o) {
        "write the first step's gradients (safetensors)")
       ->group(kTraining);
   app.add_flag("--use-distributed-optimizer", o.useDistributedOptimizer,
-               "shard the optimizer state over data-parallel ranks")
+               "shard the optimizer state over data-parallel ranks (expert "
+               "parameters' over their expert data-parallel group)")
       ->group(kTraining);
   app.add_flag("--calculate-per-token-loss", o.calculatePerTokenLoss,
                "make the gradient that of the step's token mean (each "

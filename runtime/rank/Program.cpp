@@ -24,14 +24,16 @@
 //   for each micro-batch: train_step(grad_scale = loss_scale / nmb, or
 //     with --calculate-per-token-loss loss_scale x dp x its share of the
 //     step's loss tokens), then main_grad (f32) += grad;
-//   all-reduce main_grad over dp, / dp; unscale by 1 / loss_scale;
+//   all-reduce main_grad over dp (the experts' over expert:dp: one bucket
+//     per group, GradBuckets.h), / dp; unscale by 1 / loss_scale;
 //   f16: all ranks agree on inf/nan, the scaler updates, overflow skips;
 //   global grad norm (every element once), clip, AdamW with the schedule's
 //   lr on the f32 main params, cast back into the model's dtype.
 // With --use-distributed-optimizer (Megatron-Core's DistributedOptimizer,
-// DistOptimizer.h) the all-reduce becomes a reduce-scatter, everything
-// after it works on this rank's 1/dp slice of the flat buffer, and the
-// updated parameters are all-gathered over dp.
+// DistOptimizer.h) each all-reduce becomes a reduce-scatter, everything
+// after it works on this rank's slice of each bucket (1/dp of the dense
+// one, 1/edp of the experts'), and the updated parameters are all-gathered
+// over each bucket's group.
 //
 // Failures before and between steps are collective: every rank reports its
 // status, the lowest failing rank prints "<binary>: error: <message>", and
@@ -167,7 +169,7 @@ void Run::setUp() {
                   " but this job has " + std::to_string(worldSize));
     me = &m.ranks[rank];
     std::tie(dpSize, dpRank) = m.dataParallel(rank);
-    std::tie(gradSize, gradRank) = m.gradientParallel(rank);
+    gradSize = m.gradientParallel(rank).first;
     samplesPerStep = m.microBatchSize * m.numMicrobatches * dpSize;
     // The loss is averaged over each data-parallel group: its members must
     // all produce one or all not.

@@ -7,8 +7,10 @@
 // Internal to runtime/rank: the class behind rankMain (Program.h), whose
 // methods are split by concern over Program.cpp (setup, entry binding,
 // main), RunTraining.cpp (training state, the optimizer step, weight
-// hashes), RunSteps.cpp (batches, losses, the step loop and its log) and
-// RunCheckpoints.cpp (--save, --save-sharded, --load-sharded).
+// hashes), RunBuckets.cpp (the gradient buckets' reduction and the
+// distributed optimizer's all-gathers), RunSteps.cpp (batches, losses, the
+// step loop and its log) and RunCheckpoints.cpp (--save, --save-sharded,
+// --load-sharded).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +21,7 @@
 #include "runtime/rank/Data.h"
 #include "runtime/rank/DeviceIO.h"
 #include "runtime/rank/DistOptimizer.h"
+#include "runtime/rank/GradBuckets.h"
 #include "runtime/rank/Program.h"
 #include "runtime/rank/Manifest.h"
 #include "runtime/rank/Optimizer.h"
@@ -55,25 +58,33 @@ struct BoundEntry {
 
 /// One parameter shard this rank trains. The f32 state of all of them lives
 /// in flat buffers (main grads, moments, main params), so the data-parallel
-/// all-reduce, the inf/nan check and unscaling are one call each.
+/// all-reduce, the inf/nan check and unscaling are one call each per
+/// bucket (GradBuckets.h).
 struct TrainParam {
   size_t index = 0;         // in Manifest::params
   const ParamSpec *spec = nullptr;
   int64_t n = 0;            // elements of the shard
   int64_t offset = 0;       // in the flat main-grad buffer
+  size_t bucket = 0;        // in Run::buckets: its gradient group's
   void *model = nullptr;    // the shard in the param dtype (entry argument)
   void *grad = nullptr;     // train_step's gradient output, in gradDtype
   loomrt_dtype gradDtype = LOOMRT_F32; // the param's, or the entry's dtype
   bool decay = false;       // takesWeightDecay
-  /// The group kind its gradient is summed over (Manifest::gradientGroupOf).
-  const std::string *gradGroup = nullptr;
   // Counted in the grad norm: this rank is the first holder of its box or,
-  // with the distributed optimizer, that holder is in this rank's
-  // data-parallel group, whose slices hold every element exactly once.
+  // with the distributed optimizer, that holder is in this rank's group of
+  // the bucket, whose slices hold every element exactly once.
   bool countsInNorm = false;
   /// A pipelined step's model chunk whose last backward completes this
   /// gradient (EntryArg::chunk); -1: complete when the step returns.
   int64_t chunk = -1;
+};
+
+/// One gradient bucket as the rank program runs it.
+struct TrainBucket : GradBucket {
+  loomrt_comm comm = nullptr; // its group's; null for a group of one rank
+  /// The pieces of its slice: FlatPiece::param indexes Run::trained, and
+  /// flatOffset is in the flat buffer.
+  std::vector<FlatPiece> owned;
 };
 
 /// What one step produced, for the log.
@@ -191,27 +202,33 @@ private:
   /// they join the main gradients and their reduction starts.
   static void onGradsReady(void *run, int64_t chunk);
   void gradsReady(int64_t chunk);
-  /// Issues the data-parallel reduction of flat main-gradient elements
-  /// `run` (all-reduce, or reduce-scatter into the optimizer's slice); the
-  /// parts of it that are expert parameters over their own group.
+  /// Issues the reduction of flat main-gradient elements `run`, each
+  /// bucket's part over its group (all-reduce, or reduce-scatter into the
+  /// optimizer's slice).
   void startReduction(const FlatRun &run);
-  /// The parts of `run` whose gradients are summed over one group each, in
-  /// order, with that group (manifest group kind).
-  std::vector<std::pair<FlatRun, const std::string *>>
-  runsByGroup(const FlatRun &run) const;
   /// --check-weight-hash-interval: every rank compares the hash of each of
   /// its shards with that of the box's first holder; a difference is an
   /// error naming the parameter and both ranks.
   void checkWeightHashes();
-  /// Distributed optimizer: all-gathers the dp group's slices of a flat
-  /// f32 buffer (shardSize elements each) into `full` (padded elements).
+  /// Distributed optimizer: all-gathers each bucket's slices of an f32
+  /// buffer laid out as the optimizer state (stateSize) into `full`, laid
+  /// out as the flat buffer (flatSize).
   void allGatherFlat(const float *slice, float *full);
   /// Distributed optimizer: the owners' updated parameters to every rank
-  /// of the data-parallel group, into the model buffers.
+  /// of each bucket's group, into the model buffers.
   void allGatherParams();
+  /// All-gathers bucket `b`'s slices (shardSize elements of `dtype` each)
+  /// over its group; a copy for a group of one rank.
+  void gatherBucket(const TrainBucket &b, loomrt_dtype dtype, const void *send,
+                    void *recv);
+  /// Where an owned piece lies in the optimizer state buffers (expAvg,
+  /// expAvgSq, mainParams, ownGrads).
+  static int64_t stateOffset(const TrainBucket &b, const FlatPiece &piece) {
+    return b.stateBase + (piece.flatOffset - b.ownBegin());
+  }
   /// The f32 main parameters of an owned piece: the model buffer itself
   /// for f32 parameters.
-  float *mainOf(const FlatPiece &piece) const;
+  float *mainOf(const TrainBucket &b, const FlatPiece &piece) const;
   void reportOptimizerMemory();
   void save();
   /// Test hook: rank 0 dies between a save's two renames when told to
@@ -270,28 +287,32 @@ private:
   float loss = 0.0f;
   FILE *metrics = nullptr;
   int64_t dpSize = 1, dpRank = 0;
-  // The group the gradients are reduced over and the distributed optimizer
-  // shards over: dp, or with context parallelism dp x cp.
-  int64_t gradSize = 1, gradRank = 0;
+  // The size of the group the dense gradients are reduced over and the
+  // distributed optimizer shards them over: dp, or with context
+  // parallelism dp x cp (each bucket has its group, GradBuckets.h).
+  int64_t gradSize = 1;
   int64_t samplesPerStep = 1;
 
   // Training (--train).
-  // Held parameters: those shared with other pipeline stages first, then
-  // the rest, each in manifest order (the flat buffers' layout).
+  // Held parameters in the flat buffers' layout (GradBuckets.h): bucket by
+  // bucket, the gradient group's first, those shared with other pipeline
+  // stages at its start.
   std::vector<TrainParam> trained;
   int64_t trainedElements = 0;
   StageSharing sharing;       // the tied embedding of first and last stage
   int64_t sharedElements = 0; // the shared parameters' prefix of the buffer
   float *mainGrads = nullptr, *expAvg = nullptr, *expAvgSq = nullptr;
   float *mainParams = nullptr; // only when some parameter is not f32
-  // The optimizer's share of the flat buffer: everything, or with
-  // --use-distributed-optimizer and dp > 1 the 1/dp slice [ownBegin,
-  // ownEnd) (Megatron-Core's DistributedOptimizer). expAvg, expAvgSq,
-  // mainParams and ownGrads hold flat elements ownBegin.. of that range.
+  // The optimizer's share of each bucket: all of it, or with
+  // --use-distributed-optimizer and dp > 1 its slice over the bucket's
+  // group (Megatron-Core's DistributedOptimizer, with a dense and an expert
+  // buffer). expAvg, expAvgSq, mainParams and ownGrads hold the slices one
+  // after the other (stateSize elements; stateOffset); mainGrads holds the
+  // buckets whole (flatSize). Without the distributed optimizer the two
+  // layouts are the same.
   bool distributed = false;
-  DpPartition partition;
-  int64_t ownBegin = 0, ownEnd = 0;
-  std::vector<FlatPiece> owned; // FlatPiece::param indexes `trained`
+  std::vector<TrainBucket> buckets;
+  int64_t flatSize = 0, stateSize = 0;
   float *gradShard = nullptr;   // the reduce-scatter's output (distributed)
   // Overlapped reduction of a pipelined step (Megatron's
   // overlap_grad_reduce): each chunk's runs of the flat buffer, reduced as
@@ -301,7 +322,7 @@ private:
   std::vector<FlatRun> lateRuns;
   std::set<int64_t> signalledChunks;
   std::vector<loomrt_request> inFlight;
-  float *ownGrads = nullptr;    // reduced main grads of the owned range
+  float *ownGrads = nullptr;    // reduced main grads of the owned slices
   loomrt_dtype gatherDtype = LOOMRT_F32; // of the parameter all-gather
   bool mixedPrecision = false; // f32 main params apart from the model's
   bool dynamicScaling = false; // f16: DynamicLossScaler

@@ -132,7 +132,7 @@ void Run::save() {
     auto full = [&](float *slice) {
       if (!distributed)
         return slice;
-      temps.emplace_back(partition.padded() * int64_t(sizeof(float)));
+      temps.emplace_back(flatSize * int64_t(sizeof(float)));
       allGatherFlat(slice, temps.back().as<float>());
       return temps.back().as<float>();
     };
@@ -199,13 +199,20 @@ void Run::saveSharded() {
     for (const ParamSpec &p : m.params)
       if (const Shard *s = p.shardOf(rank); s && p.firstHolder(*s) == rank)
         tensors.push_back({p.name, p.dtype, s->box.shape, buffers.at(p.name)});
-    if (opts.train && writesOptimizerSlice(m, rank, distributed)) {
-      Shape slice = {ownEnd - ownBegin};
-      tensors.push_back({kShardedExpAvg, LOOMRT_F32, slice, expAvg});
-      tensors.push_back({kShardedExpAvgSq, LOOMRT_F32, slice, expAvgSq});
-      if (mixedPrecision)
-        tensors.push_back({kShardedMainParam, LOOMRT_F32, slice, mainParams});
-    }
+    // Each bucket's slice under its own key (the index lists the same).
+    if (opts.train)
+      for (const TrainBucket &b : buckets) {
+        if (!writesOptimizerSlice(b))
+          continue;
+        std::string key = optimizerKey(m, b.group) + ".";
+        Shape slice = {b.ownElements()};
+        std::vector<std::pair<const char *, float *>> parts = {
+            {kShardedExpAvg, expAvg}, {kShardedExpAvgSq, expAvgSq}};
+        if (mixedPrecision)
+          parts.push_back({kShardedMainParam, mainParams});
+        for (auto [name, buf] : parts)
+          tensors.push_back({key + name, LOOMRT_F32, slice, buf + b.stateBase});
+      }
     writeSafetensors(tmp + "/" + shardFileName(rank), tensors,
                      {{"format", "pt"}, {"loom.rank", std::to_string(rank)}});
   });
@@ -281,56 +288,71 @@ void Run::loadShardedOptimizer() {
   // A checkpoint saved without --train starts a fresh optimizer.
   if (shardedIndex.trainState.empty())
     return;
+  if (shardedIndex.version < 3 && m.hasOwnGradientGroups())
+    throw Error("sharded checkpoint " + dir + " (index version " +
+                std::to_string(shardedIndex.version) + ") holds the "
+                "optimizer state of experts and dense parameters in one "
+                "slice, which this Loom does not read: load its model "
+                "without --train, or resume from a full checkpoint (--load)");
   state = TrainState::fromJson(shardedIndex.trainState,
                                "sharded checkpoint " + dir);
   resumed = true;
-  // The slices the files of this rank's data-parallel group hold cover its
-  // flat buffer (data-parallel rank 0's holds all of it without the
-  // distributed optimizer); the saving run may have used the other
-  // optimizer, so each rank takes its range from whichever files hold it.
-  // With experts the peers' buffers hold other experts: its own file only.
-  std::vector<int32_t> group = {rank};
-  if (auto g = m.groupOf(m.gradientGroup, rank); g && !m.hasOwnGradientGroups())
-    group = *g->first;
-  std::vector<std::pair<int64_t, int64_t>> read;
-  for (int32_t peer : group) {
-    if (!shardedIndex.slices[size_t(peer)])
-      continue;
-    const FlatSlice &saved = *shardedIndex.slices[size_t(peer)];
-    int64_t lo = std::max(ownBegin, saved.begin);
-    int64_t hi = std::min(ownEnd, saved.end);
-    if (lo >= hi)
-      continue;
-    read.emplace_back(lo, hi);
-    std::string path = dir + "/" + shardFileName(peer);
-    SafetensorsFile file(path);
-    std::vector<std::pair<const char *, float *>> parts = {
-        {kShardedExpAvg, expAvg}, {kShardedExpAvgSq, expAvgSq}};
-    if (mixedPrecision)
-      parts.push_back({kShardedMainParam, mainParams});
-    for (auto [name, buf] : parts) {
-      auto it = file.tensors().find(name);
-      Shape shape = {saved.end - saved.begin};
-      if (it == file.tensors().end() || it->second.dtypeName != "F32" ||
-          it->second.shape != shape)
-        throw Error("sharded checkpoint file " + path + " lacks the F32 " +
-                    shapeString(shape) + " tensor \"" + name + "\"");
-      loomrt_copy(buf + (lo - ownBegin),
-                  file.data() + it->second.begin +
-                      (lo - saved.begin) * int64_t(sizeof(float)),
-                  (hi - lo) * int64_t(sizeof(float)));
+  // The slices the files of a bucket's group hold cover the bucket (the
+  // group's first rank's holds all of it without the distributed
+  // optimizer); the saving run may have used the other optimizer, so each
+  // rank takes its range from whichever files hold it.
+  std::map<int32_t, std::unique_ptr<SafetensorsFile>> files;
+  for (const TrainBucket &b : buckets) {
+    std::vector<int32_t> group = {rank};
+    if (auto g = m.groupOf(b.group, rank))
+      group = *g->first;
+    std::string key = optimizerKey(m, b.group);
+    std::vector<std::pair<int64_t, int64_t>> read;
+    for (int32_t peer : group) {
+      const auto &slices = shardedIndex.slices[size_t(peer)];
+      auto it = slices.find(b.group);
+      if (it == slices.end())
+        continue;
+      const FlatSlice &saved = it->second;
+      int64_t lo = std::max(b.sliceBegin(), saved.begin);
+      int64_t hi = std::min(b.sliceEnd(), saved.end);
+      if (lo >= hi)
+        continue;
+      read.emplace_back(lo, hi);
+      std::string path = dir + "/" + shardFileName(peer);
+      auto &file = files[peer];
+      if (!file)
+        file = std::make_unique<SafetensorsFile>(path);
+      std::vector<std::pair<const char *, float *>> parts = {
+          {kShardedExpAvg, expAvg}, {kShardedExpAvgSq, expAvgSq}};
+      if (mixedPrecision)
+        parts.push_back({kShardedMainParam, mainParams});
+      for (auto [part, buf] : parts) {
+        std::string name = key + "." + part;
+        auto t = file->tensors().find(name);
+        Shape shape = {saved.end - saved.begin};
+        if (t == file->tensors().end() || t->second.dtypeName != "F32" ||
+            t->second.shape != shape)
+          throw Error("sharded checkpoint file " + path + " lacks the F32 " +
+                      shapeString(shape) + " tensor \"" + name + "\"");
+        loomrt_copy(buf + b.stateBase + (lo - b.sliceBegin()),
+                    file->data() + t->second.begin +
+                        (lo - saved.begin) * int64_t(sizeof(float)),
+                    (hi - lo) * int64_t(sizeof(float)));
+      }
     }
+    std::sort(read.begin(), read.end());
+    int64_t covered = b.sliceBegin();
+    for (auto [lo, hi] : read)
+      if (lo <= covered)
+        covered = std::max(covered, hi);
+    if (covered < b.sliceEnd())
+      throw Error("sharded checkpoint " + dir + " holds no optimizer state "
+                  "for elements " + std::to_string(covered) + ".." +
+                  std::to_string(b.sliceEnd()) + " of rank " +
+                  std::to_string(rank) + "'s " + b.group + " bucket in the "
+                  "files of its " + b.group + " group");
   }
-  std::sort(read.begin(), read.end());
-  int64_t covered = ownBegin;
-  for (auto [lo, hi] : read)
-    if (lo <= covered)
-      covered = std::max(covered, hi);
-  if (covered < ownEnd)
-    throw Error("sharded checkpoint " + dir + " holds no optimizer state for "
-                "elements " + std::to_string(covered) + ".." +
-                std::to_string(ownEnd) + " of rank " + std::to_string(rank) +
-                "'s flat buffer in the files of its data-parallel group");
 }
 
 } // namespace loom::rank

@@ -4,11 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// --train: the f32 training state (main grads, AdamW moments, main params
-// for bf16/f16, the distributed optimizer's slice) and its settings from
-// flags, checkpoint and defaults; one optimizer step after the micro-batches
-// (gradient reduction, loss scaling, clipping, AdamW); the all-gathers of the
-// distributed optimizer and the replicas' weight-hash check.
+// --train: the f32 training state (main grads in their buckets, AdamW
+// moments, main params for bf16/f16, the distributed optimizer's slices) and
+// its settings from flags, checkpoint and defaults; one optimizer step after
+// the micro-batches (loss scaling, clipping, AdamW; the buckets' reduction
+// and all-gathers are in RunBuckets.cpp) and the replicas' weight-hash
+// check.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,84 +57,68 @@ void Run::setUpTraining() {
         throw Error("the train_step entry of rank " + std::to_string(rank) +
                     " returns the gradient of \"" + a.name + "\" twice");
 
-    // The distributed optimizer slices a flat buffer that every rank of
-    // the data-parallel group must lay out alike.
+    // The distributed optimizer slices each bucket over its group (the
+    // experts' over expert:dp), whose ranks must lay it out alike.
     distributed = opts.useDistributedOptimizer && gradSize > 1;
+    std::vector<GradBucket> layout = gradBuckets(m, rank, distributed);
     if (distributed)
-      for (const ParamSpec &p : m.params)
-        if (p.gradientGroup)
-          throw Error("--use-distributed-optimizer with expert parallelism "
-                      "is not implemented yet: the experts' gradients (\"" +
-                      p.name + "\") are summed over " + *p.gradientGroup +
-                      ", and the optimizer slices one data-parallel buffer; "
-                      "run without --use-distributed-optimizer");
-    const std::vector<int32_t> *dpGroup =
-        distributed ? m.groupOf(m.gradientGroup, rank)->first : nullptr;
-    auto inDpGroup = [&](int32_t r) {
-      return std::find(dpGroup->begin(), dpGroup->end(), r) != dpGroup->end();
-    };
-    if (distributed)
-      for (const ParamSpec &p : m.params)
-        for (int32_t peer : *dpGroup) {
-          const Shard *a = p.shardOf(rank), *b = p.shardOf(peer);
-          if (!a && !b)
-            continue;
-          if (!a || !b || a->box != b->box)
-            throw Error("--use-distributed-optimizer needs the ranks of a "
-                        "data-parallel group to hold the same shards, but "
-                        "ranks " + std::to_string(rank) + " and " +
-                        std::to_string(peer) + " hold different parts of \"" +
-                        p.name + "\"");
-        }
-
+      checkBucketGroups(m, rank, layout);
+    flatSize = flatElements(layout);
+    stateSize = stateElements(layout);
     sharing = findStageSharing(m, rank);
-    std::vector<size_t> order = sharing.params;
-    for (size_t i = 0; i < m.params.size(); ++i)
-      if (!sharing.shares(i))
-        order.push_back(i);
-    for (size_t i : order) {
-      const ParamSpec &p = m.params[i];
-      const Shard *s = p.shardOf(rank);
-      if (!s)
-        continue;
-      if (!grads.count(p.name))
-        throw Error("the train_step entry of rank " + std::to_string(rank) +
-                    " returns no gradient for parameter \"" + p.name + "\"");
-      TrainParam t;
-      t.index = i;
-      t.spec = &p;
-      t.n = numElements(s->box.shape);
-      t.offset = trainedElements;
-      t.model = buffers.at(p.name);
-      auto gd = gradDtypes.find(p.name);
-      t.gradDtype = gd == gradDtypes.end() ? p.dtype : gd->second;
-      t.grad = loomrt_alloc(t.n * dtypeBytes(t.gradDtype));
-      t.decay = takesWeightDecay(p.name, p.shape);
-      t.gradGroup = &m.gradientGroupOf(p);
-      if (auto c = gradChunks.find(p.name); c != gradChunks.end())
-        t.chunk = c->second;
-      // The first holder of this box is counted, through the optimizer
-      // slices of its data-parallel group (the whole buffer of that one
-      // rank without the distributed optimizer).
-      int32_t first = p.firstHolder(*s);
-      t.countsInNorm = distributed ? inDpGroup(first) : first == rank;
-      trainedElements += t.n;
-      if (sharing.shares(i))
-        sharedElements = trainedElements;
-      mixedPrecision |= p.dtype != LOOMRT_F32;
-      dynamicScaling |= p.dtype == LOOMRT_F16;
-      trained.push_back(t);
+    for (GradBucket &g : layout) {
+      TrainBucket b;
+      static_cast<GradBucket &>(b) = std::move(g);
+      if (auto c = comms.find(b.group); c != comms.end())
+        b.comm = c->second;
+      std::optional<std::pair<const std::vector<int32_t> *, int32_t>> group =
+          m.groupOf(b.group, rank);
+      int64_t offset = b.base;
+      for (size_t i : b.params) {
+        const ParamSpec &p = m.params[i];
+        const Shard *s = p.shardOf(rank);
+        if (!grads.count(p.name))
+          throw Error("the train_step entry of rank " + std::to_string(rank) +
+                      " returns no gradient for parameter \"" + p.name + "\"");
+        TrainParam t;
+        t.index = i;
+        t.spec = &p;
+        t.n = numElements(s->box.shape);
+        t.offset = offset;
+        t.bucket = buckets.size();
+        t.model = buffers.at(p.name);
+        auto gd = gradDtypes.find(p.name);
+        t.gradDtype = gd == gradDtypes.end() ? p.dtype : gd->second;
+        t.grad = loomrt_alloc(t.n * dtypeBytes(t.gradDtype));
+        t.decay = takesWeightDecay(p.name, p.shape);
+        if (auto c = gradChunks.find(p.name); c != gradChunks.end())
+          t.chunk = c->second;
+        // The first holder of this box is counted, through the optimizer
+        // slices of its bucket's group (the whole buffer of that one rank
+        // without the distributed optimizer).
+        int32_t first = p.firstHolder(*s);
+        t.countsInNorm =
+            b.sharded() ? std::count(group->first->begin(),
+                                     group->first->end(), first) > 0
+                        : first == rank;
+        offset += t.n;
+        trainedElements += t.n;
+        if (sharing.shares(i))
+          sharedElements = offset;
+        mixedPrecision |= p.dtype != LOOMRT_F32;
+        dynamicScaling |= p.dtype == LOOMRT_F16;
+        trained.push_back(t);
+      }
+      buckets.push_back(std::move(b));
     }
 
-    partition = flatPartition(m, rank, distributed);
-    ownBegin = partition.begin(distributed ? gradRank : 0);
-    ownEnd = partition.end(distributed ? gradRank : 0);
     std::vector<int64_t> offsets, sizes;
     for (const TrainParam &t : trained) {
       offsets.push_back(t.offset);
       sizes.push_back(t.n);
     }
-    owned = ownedPieces(offsets, sizes, ownBegin, ownEnd);
+    for (TrainBucket &b : buckets)
+      b.owned = ownedPieces(offsets, sizes, b.ownBegin(), b.ownEnd());
     for (const TrainParam &t : trained)
       if (t.chunk >= 0)
         chunkRuns[t.chunk].push_back({t.offset, t.offset + t.n});
@@ -143,16 +128,13 @@ void Run::setUpTraining() {
       signalled.insert(signalled.end(), runs.begin(), runs.end());
     }
     if (!chunkRuns.empty())
-      lateRuns = complementRuns(
-          signalled, distributed ? partition.padded() : trainedElements);
-    int64_t slice = distributed ? partition.shardSize() : trainedElements;
-    int64_t bytes = slice * int64_t(sizeof(float));
+      lateRuns = complementRuns(signalled, flatSize);
+    int64_t bytes = stateSize * int64_t(sizeof(float));
     auto allocFloats = [](int64_t bytes) {
       return static_cast<float *>(loomrt_alloc(bytes));
     };
-    // The pad at the end of the gradient buffer stays zero through the
-    // reduce-scatter.
-    mainGrads = allocFloats(partition.padded() * int64_t(sizeof(float)));
+    // The pads of the gradient buffer stay zero through the reduce-scatter.
+    mainGrads = allocFloats(flatSize * int64_t(sizeof(float)));
     expAvg = allocFloats(bytes);
     expAvgSq = allocFloats(bytes);
     loomrt_zero(expAvg, bytes);
@@ -167,14 +149,15 @@ void Run::setUpTraining() {
     }
     // f32 parameters are their own main parameters; the others start as
     // their widened values (a --load optimizer state may replace them).
-    for (const FlatPiece &pc : owned) {
-      const TrainParam &t = trained[pc.param];
-      if (t.spec->dtype != LOOMRT_F32)
-        loomrt_cast(t.spec->dtype,
-                    static_cast<char *>(t.model) +
-                        pc.paramOffset * dtypeBytes(t.spec->dtype),
-                    LOOMRT_F32, mainOf(pc), pc.n);
-    }
+    for (const TrainBucket &b : buckets)
+      for (const FlatPiece &pc : b.owned) {
+        const TrainParam &t = trained[pc.param];
+        if (t.spec->dtype != LOOMRT_F32)
+          loomrt_cast(t.spec->dtype,
+                      static_cast<char *>(t.model) +
+                          pc.paramOffset * dtypeBytes(t.spec->dtype),
+                      LOOMRT_F32, mainOf(b, pc), pc.n);
+      }
     // Megatron gathers the parameters in their own dtype; f32 when the
     // dtypes are mixed.
     gatherDtype = trained.empty() ? LOOMRT_F32 : trained[0].spec->dtype;
@@ -281,18 +264,19 @@ void Run::loadOptimizerState() {
   resumed = true;
 
   // The file holds whole tensors: the distributed optimizer reads this
-  // rank's full shards into temporary flat buffers and keeps its slice.
+  // rank's full shards into temporary flat buffers and keeps its slices.
   std::vector<DeviceBuffer> temps;
   auto full = [&](float *slice) {
     if (!distributed)
       return slice;
-    temps.emplace_back(trainedElements * int64_t(sizeof(float)));
+    temps.emplace_back(flatSize * int64_t(sizeof(float)));
     return temps.back().as<float>();
   };
   auto keepSlice = [&](float *slice, const float *fullBuf) {
     if (distributed)
-      loomrt_copy(slice, fullBuf + ownBegin,
-                  (ownEnd - ownBegin) * int64_t(sizeof(float)));
+      for (const TrainBucket &b : buckets)
+        loomrt_copy(slice + b.stateBase, fullBuf + b.ownBegin(),
+                    b.ownElements() * int64_t(sizeof(float)));
   };
 
   std::map<std::string, void *> bufs;
@@ -330,127 +314,6 @@ void Run::loadOptimizerState() {
       loomrt_cast(LOOMRT_F32, main + t.offset, t.spec->dtype, t.model, t.n);
 }
 
-void Run::addGradSumSquares(float *acc) {
-  // Every element once: each distinct box of a parameter is counted by its
-  // first holder only (data-parallel and tensor-parallel replicas hold equal
-  // gradients after the all-reduce) or, with the distributed optimizer, by
-  // the slices of that holder's data-parallel group; the world's sum (the
-  // step's one all-reduce of scalars) adds the parts. Adjacent counted
-  // pieces form one run of the flat buffer, one reduction each.
-  std::vector<FlatRun> runs;
-  for (const FlatPiece &pc : owned)
-    if (trained[pc.param].countsInNorm)
-      runs.push_back({pc.flatOffset, pc.flatOffset + pc.n});
-  for (const FlatRun &r : mergeRuns(std::move(runs)))
-    loomrt_sum_squares_add(LOOMRT_F32, ownGrads + (r.begin - ownBegin),
-                           r.end - r.begin, acc);
-}
-
-void Run::onGradsReady(void *run, int64_t chunk) {
-  static_cast<Run *>(run)->gradsReady(chunk);
-}
-
-void Run::gradsReady(int64_t chunk) {
-  // Called from the compiled step: errors end the rank (an exception must
-  // not unwind through compiled frames).
-  if (!chunkRuns.count(chunk) || !signalledChunks.insert(chunk).second) {
-    std::string what = "the compiled train step signalled model chunk " +
-                       std::to_string(chunk) + ", which " +
-                       (chunkRuns.count(chunk) ? "it signalled before"
-                                               : "holds none of its gradients");
-    loomrt_abort(what.c_str());
-  }
-  for (const TrainParam &t : trained)
-    if (t.chunk == chunk)
-      loomrt_axpy(t.n, 1.0f, t.gradDtype, t.grad, LOOMRT_F32,
-                  mainGrads + t.offset);
-  for (const FlatRun &r : chunkRuns.at(chunk))
-    startReduction(r);
-}
-
-std::vector<std::pair<FlatRun, const std::string *>>
-Run::runsByGroup(const FlatRun &run) const {
-  // The trained params are laid out in order: cut the run where the group
-  // changes (the pad past the last param goes with the dense group).
-  std::vector<std::pair<FlatRun, const std::string *>> parts;
-  auto add = [&](int64_t begin, int64_t end, const std::string *group) {
-    if (begin >= end)
-      return;
-    if (!parts.empty() && parts.back().first.end == begin &&
-        *parts.back().second == *group)
-      parts.back().first.end = end;
-    else
-      parts.push_back({{begin, end}, group});
-  };
-  int64_t at = run.begin;
-  for (const TrainParam &t : trained) {
-    int64_t b = std::max(run.begin, t.offset);
-    int64_t e = std::min(run.end, t.offset + t.n);
-    if (b >= e)
-      continue;
-    add(at, b, &m.gradientGroup);
-    add(b, e, t.gradGroup);
-    at = e;
-  }
-  add(at, run.end, &m.gradientGroup);
-  return parts;
-}
-
-void Run::startReduction(const FlatRun &run) {
-  loomrt_comm comm = gradSize > 1 ? comms.at(m.gradientGroup) : nullptr;
-  if (!distributed && comm) {
-    for (const auto &[part, group] : runsByGroup(run))
-      if (comms.count(*group))
-        inFlight.push_back(loomrt_all_reduce_start(
-            comms.at(*group), mainGrads + part.begin, part.end - part.begin));
-    return;
-  }
-  if (distributed) {
-    // This rank's part of the run lands at its place in the slice.
-    std::vector<int64_t> counts = scatterCounts(run, partition);
-    int64_t slice = gradRank * partition.shardSize();
-    float *recv = gradShard + std::max<int64_t>(0, run.begin - slice);
-    if (counts[size_t(gradRank)] == 0)
-      recv = gradShard;
-    inFlight.push_back(loomrt_reduce_scatter_start(comm, mainGrads + run.begin,
-                                                   recv, counts.data()));
-  }
-}
-
-void Run::reduceGradients() {
-  // The data-parallel mean, of the whole buffer or (distributed optimizer)
-  // of this rank's slice. Both sum the same dp values per element, so for
-  // dp 2 the slice is bitwise the all-reduce's. With context parallelism
-  // the group is dp x cp (Megatron's data-parallel group with cp): each cp
-  // rank's gradient is its tokens' part, so the sum over cp is the
-  // micro-batch's gradient and the mean is still over dp.
-  int64_t ownN = ownEnd - ownBegin;
-  if (!chunkRuns.empty()) {
-    // A pipelined step: the chunks' runs are in flight already.
-    for (const FlatRun &r : lateRuns)
-      startReduction(r);
-    for (loomrt_request q : inFlight)
-      loomrt_wait(q);
-    inFlight.clear();
-  } else if (distributed) {
-    int64_t shape[1] = {partition.padded()};
-    loomrt_reduce_scatter(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0,
-                          mainGrads, gradShard);
-  } else if (gradSize > 1) {
-    // One all-reduce per group's run (one in all without experts); a group
-    // of one rank (an expert group without replicas) has none.
-    for (const auto &[part, group] : runsByGroup({0, trainedElements}))
-      if (comms.count(*group))
-        loomrt_all_reduce(comms.at(*group), LOOMRT_F32, LOOMRT_SUM,
-                          mainGrads + part.begin, mainGrads + part.begin,
-                          part.end - part.begin);
-  }
-  if (distributed)
-    loomrt_scale(LOOMRT_F32, gradShard, ownN, float(1.0 / dpSize));
-  else if (gradSize > 1)
-    loomrt_scale(LOOMRT_F32, mainGrads, trainedElements, float(1.0 / dpSize));
-}
-
 void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                     StepResult &result) {
   double lossScale = dynamicScaling ? state.scaler.scale : 1.0;
@@ -462,7 +325,7 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
           ? perTokenGradScales(*reader, dataStep, lossScale)
           : std::vector<float>(size_t(m.numMicrobatches),
                                float(lossScale / double(m.numMicrobatches)));
-  loomrt_zero(mainGrads, partition.padded() * int64_t(sizeof(float)));
+  loomrt_zero(mainGrads, flatSize * int64_t(sizeof(float)));
   // The step's scalars (StepStat) stay on the device until its one read.
   float *stats = dev.stepStats.as<float>();
   loomrt_zero(stats, kStepStats * int64_t(sizeof(float)));
@@ -517,19 +380,22 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                   std::to_string(chunk) +
                   " (loomrt_grads_ready): recompile with this loom-compile");
   reduceGradients();
-  int64_t ownN = ownEnd - ownBegin;
   // Megatron's _allreduce_word_embedding_grads, after the data-parallel
   // reduction: each stage holding the tied embedding adds the other's part.
-  // The members' slices are aligned (StageSharing.h), so this covers only
-  // the shared elements of this rank's optimizer range.
+  // The members' slices are aligned (GradBuckets.h), so this covers only
+  // the shared elements of this rank's optimizer range (at the start of the
+  // first bucket, whose slice starts the state).
   if (sharing.group) {
-    int64_t n = std::min(ownEnd, sharedElements) - ownBegin;
+    const TrainBucket &b = buckets.front();
+    int64_t n = std::min(b.ownEnd(), sharedElements) - b.ownBegin();
     if (n > 0)
       loomrt_all_reduce(comms.at("embedding"), LOOMRT_F32, LOOMRT_SUM,
                         ownGrads, ownGrads, n);
   }
   if (lossScale != 1.0)
-    loomrt_scale(LOOMRT_F32, ownGrads, ownN, float(1.0 / lossScale));
+    for (const TrainBucket &b : buckets)
+      loomrt_scale(LOOMRT_F32, ownGrads + b.stateBase, b.ownElements(),
+                   float(1.0 / lossScale));
   // The unreduced buffer is dead now; the dump gathers the slices into it.
   if (first && !opts.dumpGrads.empty() && distributed)
     allGatherFlat(gradShard, mainGrads);
@@ -555,17 +421,20 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, stats,
                       stats, kStepStats);
   const AdamWConfig &ad = state.adamw;
-  for (const FlatPiece &pc : owned) {
-    const TrainParam &t = trained[pc.param];
-    int64_t at = pc.flatOffset - ownBegin;
-    loomrt_adamw(pc.n, mainOf(pc), ownGrads + at, expAvg + at, expAvgSq + at,
-                 float(result.lr), float(ad.beta1), float(ad.beta2),
-                 float(ad.eps), t.decay ? float(ad.weightDecay) : 0.0f,
-                 state.optimizerSteps + 1, stats + kSumSquares,
-                 float(ad.clipGrad));
-    if (!distributed && t.spec->dtype != LOOMRT_F32)
-      loomrt_cast(LOOMRT_F32, mainOf(pc), t.spec->dtype, t.model, pc.n);
-  }
+  for (const TrainBucket &b : buckets)
+    for (const FlatPiece &pc : b.owned) {
+      const TrainParam &t = trained[pc.param];
+      int64_t at = stateOffset(b, pc);
+      loomrt_adamw(pc.n, mainOf(b, pc), ownGrads + at, expAvg + at,
+                   expAvgSq + at, float(result.lr), float(ad.beta1),
+                   float(ad.beta2), float(ad.eps),
+                   t.decay ? float(ad.weightDecay) : 0.0f,
+                   state.optimizerSteps + 1, stats + kSumSquares,
+                   float(ad.clipGrad));
+      // A sliced bucket's parameters come back by the all-gather.
+      if (!b.sharded() && t.spec->dtype != LOOMRT_F32)
+        loomrt_cast(LOOMRT_F32, mainOf(b, pc), t.spec->dtype, t.model, pc.n);
+    }
   if (distributed)
     allGatherParams();
 
@@ -643,59 +512,34 @@ void Run::checkWeightHashes() {
 }
 
 void Run::reportOptimizerMemory() {
-  // What the distributed optimizer divides by dp: the moments and the f32
-  // main params (Megatron's "optimizer state"); the main grads stay whole
-  // for the accumulation, plus the reduce-scatter's slice.
+  // What the distributed optimizer divides by each bucket's group: the
+  // moments and the f32 main params (Megatron's "optimizer state"); the
+  // main grads stay whole for the accumulation, plus the reduce-scatter's
+  // slices.
   const double mib = 1024.0 * 1024.0;
   int64_t perElement = (mixedPrecision ? 3 : 2) * int64_t(sizeof(float));
-  int64_t slice = distributed ? partition.shardSize() : trainedElements;
   std::string what = mixedPrecision ? "exp_avg, exp_avg_sq, main params"
                                     : "exp_avg, exp_avg_sq";
+  int64_t own = 0;
+  std::string over;
+  for (const TrainBucket &b : buckets) {
+    own += b.ownElements();
+    over += (over.empty() ? "" : " and ") + b.group + " " +
+            std::to_string(b.partition.dpSize);
+  }
   std::printf("loom: optimizer state on rank %d: %.3f MiB (%s of %" PRId64,
-              rank, double(slice * perElement) / mib, what.c_str(),
-              ownEnd - ownBegin);
+              rank, double(stateSize * perElement) / mib, what.c_str(), own);
   if (distributed)
-    std::printf(" of %" PRId64 " elements; distributed over %s %" PRId64
-                ", %.3f MiB without)",
-                trainedElements, m.gradientGroup.c_str(), gradSize,
+    std::printf(" of %" PRId64 " elements; distributed over %s, %.3f MiB "
+                "without)",
+                trainedElements, over.c_str(),
                 double(trainedElements * perElement) / mib);
   else
     std::printf(" elements)");
-  std::printf(", main grads %.3f MiB", double(partition.padded()) * 4 / mib);
+  std::printf(", main grads %.3f MiB", double(flatSize) * 4 / mib);
   if (distributed)
-    std::printf(" + %.3f MiB slice", double(partition.shardSize()) * 4 / mib);
+    std::printf(" + %.3f MiB slice", double(stateSize) * 4 / mib);
   std::printf("\n");
-}
-
-float *Run::mainOf(const FlatPiece &pc) const {
-  const TrainParam &t = trained[pc.param];
-  if (t.spec->dtype == LOOMRT_F32)
-    return static_cast<float *>(t.model) + pc.paramOffset;
-  return mainParams + (pc.flatOffset - ownBegin);
-}
-
-void Run::allGatherFlat(const float *slice, float *full) {
-  int64_t shape[1] = {partition.shardSize()};
-  loomrt_all_gather(comms.at(m.gradientGroup), LOOMRT_F32, 1, shape, 0, slice,
-                    full);
-}
-
-void Run::allGatherParams() {
-  // Through the buffers that are free until the next step: the slice goes
-  // out of gradShard (in the gather dtype, the owner's rounding of its main
-  // params, as the plain optimizer's cast does) and the group's slices come
-  // back into mainGrads.
-  int64_t w = dtypeBytes(gatherDtype);
-  char *send = reinterpret_cast<char *>(gradShard);
-  for (const FlatPiece &pc : owned)
-    loomrt_cast(LOOMRT_F32, mainOf(pc), gatherDtype,
-                send + (pc.flatOffset - ownBegin) * w, pc.n);
-  int64_t shape[1] = {partition.shardSize()};
-  loomrt_all_gather(comms.at(m.gradientGroup), gatherDtype, 1, shape, 0, send,
-                    mainGrads);
-  const char *recv = reinterpret_cast<const char *>(mainGrads);
-  for (const TrainParam &t : trained)
-    loomrt_cast(gatherDtype, recv + t.offset * w, t.spec->dtype, t.model, t.n);
 }
 
 void Run::takeRouterLosses(const float *sums, StepResult &result) {

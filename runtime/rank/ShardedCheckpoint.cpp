@@ -7,7 +7,6 @@
 #include "runtime/rank/ShardedCheckpoint.h"
 
 #include "runtime/rank/MappedFile.h"
-#include "runtime/rank/StageSharing.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,14 +17,12 @@ using json = nlohmann::json;
 
 namespace loom::rank {
 
-const char *const kShardedExpAvg = "optimizer.exp_avg";
-const char *const kShardedExpAvgSq = "optimizer.exp_avg_sq";
-const char *const kShardedMainParam = "optimizer.main_param";
+const char *const kShardedExpAvg = "exp_avg";
+const char *const kShardedExpAvgSq = "exp_avg_sq";
+const char *const kShardedMainParam = "main_param";
 
-FlatSlice optimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
-  DpPartition part = flatPartition(m, rank, distributed);
-  int64_t dpRank = part.dpSize > 1 ? m.gradientParallel(rank).second : 0;
-  return {part.elements, part.begin(dpRank), part.end(dpRank)};
+FlatSlice optimizerSlice(const GradBucket &b) {
+  return {b.partition.elements, b.sliceBegin(), b.sliceEnd()};
 }
 
 std::string shardFileName(int32_t rank) {
@@ -34,12 +31,12 @@ std::string shardFileName(int32_t rank) {
   return name;
 }
 
-bool writesOptimizerSlice(const Manifest &m, int32_t rank, bool distributed) {
-  // Data-parallel replicas hold the same flat buffer, unless experts make
-  // them differ (expert parallelism): then every rank writes its own.
-  auto [dpSize, dpRank] = m.gradientParallel(rank);
-  return (distributed && dpSize > 1) || dpRank == 0 ||
-         m.hasOwnGradientGroups();
+bool writesOptimizerSlice(const GradBucket &b) {
+  return b.sharded() || b.groupRank == 0;
+}
+
+std::string optimizerKey(const Manifest &m, const std::string &group) {
+  return group == m.gradientGroup ? "optimizer" : "optimizer." + group;
 }
 
 std::string shardedIndexJson(const Manifest &m, bool distributed,
@@ -56,15 +53,19 @@ std::string shardedIndexJson(const Manifest &m, bool distributed,
     json rank = {{"rank", r.rank},
                  {"file", shardFileName(r.rank)},
                  {"params", params}};
-    if (!trainState.empty() && writesOptimizerSlice(m, r.rank, distributed)) {
-      FlatSlice s = optimizerSlice(m, r.rank, distributed);
-      rank["optimizer"] = {
-          {"elements", s.elements}, {"begin", s.begin}, {"end", s.end}};
-    }
+    if (!trainState.empty())
+      for (const GradBucket &b : gradBuckets(m, r.rank, distributed))
+        if (writesOptimizerSlice(b)) {
+          FlatSlice s = optimizerSlice(b);
+          rank[optimizerKey(m, b.group)] = {
+              {"elements", s.elements}, {"begin", s.begin}, {"end", s.end}};
+        }
     ranks.push_back(rank);
   }
+  // Version 3: the experts' optimizer state in a bucket of its own; the
+  // index of a model without experts is version 2's.
   json index = {{"format", "loom-sharded-checkpoint"},
-                {"version", 2},
+                {"version", m.hasOwnGradientGroups() ? 3 : 2},
                 {"family", m.family},
                 {"world_size", m.worldSize},
                 {"plan", m.plan},
@@ -111,10 +112,10 @@ ShardedIndex readShardedIndex(const std::string &dir, const Manifest &m) {
   auto fail = [&](const std::string &why) { return Error(what + ": " + why); };
   try {
     int version = j.value("version", 0);
-    if (j.value("format", "") != "loom-sharded-checkpoint" ||
-        (version != 1 && version != 2))
-      throw fail("index.json is not a loom-sharded-checkpoint of version 1 "
-                 "or 2");
+    if (j.value("format", "") != "loom-sharded-checkpoint" || version < 1 ||
+        version > 3)
+      throw fail("index.json is not a loom-sharded-checkpoint of version 1, "
+                 "2 or 3");
     auto plan = j.at("plan").get<std::map<std::string, int64_t>>();
     int64_t worldSize = j.at("world_size").get<int64_t>();
     if (plan != m.plan || worldSize != m.worldSize)
@@ -128,6 +129,7 @@ ShardedIndex readShardedIndex(const std::string &dir, const Manifest &m) {
       throw fail("index.json lists " + std::to_string(ranks.size()) +
                  " ranks, expected " + std::to_string(m.ranks.size()));
     ShardedIndex index;
+    index.version = version;
     index.distributed = j.at("distributed_optimizer").get<bool>();
     if (!j.at("train_state").is_null())
       index.trainState = j.at("train_state").dump();
@@ -162,18 +164,23 @@ ShardedIndex readShardedIndex(const std::string &dir, const Manifest &m) {
       if (index.trainState.empty())
         continue;
       index.slices.emplace_back();
-      auto o = saved.find("optimizer");
-      if (o == saved.end())
+      // Before version 3 a rank's experts and dense parameters shared one
+      // slice, in manifest order: loadShardedOptimizer refuses that.
+      if (version < 3 && m.hasOwnGradientGroups())
         continue;
-      FlatSlice slice{o->at("elements").get<int64_t>(),
-                      o->at("begin").get<int64_t>(),
-                      o->at("end").get<int64_t>()};
-      if (slice.elements != optimizerSlice(m, r.rank, false).elements ||
-          slice.begin < 0 || slice.begin > slice.end ||
-          slice.end > slice.elements)
-        throw fail("rank " + std::to_string(r.rank) +
-                   " has a bad optimizer slice in index.json");
-      index.slices.back() = slice;
+      for (const GradBucket &b : gradBuckets(m, r.rank, false)) {
+        auto o = saved.find(optimizerKey(m, b.group));
+        if (o == saved.end())
+          continue;
+        FlatSlice slice{o->at("elements").get<int64_t>(),
+                        o->at("begin").get<int64_t>(),
+                        o->at("end").get<int64_t>()};
+        if (slice.elements != b.partition.elements || slice.begin < 0 ||
+            slice.begin > slice.end || slice.end > slice.elements)
+          throw fail("rank " + std::to_string(r.rank) + " has a bad " +
+                     o.key() + " slice in index.json");
+        index.slices.back()[b.group] = slice;
+      }
     }
     for (const ParamSpec &p : m.params)
       for (const Shard *s : p.distinctShards())

@@ -11,7 +11,9 @@
 // no other rank holds the same: every rank with the distributed optimizer,
 // else data-parallel rank 0) and DIR/index.json (the plan, what every file
 // holds, the training state). Data-parallel replicas therefore write the
-// model once, as Megatron's distributed checkpoints do. Such a checkpoint
+// model once, as Megatron's distributed checkpoints do. The optimizer state
+// is a slice per gradient bucket (GradBuckets.h): a model with experts has
+// theirs apart, written by each expert data-parallel group. Such a checkpoint
 // loads back into the same plan only; the full safetensors file
 // (--save/--load) moves between plans.
 //
@@ -23,34 +25,40 @@
 #ifndef LOOM_RUNTIME_RANK_SHARDEDCHECKPOINT_H
 #define LOOM_RUNTIME_RANK_SHARDEDCHECKPOINT_H
 
+#include "runtime/rank/GradBuckets.h"
 #include "runtime/rank/Manifest.h"
 
-#include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace loom::rank {
 
-/// The optimizer state a rank holds: elements [begin, end) of the flat
-/// buffer of its parameter shards (`elements` long; parameters shared with
-/// another pipeline stage first, then manifest order).
+/// The optimizer state a rank holds of one gradient bucket: elements
+/// [begin, end) of the bucket (`elements` long).
 struct FlatSlice {
   int64_t elements = 0, begin = 0, end = 0;
 };
 
-/// Rank `rank`'s slice: everything, or with the distributed optimizer and
-/// dp > 1 its flatPartition slice.
-FlatSlice optimizerSlice(const Manifest &m, int32_t rank, bool distributed);
+/// A bucket's slice: all of it, or with the distributed optimizer its
+/// slice over the bucket's group.
+FlatSlice optimizerSlice(const GradBucket &b);
 
 /// "rank-00003.safetensors".
 std::string shardFileName(int32_t rank);
 
-/// Whether `rank` writes its optimizer slice: always with the distributed
-/// optimizer and dp > 1; otherwise only data-parallel rank 0 (the others'
-/// flat buffers are equal to it).
-bool writesOptimizerSlice(const Manifest &m, int32_t rank, bool distributed);
+/// Whether a rank writes its slice of bucket `b`: always when the
+/// distributed optimizer slices it; otherwise only the first rank of the
+/// bucket's group (the others' state is equal to it).
+bool writesOptimizerSlice(const GradBucket &b);
 
-/// The tensor names of the optimizer slice in a rank file.
+/// The index key of a bucket's slice, which also begins the names of its
+/// tensors in the rank file ("<key>.exp_avg", ...): "optimizer" for the
+/// gradient group's bucket, "optimizer.<group>" for another (the experts':
+/// "optimizer.expert:dp").
+std::string optimizerKey(const Manifest &m, const std::string &group);
+
+/// The tensors of an optimizer slice, after its key and a dot.
 extern const char *const kShardedExpAvg;
 extern const char *const kShardedExpAvgSq;
 extern const char *const kShardedMainParam;
@@ -61,16 +69,20 @@ std::string shardedIndexJson(const Manifest &m, bool distributed,
                              const std::string &trainState);
 
 struct ShardedIndex {
+  int version = 0;
   bool distributed = false;
   std::string trainState; // empty: saved without --train
-  /// By rank (with a train state): the slice its file holds, if any.
-  std::vector<std::optional<FlatSlice>> slices;
+  /// By rank (with a train state): the slices its file holds, by the group
+  /// kind of their bucket.
+  std::vector<std::map<std::string, FlatSlice>> slices;
 };
 
 /// Reads DIR/index.json and checks that it was saved under the plan of `m`
 /// (world size, plan sizes, the boxes and dtypes of the shards each file
 /// holds) and that the files hold every box. Version 1 indexes (every rank
-/// wrote all it held) load too. Throws Error naming the first mismatch.
+/// wrote all it held) and version 2 (one bucket) load too; version 3 has a
+/// slice per bucket, and is written for models with experts only. Throws
+/// Error naming the first mismatch.
 ShardedIndex readShardedIndex(const std::string &dir, const Manifest &m);
 
 } // namespace loom::rank

@@ -25,14 +25,6 @@ bool StageSharing::shares(size_t param) const {
   return std::binary_search(params.begin(), params.end(), param);
 }
 
-int64_t heldElements(const Manifest &m, int32_t rank) {
-  int64_t n = 0;
-  for (const ParamSpec &p : m.params)
-    if (const Shard *s = p.shardOf(rank))
-      n += numElements(s->box.shape);
-  return n;
-}
-
 StageSharing findStageSharing(const Manifest &m, int32_t rank) {
   StageSharing sharing;
   auto pp = m.groupOf("pp", rank);
@@ -81,18 +73,6 @@ StageSharing findStageSharing(const Manifest &m, int32_t rank) {
   if (!sharing.params.empty())
     sharing.group = embedding->first;
   return sharing;
-}
-
-DpPartition flatPartition(const Manifest &m, int32_t rank, bool distributed) {
-  auto [dpSize, dpRank] = m.gradientParallel(rank);
-  DpPartition part{heldElements(m, rank), distributed ? dpSize : 1};
-  if (part.dpSize == 1)
-    return part;
-  if (auto embedding = m.groupOf("embedding", rank))
-    if (embedding->first->size() > 1)
-      for (int32_t peer : *embedding->first)
-        part.alignTo = std::max(part.alignTo, heldElements(m, peer));
-  return part;
 }
 
 } // namespace loom::rank

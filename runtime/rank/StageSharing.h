@@ -18,10 +18,10 @@
 // of one box in one pipeline group that are not exactly an embedding group
 // would silently train diverging copies, so that is an error.
 //
-// The rank program lays these parameters out first in its flat gradient buffer,
-// in manifest order, and (with the distributed optimizer) cuts every
-// member's buffer into data-parallel slices of the same size
-// (flatPartition): then each member's optimizer slice holds the same
+// The rank program lays these parameters out first in its flat gradient
+// buffer, in manifest order, and (with the distributed optimizer) cuts every
+// member's gradient-group bucket into data-parallel slices of the same size
+// (GradBuckets.h): then each member's optimizer slice holds the same
 // elements of the shared parameters, and the all-reduce covers only that
 // slice (Megatron gives the shared embedding its own bucket for the same
 // reason).
@@ -31,7 +31,6 @@
 #ifndef LOOM_RUNTIME_RANK_STAGESHARING_H
 #define LOOM_RUNTIME_RANK_STAGESHARING_H
 
-#include "runtime/rank/DistOptimizer.h"
 #include "runtime/rank/Manifest.h"
 
 namespace loom::rank {
@@ -46,20 +45,10 @@ struct StageSharing {
   bool shares(size_t param) const;
 };
 
-/// Elements of all the parameter shards `rank` holds.
-int64_t heldElements(const Manifest &m, int32_t rank);
-
 /// The shared parameters of `rank`. Throws Error when a box held by two
 /// ranks of one pipeline group is not held by exactly the members of one
 /// embedding group.
 StageSharing findStageSharing(const Manifest &m, int32_t rank);
-
-/// How the flat buffer of `rank` (heldElements long) is cut into the
-/// slices of its data-parallel group: one slice of everything unless
-/// `distributed` and dp > 1. Members of an embedding group of more than one
-/// rank cut buffers of their longest member's length, so that their slices
-/// line up on the shared prefix.
-DpPartition flatPartition(const Manifest &m, int32_t rank, bool distributed);
 
 } // namespace loom::rank
 

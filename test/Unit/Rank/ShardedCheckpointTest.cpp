@@ -23,6 +23,7 @@
 #include <fstream>
 
 using namespace loom::rank;
+using loom::rank::testing::expertManifest;
 using loom::rank::testing::fusedQkvManifest;
 using loom::rank::testing::TempDir;
 
@@ -53,11 +54,14 @@ void writeIndex(const TempDir &t, const std::string &text) {
 TEST(ShardedCheckpoint, OptimizerSlices) {
   Manifest m = dpManifest();
   // Per rank: q, k, v weights [2, 6] and biases [2], wte [10, 6], ln_f [6].
-  FlatSlice all = optimizerSlice(m, 1, /*distributed=*/false);
+  // One bucket: no parameter has a gradient group of its own.
+  ASSERT_EQ(gradBuckets(m, 1, false).size(), 1u);
+  FlatSlice all = optimizerSlice(gradBuckets(m, 1, /*distributed=*/false)[0]);
   EXPECT_EQ(all.elements, 3 * 12 + 3 * 2 + 60 + 6);
   EXPECT_EQ(all.begin, 0);
   EXPECT_EQ(all.end, 108);
-  FlatSlice half0 = optimizerSlice(m, 0, true), half1 = optimizerSlice(m, 1, true);
+  FlatSlice half0 = optimizerSlice(gradBuckets(m, 0, true)[0]),
+            half1 = optimizerSlice(gradBuckets(m, 1, true)[0]);
   EXPECT_EQ(half0.begin, 0);
   EXPECT_EQ(half0.end, 54);
   EXPECT_EQ(half1.begin, 54);
@@ -72,20 +76,65 @@ TEST(ShardedCheckpoint, IndexRoundTrip) {
   ShardedIndex index = readShardedIndex(t.path(""), m);
   EXPECT_TRUE(index.distributed);
   EXPECT_EQ(index.trainState, R"({"iteration":3})");
+  EXPECT_EQ(index.version, 2);
   ASSERT_EQ(index.slices.size(), 2u);
-  ASSERT_TRUE(index.slices[1]);
-  EXPECT_EQ(index.slices[1]->begin, 54);
-  EXPECT_EQ(index.slices[1]->end, 108);
+  ASSERT_EQ(index.slices[1].count("dp"), 1u);
+  EXPECT_EQ(index.slices[1].at("dp").begin, 54);
+  EXPECT_EQ(index.slices[1].at("dp").end, 108);
   // The plain optimizer's state is equal over dp: rank 0 writes it.
   writeIndex(t, shardedIndexJson(m, false, R"({"iteration": 3})"));
   index = readShardedIndex(t.path(""), m);
   ASSERT_EQ(index.slices.size(), 2u);
-  ASSERT_TRUE(index.slices[0]);
-  EXPECT_EQ(index.slices[0]->end, 108);
-  EXPECT_FALSE(index.slices[1]);
+  ASSERT_EQ(index.slices[0].count("dp"), 1u);
+  EXPECT_EQ(index.slices[0].at("dp").end, 108);
+  EXPECT_TRUE(index.slices[1].empty());
   // Without a training state there are no slices.
   writeIndex(t, shardedIndexJson(m, false, ""));
   EXPECT_TRUE(readShardedIndex(t.path(""), m).trainState.empty());
+}
+
+TEST(ShardedCheckpoint, ExpertSlicesApart) {
+  // dp 4 x ep 2: 84 dense and 22 expert elements per rank.
+  TempDir t;
+  Manifest m = parseManifest(expertManifest().dump(), "m.json");
+  std::string text = shardedIndexJson(m, true, R"({"iteration": 3})");
+  nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["ranks"][3]["optimizer"]["begin"], 63);
+  EXPECT_EQ(j["ranks"][3]["optimizer.expert:dp"]["begin"], 11);
+  EXPECT_EQ(optimizerKey(m, "dp"), "optimizer");
+  EXPECT_EQ(optimizerKey(m, "expert:dp"), "optimizer.expert:dp");
+  writeIndex(t, text);
+  ShardedIndex index = readShardedIndex(t.path(""), m);
+  ASSERT_EQ(index.slices.size(), 4u);
+  const FlatSlice &e = index.slices[3].at("expert:dp");
+  EXPECT_EQ(e.elements, 22);
+  EXPECT_EQ(e.begin, 11);
+  EXPECT_EQ(e.end, 22);
+  EXPECT_EQ(index.slices[3].at("dp").end, 84);
+  // The plain optimizer: dense state from dp rank 0, each expert group's
+  // from its first rank (0 of [0, 2], 1 of [1, 3]).
+  writeIndex(t, shardedIndexJson(m, false, R"({"iteration": 3})"));
+  index = readShardedIndex(t.path(""), m);
+  EXPECT_EQ(index.slices[0].size(), 2u);
+  EXPECT_EQ(index.slices[1].size(), 1u);
+  EXPECT_EQ(index.slices[1].at("expert:dp").end, 22);
+  EXPECT_TRUE(index.slices[2].empty());
+  EXPECT_TRUE(index.slices[3].empty());
+  // A wrong length is named by its key.
+  j["ranks"][3]["optimizer.expert:dp"]["elements"] = 23;
+  writeIndex(t, j.dump());
+  EXPECT_EQ(errorOf(t.path(""), m),
+            "sharded checkpoint " + t.path("") +
+                ": rank 3 has a bad optimizer.expert:dp slice in index.json");
+  // Before version 3 experts shared the dense slice: no slices are taken
+  // (loading the optimizer state refuses it, the model loads).
+  j = nlohmann::json::parse(text);
+  j["version"] = 2;
+  writeIndex(t, j.dump());
+  index = readShardedIndex(t.path(""), m);
+  EXPECT_EQ(index.version, 2);
+  EXPECT_TRUE(index.slices[3].empty());
 }
 
 TEST(ShardedCheckpoint, EachBoxOnce) {
@@ -96,9 +145,9 @@ TEST(ShardedCheckpoint, EachBoxOnce) {
   EXPECT_EQ(wte.firstHolder(*wte.shardOf(1)), 0);
   const ParamSpec &q = *m.findParam("attn.q.weight");
   EXPECT_EQ(q.firstHolder(*q.shardOf(1)), 1);
-  EXPECT_TRUE(writesOptimizerSlice(m, 0, false));
-  EXPECT_FALSE(writesOptimizerSlice(m, 1, false));
-  EXPECT_TRUE(writesOptimizerSlice(m, 1, true));
+  EXPECT_TRUE(writesOptimizerSlice(gradBuckets(m, 0, false)[0]));
+  EXPECT_FALSE(writesOptimizerSlice(gradBuckets(m, 1, false)[0]));
+  EXPECT_TRUE(writesOptimizerSlice(gradBuckets(m, 1, true)[0]));
   nlohmann::json index = nlohmann::json::parse(shardedIndexJson(m, false, ""));
   EXPECT_EQ(index["version"], 2);
   EXPECT_EQ(index["ranks"][0]["params"].size(), 8u);

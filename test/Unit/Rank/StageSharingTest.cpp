@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/rank/GradBuckets.h"
 #include "runtime/rank/StageSharing.h"
 
 #include <gtest/gtest.h>
@@ -143,11 +144,15 @@ TEST(StageSharing, StagesMustHoldTheSameBox) {
 TEST(StageSharing, DistributedSlicesLineUpOverTheEmbeddingGroup) {
   Manifest m = pipeline();
   // First stage: wte 32 + h.0 16 = 48; last: wte 32 + h.2 16 + ln_f 8 = 56.
-  EXPECT_EQ(heldElements(m, rankOf(0, 1, 0)), 48);
-  EXPECT_EQ(heldElements(m, rankOf(0, 1, kPp - 1)), 56);
-  DpPartition first = flatPartition(m, rankOf(0, 1, 0), true);
-  DpPartition last = flatPartition(m, rankOf(0, 1, kPp - 1), true);
+  auto partition = [&](int32_t rank, bool distributed) {
+    std::vector<GradBucket> buckets = gradBuckets(m, rank, distributed);
+    EXPECT_EQ(buckets.size(), 1u);
+    return buckets[0].partition;
+  };
+  DpPartition first = partition(rankOf(0, 1, 0), true);
+  DpPartition last = partition(rankOf(0, 1, kPp - 1), true);
   EXPECT_EQ(first.elements, 48);
+  EXPECT_EQ(last.elements, 56);
   EXPECT_EQ(first.shardSize(), 28);
   EXPECT_EQ(last.shardSize(), 28);
   // dp rank 1 owns flat [28, ...) on both: the same elements of wte.
@@ -155,9 +160,9 @@ TEST(StageSharing, DistributedSlicesLineUpOverTheEmbeddingGroup) {
   EXPECT_EQ(first.end(1), 48);
   EXPECT_EQ(last.end(1), 56);
   // The middle stage is in no embedding group of two: its own length.
-  EXPECT_EQ(flatPartition(m, rankOf(0, 1, 1), true).shardSize(), 8);
+  EXPECT_EQ(partition(rankOf(0, 1, 1), true).shardSize(), 8);
   // Without the distributed optimizer, one slice of everything.
-  DpPartition whole = flatPartition(m, rankOf(0, 1, 0), false);
+  DpPartition whole = partition(rankOf(0, 1, 0), false);
   EXPECT_EQ(whole.dpSize, 1);
   EXPECT_EQ(whole.padded(), 48);
   EXPECT_EQ(whole.end(0), 48);

@@ -7,7 +7,8 @@
 // A small GPT-2-like parameter set in which q, k and v are tensor-parallel
 // shards placed transposed into one fused HF c_attn tensor, plus a
 // replicated embedding and a norm weight: the layouts the checkpoint code
-// must assemble, for any tp.
+// must assemble, for any tp. And a mixture-of-experts one whose expert
+// weights are split over ep and summed over their own group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +104,68 @@ inline nlohmann::json fusedQkvManifest(int tp, const std::string &dtype = "f32")
                 {{"kind", "loss_mask"}},
                 {{"kind", "param"}, {"name", "attn.q.weight"}},
                 {{"kind", "comm"}, {"group", "tp"}},
+                {{"kind", "loss"}}}}}}}}};
+}
+
+/// 4 ranks, dp 4 x ep 2 (expert data-parallel groups [0, 2] and [1, 3]):
+/// wte [10, 6] and router [4, 6] replicated, and expert weights w1 [4, 6]
+/// and w2 [4, 5] whose rows 0..2 ranks 0 and 2 hold, rows 2..4 ranks 1
+/// and 3, their gradients summed over "expert:dp", in the manifest order
+/// wte, w1, router, w2.
+inline nlohmann::json expertManifest() {
+  using json = nlohmann::json;
+  auto replicated = [](const std::string &name, int64_t rows, int64_t cols) {
+    json shards = json::array();
+    for (int r = 0; r < 4; ++r)
+      shards.push_back(
+          {{"rank", r}, {"offset", {0, 0}}, {"shape", {rows, cols}}});
+    return json{{"name", name},
+                {"shape", {rows, cols}},
+                {"init", {{"kind", "normal"}, {"std", 0.5}}},
+                {"shards", shards}};
+  };
+  auto expert = [](const std::string &name, int64_t cols) {
+    json shards = json::array();
+    for (int r = 0; r < 4; ++r)
+      shards.push_back(
+          {{"rank", r}, {"offset", {2 * (r % 2), 0}}, {"shape", {2, cols}}});
+    return json{{"name", name},
+                {"shape", {4, cols}},
+                {"init", {{"kind", "normal"}, {"std", 0.5}}},
+                {"gradient_group", "expert:dp"},
+                {"shards", shards}};
+  };
+  json ranks = json::array();
+  for (int r = 0; r < 4; ++r)
+    ranks.push_back(
+        {{"rank", r}, {"binary", "rank-00000"}, {"logs_loss", r == 0}});
+  return {{"format", "loom-manifest"},
+          {"version", 1},
+          {"model", {{"family", "mixtral"}}},
+          {"plan", {{"tp", 1}, {"dp", 4}, {"pp", 1}, {"cp", 1}, {"ep", 2}}},
+          {"world_size", 4},
+          {"micro_batch_size", 2},
+          {"seq_length", 4},
+          {"num_microbatches", 1},
+          {"dtype", "f32"},
+          {"vocab_size", 10},
+          {"eod_token_id", nullptr},
+          {"groups",
+           {{"dp", {{0, 1, 2, 3}}},
+            {"expert:ep", {{0, 1}, {2, 3}}},
+            {"expert:dp", {{0, 2}, {1, 3}}}}},
+          {"ranks", ranks},
+          {"params",
+           {replicated("wte.weight", 10, 6), expert("experts.w1", 6),
+            replicated("router.weight", 4, 6), expert("experts.w2", 5)}},
+          {"entries",
+           {{"forward",
+             {{"symbol", "loom_forward"},
+              {"args",
+               {{{"kind", "tokens"}},
+                {{"kind", "labels"}},
+                {{"kind", "loss_mask"}},
+                {{"kind", "param"}, {"name", "wte.weight"}},
                 {{"kind", "loss"}}}}}}}}};
 }
 
