@@ -801,7 +801,7 @@ struct CrossEntropyGradRule
 /// `v` (rows [N, H] or tokens [B, S, H]) with its partial axes kept, its
 /// other dims whole over tp but kept split over cp (each rank's own tokens,
 /// or their rows), the features whole.
-DistAttr keepPartial(Propagation &p, Value v) {
+DistAttr linearOperandDist(Propagation &p, Value v) {
   DistAttr d = getDist(v), tokens = p.wholeOverTp(d);
   DistAttr kept = p.replicated();
   for (int64_t i = 0; i + 1 < rankOf(v); ++i)
@@ -845,15 +845,15 @@ struct ExpertExchangeRule : Model<ExpertExchangeRule<OpT>, OpT> {
   }
 };
 
-/// Ops linear in operand `Linear` (kept partial, rows whole); every other
-/// operand whole over tp.
+/// Ops linear in operand `Linear` (linearOperandDist: partial sums and cp
+/// splits kept, features whole); every other operand whole over tp.
 template <typename OpT, unsigned Linear>
 struct LinearInRule : Model<LinearInRule<OpT, Linear>, OpT> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     for (unsigned i = 0; i < o->getNumOperands(); ++i)
       if (failed(p.require(o, i,
                            i == Linear
-                               ? keepPartial(p, o->getOperand(i))
+                               ? linearOperandDist(p, o->getOperand(i))
                                : p.wholeOverTp(getDist(o->getOperand(i))))))
         return failure();
     return p.inferResults(o);

@@ -315,7 +315,7 @@ struct Manifest {
   }
   /// Whether some parameter's gradient has a group of its own (experts):
   /// then the ranks of a gradientGroup group hold different parameters, and
-  /// each its own flat optimizer buffer.
+  /// the rank program keeps one gradient bucket per group.
   bool hasOwnGradientGroups() const {
     for (const ParamSpec &p : params)
       if (p.gradientGroup)
