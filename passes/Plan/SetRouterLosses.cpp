@@ -7,7 +7,8 @@
 // The importer writes one tfm.moe_router_loss per MoE layer with the
 // config's load-balancing coefficient; training flags (Megatron's
 // --moe-aux-loss-coeff, --moe-z-loss-coeff) override it here, and a loss
-// with both coefficients zero is erased rather than computed as zero.
+// with both coefficients zero is erased (with the counts only it reads)
+// rather than computed as zero.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +43,11 @@ struct SetRouterLossesPass
       // Nothing reads the losses but their gradient (tfm-differentiate).
       if (op.getAuxCoeff().isZero() && op.getZCoeff().isZero() &&
           op->use_empty()) {
+        // Its counts too, when nothing else reads them.
+        Operation *counts = op.getCounts().getDefiningOp<MoeRouteCountsOp>();
         op.erase();
+        if (counts && counts->use_empty())
+          counts->erase();
         ++numErased;
       }
     }
