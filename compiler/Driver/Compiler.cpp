@@ -197,22 +197,41 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = checkSupported(o))
     return e;
   // Mixture-of-experts layers route each rank's own tokens under context
-  // parallelism; token dropping would then drop among a rank's chunks of
-  // the sequence (Megatron's capacity is per rank), which no one-rank run
-  // reproduces, so it is refused rather than compiled differently.
-  int64_t cp = o.plan.sizes.cp;
+  // parallelism, and under tensor parallelism with experts not split over
+  // tp (--expert-tensor-parallel-size 1): a rank's sequence-parallel share.
+  // Token dropping would then drop among a rank's own tokens (Megatron's
+  // capacity is per rank), which no one-rank run reproduces, so it is
+  // refused rather than compiled differently.
+  int64_t cp = o.plan.sizes.cp, tp = o.plan.sizes.tp;
+  int64_t etp = o.plan.sizes.etp ? o.plan.sizes.etp : tp;
   bool moe = false;
   int64_t numExperts = 0;
   module.walk([&](tfm::MoePermuteOp op) {
     moe = true;
     numExperts = int64_t(op.getNumExperts());
   });
-  if (moe && cp > 1 && o.moeExpertCapacityFactor)
+  if (moe && etp != tp && etp != 1)
     return fail(llvm::formatv(
-        "--moe-expert-capacity-factor with --cp {0} is not implemented: each "
-        "rank would drop tokens among its own chunks of the sequence; train "
-        "dropless (without a capacity factor) or with --cp 1",
-        cp));
+        "--expert-tensor-parallel-size {0} with --tp {1} is not implemented: "
+        "the experts are split over tp as a dense MLP is (--expert-tensor-"
+        "parallel-size {1}, the default) or not split (1)",
+        etp, tp));
+  bool localTokens = moe && tp > 1 && etp == 1;
+  if (localTokens && !o.plan.sequenceParallel)
+    return fail(llvm::formatv(
+        "--expert-tensor-parallel-size 1 with --tp {0} needs "
+        "--sequence-parallel: each tp rank routes its own share of the "
+        "sequence to whole experts",
+        tp));
+  if (moe && o.moeExpertCapacityFactor && (cp > 1 || localTokens))
+    return fail(llvm::formatv(
+        "--moe-expert-capacity-factor with {0} is not implemented: each rank "
+        "would drop tokens among its own share of the sequence; train "
+        "dropless (without a capacity factor){1}",
+        cp > 1 ? llvm::formatv("--cp {0}", cp).str()
+               : "--expert-tensor-parallel-size 1 and --tp " +
+                     std::to_string(tp),
+        cp > 1 ? " or with --cp 1" : " or with the experts split over tp"));
   // Expert parallelism: each rank holds ep's share of the experts and
   // exchanges tokens with the other ranks of its ep group.
   if (int64_t ep = o.plan.sizes.ep; ep > 1) {
@@ -223,14 +242,6 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       return fail(llvm::formatv("--ep {0}: the model's {1} experts do not "
                                 "divide over {0} ranks",
                                 ep, numExperts));
-    int64_t tp = o.plan.sizes.tp, etp = o.plan.sizes.etp ? o.plan.sizes.etp : tp;
-    if (etp != tp)
-      return fail(llvm::formatv(
-          "--ep {0} with --expert-tensor-parallel-size {1} and --tp {2} is "
-          "not implemented yet; expert parallelism is compiled with the "
-          "experts split over tp as a dense MLP is (--expert-tensor-parallel-"
-          "size {2}, the default)",
-          ep, etp, tp));
   }
 
   // The program: the forward entry, tokens, labels and loss mask -> loss.

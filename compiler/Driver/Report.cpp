@@ -41,6 +41,21 @@ const EntryReport *stepEntry(const ProgramReport &p) {
   return step;
 }
 
+/// How each expert is split: over the expert tp group, or whole while the
+/// tp ranks route their own tokens.
+std::string expertSplit(const Report &r) {
+  const rankgen::ParallelConfig &c = r.plan.sizes;
+  int64_t etp = c.etp ? c.etp : c.tp;
+  if (etp > 1)
+    return llvm::formatv(", each split over tp {0}", etp).str();
+  if (c.tp > 1)
+    return llvm::formatv(", each whole: the tp {0} ranks route their own "
+                         "tokens",
+                         c.tp)
+        .str();
+  return "";
+}
+
 void printHeader(llvm::raw_ostream &os, const Report &r) {
   const rankgen::ParallelConfig &c = r.plan.sizes;
   os << "plan: tp " << c.tp << ", cp " << c.cp << ", dp " << c.dp << ", pp "
@@ -134,9 +149,7 @@ void printProgram(llvm::raw_ostream &os, const Report &r,
         "combine reduce-scatters as many back\n",
         d->numExperts / ep, d->numExperts, ep, d->boundBytes,
         d->rowBytes * (ep - 1),
-        r.plan.sizes.tp > 1
-            ? llvm::formatv(", each split over tp {0}", r.plan.sizes.tp).str()
-            : "");
+        expertSplit(r));
   } else if (const auto &d = r.expertDispatch; d && r.plan.sizes.ep > 1) {
     int64_t ep = r.plan.sizes.ep;
     os << llvm::formatv(
@@ -148,15 +161,10 @@ void printProgram(llvm::raw_ostream &os, const Report &r,
         "hold)\n",
         d->numExperts / ep, d->numExperts, ep, d->rowBytes,
         d->rowBytes * (ep - 1) / ep, d->boundBytes,
-        r.plan.sizes.tp > 1
-            ? llvm::formatv(", each split over tp {0}", r.plan.sizes.tp).str()
-            : "");
+        expertSplit(r));
   } else if (r.moe) {
     os << "  experts: every expert on every rank (ep 1"
-       << (r.plan.sizes.tp > 1
-               ? llvm::formatv(", each split over tp {0}", r.plan.sizes.tp)
-                     .str()
-               : "")
+       << expertSplit(r)
        << "): tokens are dispatched locally, 0 bytes sent\n";
   }
   if (r.repeatedKv)
@@ -189,7 +197,8 @@ static llvm::json::Value expertsJson(const Report &r) {
   if (!r.moe)
     return nullptr;
   int64_t ep = r.plan.sizes.ep;
-  llvm::json::Object o{{"ep", ep}};
+  const rankgen::ParallelConfig &c = r.plan.sizes;
+  llvm::json::Object o{{"ep", ep}, {"etp", c.etp ? c.etp : c.tp}};
   if (const auto &d = r.expertDispatch; d && ep > 1) {
     o["num_experts"] = d->numExperts;
     o["per_rank"] = d->numExperts / ep;

@@ -85,6 +85,11 @@ def Tfm_PlanAttr : Tfm_Attr<"Plan", "plan"> {
     }
     /// The expert tensor-parallel size with the default resolved.
     int64_t getExpertTp() const { return getEtp() ? getEtp() : getTp(); }
+    /// Whether MoE layers route each rank's own sequence-parallel tokens:
+    /// the experts are not split over tp (etp 1 with tp > 1), so a rank's
+    /// tokens need not be gathered over tp first, and the expert groups
+    /// fold the tp ranks into ep or edp (Megatron's MoE parallel folding).
+    bool routesLocalTokens() const { return getTp() > 1 && getExpertTp() == 1; }
     bool isSequenceParallel() const {
       return getSequenceParallel() && getSequenceParallel().getValue();
     }

@@ -63,12 +63,19 @@ struct DispatchExpertsPass
     auto meshRef = FlatSymbolRefAttr::get(*expert);
     auto axis = StringAttr::get(&getContext(), "ep");
     for (MoePermuteOp permute : permutes)
-      if (failed(dispatch(permute, meshRef, axis, ep, planAttr.getCp())))
+      if (failed(dispatch(permute, meshRef, axis, ep, tokenRanks(planAttr))))
         return signalPassFailure();
   }
 
+  /// The ranks a micro-batch's tokens are routed on, each its own share:
+  /// the cp ranks, and the tp ranks where those route their own
+  /// sequence-parallel tokens.
+  static int64_t tokenRanks(PlanAttr plan) {
+    return plan.getCp() * (plan.routesLocalTokens() ? plan.getTp() : 1);
+  }
+
   LogicalResult dispatch(MoePermuteOp permute, FlatSymbolRefAttr mesh,
-                         StringAttr axis, int64_t ep, int64_t cp) {
+                         StringAttr axis, int64_t ep, int64_t shares) {
     const int64_t experts = int64_t(permute.getNumExperts());
     if (experts % ep != 0)
       return permute.emitOpError()
@@ -91,14 +98,15 @@ struct DispatchExpertsPass
     Value all = b.create<MoeGatherCountsOp>(
         loc, RankedTensorType::get({ep * experts}, countsType.getElementType()),
         counts, mesh, axis);
-    // Global IR: every rank's P * N rows at most, split over ep; under
-    // context parallelism a rank's rows are those of its own cp share of
-    // the tokens, N / cp.
-    if (rowsType.getDimSize(0) % cp != 0)
+    // Global IR: every rank's P * N rows at most, split over ep; a rank's
+    // rows are those of its own share of the tokens (N / cp, and / tp
+    // where it routes its sequence-parallel tokens).
+    if (rowsType.getDimSize(0) % shares != 0)
       return permute.emitOpError()
              << "permutes " << rowsType.getDimSize(0)
-             << " rows, which do not divide over cp " << cp;
-    const int64_t received = ep * ep * rowsType.getDimSize(0) / cp;
+             << " rows, which do not divide over the " << shares
+             << " ranks that route a share of the tokens each";
+    const int64_t received = ep * ep * rowsType.getDimSize(0) / shares;
     UnitAttr gather = allgather ? b.getUnitAttr() : UnitAttr();
     auto dispatched = b.create<MoeDispatchOp>(
         loc, rowsType.clone({received, rowsType.getDimSize(1)}), countsType,

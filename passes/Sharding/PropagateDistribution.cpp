@@ -102,8 +102,11 @@ private:
       Operation *yield = body.getTerminator();
       for (unsigned i = 0; i < yield->getNumOperands(); ++i) {
         Value v = yield->getOperand(i);
+        // A rank's own expert counts (a partial sum over the ranks that
+        // route the other tokens) are saved for the backward as they are.
         if (!tfm::getDist(v) || !tfm::getDist(v).isPartial() ||
-            isParamGradient(block.getResult(i)))
+            isParamGradient(block.getResult(i)) ||
+            v.getDefiningOp<tfm::MoePermuteOp>())
           continue;
         FailureOr<DistAttr> want = p.residual(v, yield);
         if (failed(want) || failed(p.require(yield, i, *want)))

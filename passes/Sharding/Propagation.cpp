@@ -21,7 +21,9 @@ Propagation::Propagation(MLIRContext *ctx, FlatSymbolRefAttr mesh,
                          StringRef tpAxis, StringRef cpAxis)
     : mesh(mesh), axes(axes), planAttr(plan), tpAxis(tpAxis.str()),
       cpAxis(cpAxis.str()), tpSize(plan.getTp()), cpSize(plan.getCp()),
-      sp(plan.isSequenceParallel()), b(ctx) {}
+      sp(plan.isSequenceParallel()),
+      localRouting(plan.routesLocalTokens() && plan.isSequenceParallel()),
+      b(ctx) {}
 
 DistAttr Propagation::wholeOverTp(DistAttr d) const {
   if (tp().empty())
@@ -67,6 +69,13 @@ FailureOr<DistAttr> Propagation::residual(Value v, Operation *where) const {
                               << (cp().empty() ? "" : std::to_string(cpSize))
                               << " (sequence parallelism)";
   return splitAlso(d, tfm::kSeqDim, tp());
+}
+
+FailureOr<DistAttr> Propagation::routingTokens(Value v,
+                                               Operation *where) const {
+  if (!localRouting)
+    return wholeOverTp(tfm::getDist(v));
+  return residual(v, where);
 }
 
 bool Propagation::sequenceOverCp(Value v) const {

@@ -58,6 +58,14 @@ public:
   /// sequence does not divide.
   mlir::FailureOr<tfm::DistAttr> residual(mlir::Value v,
                                           mlir::Operation *where) const;
+  /// Whether MoE layers route each rank's own sequence-parallel tokens to
+  /// experts not split over tp (PlanAttr::routesLocalTokens).
+  bool routesLocalTokens() const { return localRouting; }
+  /// The layout routing ops take the tokens [batch, seq, ..] `v` in: whole
+  /// over tp, or, where ranks route their own tokens, the residual
+  /// stream's (the sequence split over tp).
+  mlir::FailureOr<tfm::DistAttr> routingTokens(mlir::Value v,
+                                               mlir::Operation *where) const;
   /// Whether the last dim of `v` is split over tp (Megatron's "parallel"
   /// activations between a column- and a row-parallel linear).
   bool featuresSplit(mlir::Value v) const;
@@ -120,7 +128,7 @@ private:
   tfm::PlanAttr planAttr;
   std::string tpAxis, cpAxis;
   int64_t tpSize, cpSize;
-  bool sp;
+  bool sp, localRouting;
   mlir::OpBuilder b;
   llvm::StringMap<tfm::DistAttr> params;
   /// Reads typed replicated for now (their parameter not decided yet).

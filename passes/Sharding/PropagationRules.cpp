@@ -55,6 +55,19 @@ DistAttr dimLike(DistAttr d, int64_t dim, DistAttr like, int64_t likeDim) {
   return d.withDim(dim, like.getDim(likeDim));
 }
 
+/// `v` (rows [N, H] or tokens [B, S, H]) with its partial axes kept, its
+/// other dims whole over tp but kept split over cp (each rank's own tokens,
+/// or their rows; over tp too where ranks route their own), the features
+/// whole.
+DistAttr linearOperandDist(Propagation &p, Value v) {
+  DistAttr d = getDist(v);
+  DistAttr tokens = p.routesLocalTokens() ? d : p.wholeOverTp(d);
+  DistAttr kept = DistAttr::replicated(d.getMesh());
+  for (int64_t i = 0; i + 1 < rankOf(v); ++i)
+    kept = kept.withDim(i, tokens.getDim(i));
+  return kept.withPartial(d.getPartialAxes(), d.getReduction());
+}
+
 template <typename Concrete, typename OpT>
 using Model = PropagationOpInterface::ExternalModel<Concrete, OpT>;
 
@@ -62,20 +75,25 @@ using Model = PropagationOpInterface::ExternalModel<Concrete, OpT>;
 // Linear layers
 //===----------------------------------------------------------------------===//
 
-/// Whether `v` is a router's logits or a gate (read by routing or by a
-/// sigmoid gate, perhaps also saved for the backward): every token's whole
+/// What a linear's result `v` feeds.
+enum class Feeds { Other, Router, Gate };
+
+/// Whether `v` is a router's logits (read by routing) or a gate (read by a
+/// sigmoid gate), perhaps also saved for the backward: every token's whole
 /// row is needed there, so its linear is not split.
-bool feedsRouting(Value v) {
-  bool routing = false;
+Feeds feedsRouting(Value v) {
+  Feeds feeds = Feeds::Other;
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();
-    if (isa<MoeRouteOp, MoeRouterLossOp>(user) ||
-        (isa<SigmoidGateOp>(user) && use.getOperandNumber() == 1))
-      routing = true;
+    if (isa<MoeRouteOp, MoeRouterLossOp, MoeRouteGradOp, MoeRouterLossGradOp>(
+            user))
+      feeds = Feeds::Router;
+    else if (isa<SigmoidGateOp>(user) && use.getOperandNumber() == 1)
+      feeds = Feeds::Gate;
     else if (!isa<YieldOp>(user))
-      return false;
+      return Feeds::Other;
   }
-  return routing;
+  return feeds;
 }
 
 struct LinearRule : Model<LinearRule, LinearOp> {
@@ -85,10 +103,14 @@ struct LinearRule : Model<LinearRule, LinearOp> {
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     Value x = op.getInput();
     int64_t rank = rankOf(x);
-    // A router or a gate: a replicated weight on the whole tokens (as
-    // Megatron's router, computed on every token here).
-    if (feedsRouting(op.getResult())) {
-      if (failed(p.require(o, 0, p.wholeOverTp(getDist(x)))) ||
+    // A router or a gate: a replicated weight on the tokens routing takes
+    // (whole over tp, or a rank's own where it routes those), or that the
+    // gated output has (whole over tp).
+    if (Feeds feeds = feedsRouting(op.getResult()); feeds != Feeds::Other) {
+      FailureOr<DistAttr> in = feeds == Feeds::Router
+                                   ? p.routingTokens(x, o)
+                                   : FailureOr<DistAttr>(p.wholeOverTp(getDist(x)));
+      if (failed(in) || failed(p.require(o, 0, *in)) ||
           failed(p.require(o, 1, p.replicated())) ||
           (op.getBias() && failed(p.require(o, 2, p.replicated()))))
         return failure();
@@ -152,6 +174,16 @@ struct LinearGradRule : Model<LinearGradRule, LinearGradOp> {
     DistAttr w = getDist(op.getWeight());
     Value x = op.getInput();
     int64_t last = rankOf(x) - 1;
+    // A router that routes each rank's own tokens: its logits' gradient
+    // comes split as the tokens are, over tp too, and so is its input.
+    if (p.routesLocalTokens() && w == p.replicated() && last > kSeqDim &&
+        llvm::is_contained(getDist(op.getGrad()).getAxes(kSeqDim), p.tp())) {
+      DistAttr dyd = getDist(op.getGrad()).withoutPartial();
+      if (failed(p.require(o, 0, dyd.withDim(last, DimDist{}))) ||
+          failed(p.require(o, 2, dyd)))
+        return failure();
+      return p.inferResults(o);
+    }
     bool row = llvm::is_contained(w.getAxes(1), p.tp());
     // Column-parallel: x whole over tp (gathered again with SP), dy split
     // like the weight's out-features: dx is partial (Megatron's f).
@@ -232,7 +264,8 @@ struct BiasAddRule : Model<BiasAddRule, BiasAddOp> {
 //===----------------------------------------------------------------------===//
 
 /// Not linear, so no partial sums; the operands meet in the split features
-/// when one has them, else whole over tp.
+/// when one has them, else whole over tp (but where ranks route their own
+/// tokens, on their own tokens' rows: whole experts' activations).
 template <typename OpT>
 struct ActivationRule : Model<ActivationRule<OpT>, OpT> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
@@ -241,7 +274,9 @@ struct ActivationRule : Model<ActivationRule<OpT>, OpT> {
       if (p.featuresSplit(v) && !getDist(v).isPartial())
         common = getDist(v);
     if (!common)
-      common = p.wholeOverTp(getDist(o->getOperand(0)));
+      common = p.routesLocalTokens()
+                   ? linearOperandDist(p, o->getOperand(0)).withoutPartial()
+                   : p.wholeOverTp(getDist(o->getOperand(0)));
     for (unsigned i = 0; i < o->getNumOperands(); ++i)
       if (failed(p.require(o, i, common)))
         return failure();
@@ -796,24 +831,22 @@ struct CrossEntropyGradRule
 // dense MLP's column-parallel input is); the experts are split as a dense
 // MLP is: gate and up column-parallel, down row-parallel, so the combine
 // gives a partial sum that meets the residual stream by the layer's one
-// all-reduce (or reduce-scatter with SP).
+// all-reduce (or reduce-scatter with SP). With experts not split over tp
+// (etp 1, with SP) each rank routes its own share of the sequence instead,
+// the residual stream's layout throughout, and nothing is gathered.
 
-/// `v` (rows [N, H] or tokens [B, S, H]) with its partial axes kept, its
-/// other dims whole over tp but kept split over cp (each rank's own tokens,
-/// or their rows), the features whole.
-DistAttr linearOperandDist(Propagation &p, Value v) {
-  DistAttr d = getDist(v), tokens = p.wholeOverTp(d);
-  DistAttr kept = p.replicated();
-  for (int64_t i = 0; i + 1 < rankOf(v); ++i)
-    kept = kept.withDim(i, tokens.getDim(i));
-  return kept.withPartial(d.getPartialAxes(), d.getReduction());
+/// Requires operand `i` of `op`, tokens [batch, seq, ..], as routing takes
+/// them (Propagation::routingTokens).
+LogicalResult requireRouting(Propagation &p, Operation *op, unsigned i) {
+  FailureOr<DistAttr> want = p.routingTokens(op->getOperand(i), op);
+  return failed(want) ? failure() : p.require(op, i, *want);
 }
 
-/// Routing ops: every operand whole over tp.
+/// Routing ops: every operand as routing takes tokens.
 template <typename OpT> struct RoutingRule : Model<RoutingRule<OpT>, OpT> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     for (unsigned i = 0; i < o->getNumOperands(); ++i)
-      if (failed(p.require(o, i, p.wholeOverTp(getDist(o->getOperand(i))))))
+      if (failed(requireRouting(p, o, i)))
         return failure();
     return p.inferResults(o);
   }
@@ -825,13 +858,11 @@ template <typename OpT>
 struct RouterLossRule : Model<RouterLossRule<OpT>, OpT> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     auto op = cast<OpT>(o);
-    for (unsigned i = 0; i < o->getNumOperands(); ++i) {
-      Value v = o->getOperand(i);
-      DistAttr want = v == op.getCounts() ? p.replicated()
-                                          : p.wholeOverTp(getDist(v));
-      if (failed(p.require(o, i, want)))
+    for (unsigned i = 0; i < o->getNumOperands(); ++i)
+      if (failed(o->getOperand(i) == op.getCounts()
+                     ? p.require(o, i, p.replicated())
+                     : requireRouting(p, o, i)))
         return failure();
-    }
     return p.inferResults(o);
   }
 };
@@ -845,16 +876,31 @@ struct ExpertExchangeRule : Model<ExpertExchangeRule<OpT>, OpT> {
   }
 };
 
-/// Ops linear in operand `Linear` (linearOperandDist: partial sums and cp
-/// splits kept, features whole); every other operand whole over tp.
+/// Ops linear in operand `Linear` (linearOperandDist: partial sums and
+/// token splits kept, features whole); every other operand as routing takes
+/// tokens.
 template <typename OpT, unsigned Linear>
 struct LinearInRule : Model<LinearInRule<OpT, Linear>, OpT> {
   LogicalResult propagate(Operation *o, Propagation &p) const {
     for (unsigned i = 0; i < o->getNumOperands(); ++i)
-      if (failed(p.require(o, i,
-                           i == Linear
-                               ? linearOperandDist(p, o->getOperand(i))
-                               : p.wholeOverTp(getDist(o->getOperand(i))))))
+      if (failed(i == Linear
+                     ? p.require(o, i, linearOperandDist(p, o->getOperand(i)))
+                     : requireRouting(p, o, i)))
+        return failure();
+    return p.inferResults(o);
+  }
+};
+
+/// A sigmoid gate and its gradient: linear in the input (operand 0), whose
+/// tokens the gate (and the output gradient) take as they are, whole on
+/// their features and not partial.
+template <typename OpT> struct GateRule : Model<GateRule<OpT>, OpT> {
+  LogicalResult propagate(Operation *o, Propagation &p) const {
+    DistAttr in = linearOperandDist(p, o->getOperand(0));
+    if (failed(p.require(o, 0, in)))
+      return failure();
+    for (unsigned i = 1; i < o->getNumOperands(); ++i)
+      if (failed(p.require(o, i, in.withoutPartial())))
         return failure();
     return p.inferResults(o);
   }
@@ -868,12 +914,20 @@ struct GroupedLinearRule : Model<GroupedLinearRule, GroupedLinearOp> {
     // experts, the weight split on dim 0 as the rows are; with tp each
     // expert is split over the expert mesh's tp axis as a dense MLP is
     // (etp = tp): column-parallel on whole rows, row-parallel on rows whose
-    // features are split.
+    // features are split; or whole (etp 1: ranks route their own tokens).
+    if (!p.tp().empty() && !p.routesLocalTokens() &&
+        p.plan().routesLocalTokens())
+      return op.emitError()
+             << "experts not split over tp (expert tensor parallel size 1) "
+                "with tp "
+             << p.tpRanks()
+             << " need sequence parallelism: each tp rank routes its own "
+                "share of the sequence";
     if (DimDist rows = getDist(x).getDim(0);
         !getDist(op.getCounts()).getDim(0).isWhole()) {
       DistAttr experts =
           DistAttr::replicated(getDist(x).getMesh()).withDim(0, rows);
-      if (!p.tp().empty()) {
+      if (!p.tp().empty() && !p.routesLocalTokens()) {
         int64_t out =
             cast<RankedTensorType>(op.getWeight().getType()).getDimSize(1);
         if (p.featuresSplit(x))
@@ -889,8 +943,8 @@ struct GroupedLinearRule : Model<GroupedLinearRule, GroupedLinearOp> {
                      failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     }
     // Whole experts on whole rows, or on each rank's own tokens' rows (with
-    // their own counts) where the tokens are split over cp.
-    if (p.tp().empty())
+    // their own counts) where the tokens are split over cp (or tp).
+    if (p.tp().empty() || p.routesLocalTokens())
       return failure(failed(p.requireAsIs(o)) || failed(p.inferResults(o)));
     if (failed(p.require(o, 2, p.wholeOverTp(getDist(op.getCounts())))))
       return failure();
@@ -981,8 +1035,8 @@ void sharding::registerPropagationRules(DialectRegistry &registry) {
     MoeUnpermuteOp::attachInterface<LinearInRule<MoeUnpermuteOp, 0>>(*ctx);
     MoeUnpermuteGradOp::attachInterface<LinearInRule<MoeUnpermuteGradOp, 0>>(
         *ctx);
-    SigmoidGateOp::attachInterface<LinearInRule<SigmoidGateOp, 0>>(*ctx);
-    SigmoidGateGradOp::attachInterface<LinearInRule<SigmoidGateGradOp, 0>>(
+    SigmoidGateOp::attachInterface<GateRule<SigmoidGateOp>>(*ctx);
+    SigmoidGateGradOp::attachInterface<GateRule<SigmoidGateGradOp>>(
         *ctx);
     MoeGatherCountsOp::attachInterface<ExpertExchangeRule<MoeGatherCountsOp>>(
         *ctx);

@@ -544,14 +544,19 @@ void Run::reportOptimizerMemory() {
 
 void Run::takeRouterLosses(const float *sums, StepResult &result) {
   // Every rank of a pipeline stage ran its MoE layers on its micro-batches,
-  // the cp ranks of a micro-batch each its share: the world's sum counts
-  // each layer (ranks per stage / cp) x micro-batches times.
+  // the cp ranks of a micro-batch each its share (and the tp ranks too
+  // where experts are not split over tp: each routes its own tokens): the
+  // world's sum counts each layer (ranks per stage / shares) x micro-batches
+  // times.
   auto size = [&](const char *dim) {
     auto it = m.plan.find(dim);
     return double(it == m.plan.end() ? 1 : it->second);
   };
-  double perLayer = double(worldSize) / (size("pp") * size("cp")) *
-                    double(m.numMicrobatches);
+  double shares = size("cp");
+  if (size("tp") > 1 && size("etp") == 1)
+    shares *= size("tp");
+  double perLayer =
+      double(worldSize) / (size("pp") * shares) * double(m.numMicrobatches);
   if (int64_t n = m.routerLosses.loadBalancing)
     result.loadBalancingLoss =
         sums[LOOMRT_METRIC_LOAD_BALANCING] / (perLayer * double(n));

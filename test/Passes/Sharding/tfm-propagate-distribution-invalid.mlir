@@ -248,3 +248,20 @@ module attributes {tfm.plan = #tfm.plan<cp = 4, cp_comm_type = ["a2a+p2p"], hier
     return %y : tensor<1x16x16xf32>
   }
 }
+
+// -----
+
+// Without sequence parallelism there is no share of the tokens to route:
+// whole experts at tp 2 are refused by name.
+module attributes {tfm.plan = #tfm.plan<tp = 2, etp = 1>} {
+  mesh.mesh @dense(shape = 1x1x1x2) {tfm.mesh_axes = ["pp", "dp", "cp", "tp"]}
+  tfm.param @w1 init(ones) : tensor<4x24x16xf32>
+  func.func @forward(%x: tensor<2x8x16xf32>, %e: tensor<2x8x2xi32>) -> tensor<32x24xf32> {
+    %rows, %counts, %map = tfm.moe_permute %x, %e num_experts 4
+        : tensor<2x8x16xf32>, tensor<2x8x2xi32> -> tensor<32x16xf32>, tensor<4xi32>, tensor<2x8x2xi32>
+    %w1 = tfm.get_param @w1 : tensor<4x24x16xf32>
+    // expected-error @+1 {{experts not split over tp (expert tensor parallel size 1) with tp 2 need sequence parallelism: each tp rank routes its own share of the sequence}}
+    %g = tfm.grouped_linear %rows, %w1, %counts : tensor<32x16xf32>, tensor<4x24x16xf32>, tensor<4xi32> -> tensor<32x24xf32>
+    return %g : tensor<32x24xf32>
+  }
+}
