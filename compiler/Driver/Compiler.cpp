@@ -69,12 +69,6 @@ Error checkSupported(const CompileOptions &o) {
   // the same ranks): said here, not at the module's first line.
   if (auto layout = rankgen::ParallelLayout::create(o.plan.sizes); !layout)
     return fail("plan: " + layout.error());
-  auto notYet = [](StringRef flag, int64_t value, StringRef what) {
-    return fail(llvm::formatv("{0} {1}: {2} is not implemented yet; this "
-                              "compiler builds tensor-, sequence-, context-, "
-                              "pipeline- and data-parallel plans",
-                              flag, value, what));
-  };
   // Megatron's recompute flags.
   const std::string &g = o.recomputeGranularity, &m = o.recomputeMethod;
   if (!g.empty() && g != "full" && g != "selective")

@@ -11,8 +11,9 @@
 // pass is needed on either side. Per pair of ranks the messages go in
 // expert order on both sides, which is the order MPI and NCCL match them in.
 // The _allgather variants (Megatron's allgather dispatcher) move every
-// rank's rows with one all-gather and one reduce-scatter instead, and copy
-// this rank's experts' rows out of (and back into) the gathered buffer.
+// rank's rows with one all-gather and one reduce-scatter instead, and the
+// backend copies this rank's experts' rows out of (and back into) the
+// gathered buffer reading the counts where they lie: no host wait.
 //
 //===----------------------------------------------------------------------===//
 
@@ -132,21 +133,6 @@ void uploadLocalCounts(const Exchange &x, int32_t *localCounts) {
                   int64_t(mine.size() * sizeof(int32_t)));
 }
 
-/// The runs of rows that the gathered rows [P*N, H] (rank s's rows at s*N)
-/// and the dispatched rows of this rank's experts share, one per local
-/// expert and source rank: fn(gathered byte offset, dispatched byte offset,
-/// bytes).
-template <typename Fn>
-void forEachLocalRun(const Exchange &x, int64_t N, Fn fn) {
-  for (int64_t s = 0; s < x.P; ++s)
-    for (int64_t j = 0; j < x.local; ++j) {
-      int64_t e = x.r * x.local + j, n = x.count(s, e);
-      if (n > 0)
-        fn((s * N + x.rowOf(s, e)) * x.rowBytes,
-           x.receivedRow(j, s) * x.rowBytes, n * x.rowBytes);
-    }
-}
-
 } // namespace
 
 void common::loomrt_moe_dispatch(loomrt_comm comm, loomrt_dtype dtype,
@@ -177,31 +163,23 @@ void common::loomrt_moe_dispatch_allgather(
     loomrt_comm comm, loomrt_dtype dtype, int64_t E, int64_t N, int64_t H,
     int64_t M, const int32_t *all_counts, const void *rows, void *gathered,
     void *dispatched, int32_t *local_counts) {
-  Exchange x = readExchange(__func__, comm, dtype, E, N, H, M, all_counts);
   const int64_t shape[2] = {N, H};
   ::loomrt_all_gather(comm, dtype, 2, shape, 0, rows, gathered);
-  forEachLocalRun(x, N, [&](int64_t g, int64_t d, int64_t bytes) {
-    ::loomrt_copy_2d(at(dispatched, d), bytes, at(gathered, g), bytes, 1,
-                     bytes);
-  });
-  int64_t received = x.receivedTotal();
-  ::loomrt_zero(at(dispatched, received * x.rowBytes),
-                (M - received) * x.rowBytes);
-  uploadLocalCounts(x, local_counts);
+  ::loomrt_moe_take_expert_rows(dtype, ::loomrt_comm_size(comm),
+                                ::loomrt_comm_rank(comm), E, N, H, M,
+                                all_counts, gathered, dispatched,
+                                local_counts);
 }
 
 void common::loomrt_moe_combine_allgather(
     loomrt_comm comm, loomrt_dtype dtype, int64_t E, int64_t N, int64_t H,
     int64_t M, const int32_t *all_counts, const void *dispatched,
     void *gathered, void *rows) {
-  Exchange x = readExchange(__func__, comm, dtype, E, N, H, M, all_counts);
-  // Every row but those of this rank's experts stays zero, so the sum over
+  // Every row but those of this rank's experts is zero, so the sum over
   // the ranks is each row's one value, exactly.
-  ::loomrt_zero(gathered, x.P * N * x.rowBytes);
-  forEachLocalRun(x, N, [&](int64_t g, int64_t d, int64_t bytes) {
-    ::loomrt_copy_2d(at(gathered, g), bytes, at(dispatched, d), bytes, 1,
-                     bytes);
-  });
-  const int64_t shape[2] = {x.P * N, H};
+  const int64_t P = ::loomrt_comm_size(comm);
+  ::loomrt_moe_put_expert_rows(dtype, P, ::loomrt_comm_rank(comm), E, N, H, M,
+                               all_counts, dispatched, gathered);
+  const int64_t shape[2] = {P * N, H};
   ::loomrt_reduce_scatter(comm, dtype, 2, shape, 0, gathered, rows);
 }

@@ -659,6 +659,16 @@ template <typename Args> void checkRows(const Args &a) {
   REQUIRE(a.T >= 0 && a.H >= 0 && a.k > 0, "bad sizes T=%lld H=%lld k=%lld",
           (long long)a.T, (long long)a.H, (long long)a.k);
 }
+/// E experts over P ranks, this one r; every rank's N rows of H features
+/// gathered; M dispatched rows.
+template <typename Args> void checkExpertRows(const Args &a) {
+  REQUIRE(a.P > 0 && a.r >= 0 && a.r < a.P && a.E > 0 && a.E % a.P == 0,
+          "bad ranks or experts P=%lld r=%lld E=%lld", (long long)a.P,
+          (long long)a.r, (long long)a.E);
+  REQUIRE(a.N >= 0 && a.H >= 0 && a.M >= 0, "bad sizes N=%lld H=%lld M=%lld",
+          (long long)a.N, (long long)a.H, (long long)a.M);
+  REQUIRE(a.all_counts && a.gathered && a.dispatched, "NULL tensor");
+}
 template <typename Args> void checkGrouped(const Args &a) {
   REQUIRE(a.M >= 0 && a.N >= 0 && a.K >= 0 && a.E > 0,
           "bad sizes M=%lld N=%lld K=%lld E=%lld", (long long)a.M,
@@ -728,6 +738,11 @@ void rules::check(const MoeUnpermuteBackward &a) {
     REQUIRE(a.rows && a.probs && a.row_map && a.dout && a.drows && a.dprobs,
             "NULL tensor");
 }
+void rules::check(const MoeTakeExpertRows &a) {
+  checkExpertRows(a);
+  REQUIRE(a.local_counts, "NULL tensor");
+}
+void rules::check(const MoePutExpertRows &a) { checkExpertRows(a); }
 void rules::check(const GroupedLinearForward &a) {
   checkGrouped(a);
   REQUIRE(a.W && (a.M == 0 || (a.x && a.y)), "NULL tensor");

@@ -114,6 +114,8 @@ void check(const args::MoePermute &);
 void check(const args::MoePermuteBackward &);
 void check(const args::MoeUnpermute &);
 void check(const args::MoeUnpermuteBackward &);
+void check(const args::MoeTakeExpertRows &);
+void check(const args::MoePutExpertRows &);
 void check(const args::GroupedLinearForward &);
 void check(const args::GroupedLinearBackwardData &);
 void check(const args::GroupedLinearBackwardWeight &);

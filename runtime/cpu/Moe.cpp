@@ -314,6 +314,82 @@ void loomrt::backend::loomrt_moe_unpermute(loomrt_dtype dtype, int64_t T,
   combineRows(dtype, T, H, k, rows, probs, row_map, out);
 }
 
+namespace {
+/// The runs of rows that gathered [P*N,H] (rank s's rows at row s*N,
+/// grouped by expert) and the dispatched rows of rank r's experts
+/// (grouped by local expert, then source rank) share, in dispatched order:
+/// fn(gathered row, dispatched row, rows). Checks the counts against N and
+/// M; returns the rows dispatched.
+template <typename Fn>
+int64_t forEachExpertRun(const char *fn, int64_t P, int64_t r, int64_t E,
+                         int64_t N, int64_t M, const int32_t *counts, Fn f) {
+  for (int64_t s = 0; s < P; ++s) {
+    int64_t rows = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      if (counts[s * E + e] < 0)
+        fatal(fn, "a count of rows is negative (%d)", int(counts[s * E + e]));
+      rows += counts[s * E + e];
+    }
+    if (rows > N)
+      fatal(fn, "rank %lld's counts add up to %lld rows but it has %lld",
+            (long long)s, (long long)rows, (long long)N);
+  }
+  const int64_t local = E / P;
+  int64_t dst = 0;
+  for (int64_t j = 0; j < local; ++j)
+    for (int64_t s = 0; s < P; ++s) {
+      const int64_t e = r * local + j, n = counts[s * E + e];
+      int64_t src = s * N;
+      for (int64_t i = 0; i < e; ++i)
+        src += counts[s * E + i];
+      if (dst + n > M)
+        fatal(fn, "this rank's experts receive more than the %lld rows the "
+                  "dispatched buffer holds",
+              (long long)M);
+      if (n > 0)
+        f(src, dst, n);
+      dst += n;
+    }
+  return dst;
+}
+} // namespace
+
+void loomrt::backend::loomrt_moe_take_expert_rows(
+    loomrt_dtype dtype, int64_t P, int64_t r, int64_t E, int64_t N, int64_t H,
+    int64_t M, const int32_t *all_counts, const void *gathered,
+    void *dispatched, int32_t *local_counts) {
+  LOOMRT_DEVICE_CALL(all_counts, gathered, dispatched, local_counts);
+  const int64_t esz = dtypeSize(dtype), local = E / P;
+  const int64_t received = forEachExpertRun(
+      __func__, P, r, E, N, M, all_counts,
+      [&](int64_t src, int64_t dst, int64_t n) {
+        std::memcpy(at(dispatched, dst * H, esz), at(gathered, src * H, esz),
+                    size_t(n * H * esz));
+      });
+  std::memset(at(dispatched, received * H, esz), 0,
+              size_t((M - received) * H * esz));
+  for (int64_t j = 0; j < local; ++j) {
+    local_counts[j] = 0;
+    for (int64_t s = 0; s < P; ++s)
+      local_counts[j] += all_counts[s * E + r * local + j];
+  }
+}
+
+void loomrt::backend::loomrt_moe_put_expert_rows(
+    loomrt_dtype dtype, int64_t P, int64_t r, int64_t E, int64_t N, int64_t H,
+    int64_t M, const int32_t *all_counts, const void *dispatched,
+    void *gathered) {
+  LOOMRT_DEVICE_CALL(all_counts, dispatched, gathered);
+  const int64_t esz = dtypeSize(dtype);
+  std::memset(gathered, 0, size_t(P * N * H * esz));
+  forEachExpertRun(__func__, P, r, E, N, M, all_counts,
+                   [&](int64_t src, int64_t dst, int64_t n) {
+                     std::memcpy(at(gathered, src * H, esz),
+                                 at(dispatched, dst * H, esz),
+                                 size_t(n * H * esz));
+                   });
+}
+
 void loomrt::backend::loomrt_moe_unpermute_backward(
     loomrt_dtype dtype, int64_t T, int64_t H, int64_t k, int64_t N,
     const void *rows, const float *probs, const int32_t *row_map,

@@ -954,3 +954,114 @@ void loomrt::backend::loomrt_sigmoid_gate_backward(
       dtype, H, x, gate, dout, dx, dgate);
   CUDA_CHECK_LAUNCH();
 }
+
+//===----------------------------------------------------------------------===//
+// The allgather dispatcher's local rows
+//===----------------------------------------------------------------------===//
+//
+// One block per run (local expert j, source rank s): thread 0 finds the
+// run's first gathered row, first dispatched row and length from the
+// counts in device memory (E + local * P reads), and the block copies it in
+// 2-byte words (every dtype's rows are a whole number of them). No count
+// reaches the host, so no call waits. Rows are copied only within the
+// buffers: a run past M (counts no permute returns) is cut off there.
+
+namespace {
+struct ExpertRun {
+  int64_t src, dst, n;
+};
+
+__device__ ExpertRun expertRun(int64_t P, int64_t r, int64_t E, int64_t N,
+                               const int32_t *counts, int64_t j, int64_t s) {
+  const int64_t local = E / P, e = r * local + j;
+  ExpertRun run{s * N, 0, counts[s * E + e]};
+  for (int64_t i = 0; i < e; ++i)
+    run.src += counts[s * E + i];
+  for (int64_t jj = 0; jj <= j; ++jj)
+    for (int64_t ss = 0; ss < (jj == j ? s : P); ++ss)
+      run.dst += counts[ss * E + r * local + jj];
+  return run;
+}
+
+/// Block b < local * P copies run (b / P, b % P) between gathered and
+/// dispatched (`take`: into dispatched). With `take`, the last block also
+/// writes local_counts and zeroes the dispatched rows past the runs.
+__global__ void copyExpertRuns(bool take, int64_t P, int64_t r, int64_t E,
+                               int64_t N, int64_t M, int64_t rowWords,
+                               const int32_t *counts, uint16_t *gathered,
+                               uint16_t *dispatched, int32_t *localCounts) {
+  __shared__ ExpertRun run;
+  const int64_t local = E / P, b = blockIdx.x;
+  if (b == local * P) {
+    if (!take)
+      return;
+    // Every run's rows, then the tail.
+    __shared__ int64_t received;
+    if (threadIdx.x == 0) {
+      received = 0;
+      for (int64_t j = 0; j < local; ++j) {
+        int64_t n = 0;
+        for (int64_t s = 0; s < P; ++s)
+          n += counts[s * E + r * local + j];
+        localCounts[j] = int32_t(n);
+        received += n;
+      }
+      received = received < M ? received : M;
+    }
+    __syncthreads();
+    for (int64_t w = received * rowWords + threadIdx.x; w < M * rowWords;
+         w += blockDim.x)
+      dispatched[w] = 0;
+    return;
+  }
+  if (threadIdx.x == 0)
+    run = expertRun(P, r, E, N, counts, b / P, b % P);
+  __syncthreads();
+  int64_t n = run.n;
+  if (run.dst + n > M)
+    n = M - run.dst;
+  if (run.src + n > P * N)
+    n = P * N - run.src;
+  for (int64_t w = threadIdx.x; w < n * rowWords; w += blockDim.x) {
+    uint16_t *g = gathered + run.src * rowWords + w;
+    uint16_t *d = dispatched + run.dst * rowWords + w;
+    if (take)
+      *d = *g;
+    else
+      *g = *d;
+  }
+}
+
+void expertRuns(const char *fn, bool take, loomrt_dtype dtype, int64_t P,
+                int64_t r, int64_t E, int64_t N, int64_t H, int64_t M,
+                const int32_t *counts, const void *gathered,
+                const void *dispatched, int32_t *localCounts) {
+  const int64_t blocks = (E / P) * P + 1;
+  LOOMRT_CHECK(blocks <= INT32_MAX, "%s: %lld experts are too many for one "
+               "grid", fn, (long long)E);
+  copyExpertRuns<<<unsigned(blocks), kRowThreads, 0, stream()>>>(
+      take, P, r, E, N, M, H * int64_t(dtypeSize(dtype)) / 2, counts,
+      static_cast<uint16_t *>(const_cast<void *>(gathered)),
+      static_cast<uint16_t *>(const_cast<void *>(dispatched)), localCounts);
+  CUDA_CHECK_LAUNCH();
+}
+} // namespace
+
+void loomrt::backend::loomrt_moe_take_expert_rows(
+    loomrt_dtype dtype, int64_t P, int64_t r, int64_t E, int64_t N, int64_t H,
+    int64_t M, const int32_t *all_counts, const void *gathered,
+    void *dispatched, int32_t *local_counts) {
+  expertRuns(__func__, /*take=*/true, dtype, P, r, E, N, H, M, all_counts,
+             gathered, dispatched, local_counts);
+}
+
+void loomrt::backend::loomrt_moe_put_expert_rows(
+    loomrt_dtype dtype, int64_t P, int64_t r, int64_t E, int64_t N, int64_t H,
+    int64_t M, const int32_t *all_counts, const void *dispatched,
+    void *gathered) {
+  if (P * N * H > 0)
+    CUDA_CHECK(cudaMemsetAsync(gathered, 0,
+                               size_t(P * N * H * dtypeSize(dtype)), stream()));
+  expertRuns(__func__, /*take=*/false, dtype, P, r, E, N, H, M, all_counts,
+             gathered, dispatched, nullptr);
+}

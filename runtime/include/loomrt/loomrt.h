@@ -868,11 +868,13 @@ void loomrt_moe_combine(loomrt_comm comm, loomrt_dtype dtype, int64_t E,
 /* The same exchanges as Megatron's allgather token dispatcher moves them,
  * through gathered [P*N,H], a buffer the caller provides: the dispatch
  * all-gathers every rank's rows [N,H] into it and copies out those of this
- * rank's experts, laid out as loomrt_moe_dispatch lays them out; the
- * combine zeroes it, puts the dispatched rows back at their places and
- * reduce-scatters it (sum) into each rank's rows. The results equal
- * loomrt_moe_dispatch's and loomrt_moe_combine's exactly (each row has one
- * nonzero contributor). */
+ * rank's experts (loomrt_moe_take_expert_rows); the combine puts the
+ * dispatched rows back at their places in a zeroed gathered buffer
+ * (loomrt_moe_put_expert_rows) and reduce-scatters it (sum) into each
+ * rank's rows. The results equal loomrt_moe_dispatch's and
+ * loomrt_moe_combine's exactly (each row has one nonzero contributor).
+ * Neither reads the counts on the host: every size is static, so the
+ * allgather dispatcher has no host wait on any backend. */
 void loomrt_moe_dispatch_allgather(loomrt_comm comm, loomrt_dtype dtype,
                                    int64_t E, int64_t N, int64_t H, int64_t M,
                                    const int32_t *all_counts, const void *rows,
@@ -883,6 +885,23 @@ void loomrt_moe_combine_allgather(loomrt_comm comm, loomrt_dtype dtype,
                                   const int32_t *all_counts,
                                   const void *dispatched, void *gathered,
                                   void *rows);
+/* The rows of group rank r's experts (of E over P ranks, E/P each) in
+ * gathered [P*N,H] (rank s's rows at row s*N, grouped by expert with
+ * all_counts[s*E + e] rows for expert e): dispatched [M,H] receives them
+ * grouped by local expert, then source rank, zero past them, and
+ * local_counts [E/P] (int32) their number per local expert. all_counts
+ * [P*E] (int32) is read where it lies, in backend memory. */
+void loomrt_moe_take_expert_rows(loomrt_dtype dtype, int64_t P, int64_t r,
+                                 int64_t E, int64_t N, int64_t H, int64_t M,
+                                 const int32_t *all_counts,
+                                 const void *gathered, void *dispatched,
+                                 int32_t *local_counts);
+/* The inverse: gathered [P*N,H] (overwritten) is zero but for the rows of
+ * rank r's experts, copied back from dispatched [M,H] to their places. */
+void loomrt_moe_put_expert_rows(loomrt_dtype dtype, int64_t P, int64_t r,
+                                int64_t E, int64_t N, int64_t H, int64_t M,
+                                const int32_t *all_counts,
+                                const void *dispatched, void *gathered);
 
 /* Grouped point-to-point (pipeline stages, ring attention):
  *   loomrt_p2p_begin(comm); loomrt_send(..); loomrt_recv(..); ...

@@ -9,6 +9,7 @@
 
 #include "test/Unit/Runtime/TestUtil.h"
 
+#include <algorithm>
 #include <numeric>
 
 using namespace loomrt_test;
@@ -350,7 +351,9 @@ TEST(CommTest, RingAttentionForwardMatchesFullAttention) {
 // each rank's experts' rows by local expert, then source rank, zero past
 // them, with the experts' totals as counts; the combine must return every
 // row to its place (and zero the rows past the counts).
-TEST(CommTest, MoeDispatchAndCombineRoundTrip) {
+/// One round trip through the all-to-all dispatcher or (`allgather`)
+/// Megatron's allgather dispatcher, which must move the same rows.
+void moeRoundTrip(bool allgather) {
   const int W = worldSize(), me = worldRank();
   const int64_t E = 2 * W, H = 3, local = 2;
   auto count = [](int64_t r, int64_t e) -> int32_t {
@@ -360,13 +363,18 @@ TEST(CommTest, MoeDispatchAndCombineRoundTrip) {
     return float(r * 10000 + e * 100 + i) + 0.25f * float(h);
   };
   std::vector<int32_t> all(size_t(W * E));
-  for (int64_t r = 0; r < W; ++r)
+  int64_t most = 0;
+  for (int64_t r = 0; r < W; ++r) {
+    int64_t rows = 0;
     for (int64_t e = 0; e < E; ++e)
-      all[size_t(r * E + e)] = count(r, e);
+      rows += all[size_t(r * E + e)] = count(r, e);
+    most = std::max(most, rows);
+  }
   int64_t sent = 0;
   for (int64_t e = 0; e < E; ++e)
     sent += count(me, e);
-  const int64_t N = sent + 2, M = W * N; // 2 rows past the counts
+  // Every rank's N alike (the all-gather's shape), past every rank's counts.
+  const int64_t N = most + 2, M = W * N;
   std::vector<float> rows(size_t(N * H), -1.0f);
   int64_t at = 0;
   for (int64_t e = 0; e < E; ++e)
@@ -374,9 +382,16 @@ TEST(CommTest, MoeDispatchAndCombineRoundTrip) {
       for (int64_t h = 0; h < H; ++h)
         rows[size_t(at * H + h)] = tag(me, e, i, h);
   std::vector<float> dispatched(size_t(M * H), -1.0f);
+  std::vector<float> gathered(size_t(W * N * H), -1.0f);
   std::vector<int32_t> localCounts(size_t(local), -1);
-  loomrt_moe_dispatch(loomrt_comm_world(), LOOMRT_F32, E, N, H, M, all.data(),
-                      rows.data(), dispatched.data(), localCounts.data());
+  if (allgather)
+    loomrt_moe_dispatch_allgather(loomrt_comm_world(), LOOMRT_F32, E, N, H, M,
+                                  all.data(), rows.data(), gathered.data(),
+                                  dispatched.data(), localCounts.data());
+  else
+    loomrt_moe_dispatch(loomrt_comm_world(), LOOMRT_F32, E, N, H, M,
+                        all.data(), rows.data(), dispatched.data(),
+                        localCounts.data());
   int64_t row = 0;
   for (int64_t j = 0; j < local; ++j) {
     int64_t e = me * local + j, total = 0;
@@ -391,13 +406,21 @@ TEST(CommTest, MoeDispatchAndCombineRoundTrip) {
     EXPECT_EQ(dispatched[size_t(k)], 0.0f) << "past the received rows";
 
   std::vector<float> back(size_t(N * H), -1.0f);
-  loomrt_moe_combine(loomrt_comm_world(), LOOMRT_F32, E, N, H, M, all.data(),
-                     dispatched.data(), back.data());
+  if (allgather)
+    loomrt_moe_combine_allgather(loomrt_comm_world(), LOOMRT_F32, E, N, H, M,
+                                 all.data(), dispatched.data(),
+                                 gathered.data(), back.data());
+  else
+    loomrt_moe_combine(loomrt_comm_world(), LOOMRT_F32, E, N, H, M, all.data(),
+                       dispatched.data(), back.data());
   for (int64_t k = 0; k < sent * H; ++k)
     EXPECT_EQ(back[size_t(k)], rows[size_t(k)]) << "element " << k;
   for (int64_t k = sent * H; k < N * H; ++k)
     EXPECT_EQ(back[size_t(k)], 0.0f) << "past the counts";
 }
+
+TEST(CommTest, MoeDispatchAndCombineRoundTrip) { moeRoundTrip(false); }
+TEST(CommTest, MoeAllgatherDispatchAndCombineRoundTrip) { moeRoundTrip(true); }
 
 int main(int argc, char **argv) {
   loomrt_init(&argc, &argv);

@@ -114,11 +114,13 @@ constexpr int kSkip = 77;
   X(loomrt_moe_drop)                                                           \
   X(loomrt_moe_permute)                                                        \
   X(loomrt_moe_permute_backward)                                               \
+  X(loomrt_moe_put_expert_rows)                                                \
   X(loomrt_moe_route_backward)                                                 \
   X(loomrt_moe_route_counts)                                                   \
   X(loomrt_moe_route_forward)                                                  \
   X(loomrt_moe_router_loss_backward)                                           \
   X(loomrt_moe_router_loss_forward)                                            \
+  X(loomrt_moe_take_expert_rows)                                               \
   X(loomrt_moe_unpermute)                                                      \
   X(loomrt_moe_unpermute_backward)                                             \
   X(loomrt_p2p_begin)                                                          \
@@ -1243,6 +1245,26 @@ void testMoe() {
             return {dx.read(dt), out.read(dt), drows.read(dt),
                     dpr.read(LOOMRT_F32)};
           });
+
+    // The allgather dispatcher's rows of group rank 1's experts (2 of 4
+    // over 2 ranks) out of and back into the gathered rows, an empty
+    // expert among them and rows past the counts: exact copies, the counts
+    // read on the device.
+    check("moe_take/put_expert_rows " + t, 0.0, [&](Backend &be) -> Outs {
+      const int64_t P = 2, r = 1, rankRows = 13, M = P * rankRows;
+      const std::vector<int32_t> all = {3, 4, 0, 5, 2, 0, 6, 3};
+      Dev cnt(be, all), gathered(be, dt, randomVec(size_t(P * rankRows * H), 94)),
+          dispatched(be, dt, randomVec(size_t(M * H), 95)),
+          local(be, std::vector<int32_t>(2, -1)),
+          back(be, dt, randomVec(size_t(P * rankRows * H), 96));
+      be.loomrt_moe_take_expert_rows(dt, P, r, E, rankRows, H, M,
+                                     cnt.as<int32_t>(), gathered.get(),
+                                     dispatched.get(), local.as<int32_t>());
+      be.loomrt_moe_put_expert_rows(dt, P, r, E, rankRows, H, M,
+                                    cnt.as<int32_t>(), dispatched.get(),
+                                    back.get());
+      return {dispatched.read(dt), local.readInts(), back.read(dt)};
+    });
 
     // Grouped linear: groups that cross 64-row tiles, an empty group, and
     // 6 rows past the groups (zero in y and dx; y and dx start nonzero).
