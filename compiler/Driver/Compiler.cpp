@@ -148,8 +148,9 @@ Error runPasses(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build
 }
 
 /// The compile stages whose result is IR, which --print-ir-after names.
-constexpr StringLiteral kIrStages[] = {"plan",     "differentiate", "shard",
-                                       "pipeline", "prepare",       "lower"};
+constexpr StringLiteral kIrStages[] = {"plan",    "differentiate", "shard",
+                                       "pipeline", "prepare",      "fuse",
+                                       "lower"};
 
 } // namespace
 
@@ -163,7 +164,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-    o.progress(llvm::formatv("[{0}/8] {1} ({2:F2} s)", ++stageNumber, what,
+    o.progress(llvm::formatv("[{0}/9] {1} ({2:F2} s)", ++stageNumber, what,
                              seconds)
                    .str());
   };
@@ -175,7 +176,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
       !llvm::is_contained(kIrStages, StringRef(o.printIrAfter)))
     return fail("--print-ir-after " + o.printIrAfter +
                 ": not a stage with IR (plan, differentiate, shard, pipeline, "
-                "prepare, lower)");
+                "prepare, fuse, lower)");
   auto printAfter = [&](StringRef name) {
     if (o.printIrAfter == name && o.irOutput)
       *o.irOutput << module << "\n";
@@ -388,7 +389,17 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   for (func::FuncOp f : entries)
     volumes.push_back({f.getName().str(), countCommunication(f)});
 
-  // 5. Lower. The buffer plan is read off the lowered functions before they
+  // 5. Fuse: fewer runtime calls for the same function.
+  stage(o.fuse ? "fuse: gradient sums into the ops computing them"
+               : "fuse: skipped (--no-fuse)");
+  if (o.fuse) {
+    if (Error e = run("fuse", buildTfmFusePipeline))
+      return e;
+  } else {
+    printAfter("fuse");
+  }
+
+  // 6. Lower. The buffer plan is read off the lowered functions before they
   // become LLVM.
   stage("lower: runtime calls, buffers, LLVM dialect");
   if (Error e = runPasses(module, buildTfmLowerToBuffersPipeline, "lower"))
@@ -401,7 +412,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (Error e = run("lower", buildTfmBuffersToLLVMPipeline))
     return e;
 
-  // 6. Codegen. Every rank of a data-parallel plan runs the same code.
+  // 7. Codegen. Every rank of a data-parallel plan runs the same code.
   stage("codegen: LLVM IR -> object file");
   if (std::error_code ec = llvm::sys::fs::create_directories(o.outputDir))
     return fail("cannot create '" + o.outputDir + "': " + ec.message());
@@ -412,7 +423,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
                                o.keepIntermediates ? StringRef(llPath) : ""))
     return e;
 
-  // 7. Link once, then give every rank its executable (hard links of the
+  // 8. Link once, then give every rank its executable (hard links of the
   // one program).
   stage("link: rank executables");
   int64_t world = layout->worldSize();
@@ -432,7 +443,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   if (!o.keepIntermediates)
     llvm::sys::fs::remove(objectPath);
 
-  // 8. Manifest and launcher.
+  // 9. Manifest and launcher.
   stage("manifest and launcher");
   if (Error e = writeManifestAndLauncher(o.outputDir, mf))
     return e;

@@ -66,6 +66,8 @@ struct CompileOptions {
   bool moePadExpertInputToCapacity = false;
   /// Megatron's --moe-token-dispatcher-type allgather (else alltoall).
   bool moeAllgatherDispatcher = false;
+  /// The fuse stage (tfm-fuse); --no-fuse turns it off.
+  bool fuse = true;
   /// The runtime backend the rank executables link: "cpu" or "cuda".
   std::string backend = "cpu";
   /// Where rank-XXXXX, manifest.json and launch are written.

@@ -11,6 +11,7 @@
 #include "dialects/Tfm/TfmOps.h"
 #include "passes/Autodiff/GradientRules.h"
 #include "passes/Autodiff/Passes.h"
+#include "passes/Fusion/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Lowering/Runtime/Lowering.h"
 #include "passes/Pipeline/Passes.h"
@@ -53,5 +54,6 @@ void loom::registerAllPasses() {
   loom::sharding::registerTfmShardingPasses();
   loom::lowering::registerTfmLoweringPasses();
   loom::pipeline::registerTfmPipelinePasses();
+  loom::fusion::registerTfmFusionPasses();
   loom::registerAllPipelines();
 }

@@ -6,6 +6,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "passes/Fusion/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Pipeline/Passes.h"
 #include "passes/Plan/Passes.h"
@@ -66,6 +67,11 @@ void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
   pm.addPass(lowering::createTfmCommsToArgs());
   // What tfm-lower-to-runtime reads: each value's distribution decides the
   // slice positions and communicators the lowering uses.
+  pm.addPass(sharding::createTfmVerifyDistribution());
+}
+
+void loom::buildTfmFusePipeline(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(fusion::createTfmFoldGradientAdds());
   pm.addPass(sharding::createTfmVerifyDistribution());
 }
 
@@ -156,6 +162,11 @@ void loom::registerAllPipelines() {
       "tfm-prepare-lowering",
       "Inline tfm.block regions and turn parameters into arguments",
       buildTfmPrepareLoweringPipeline);
+  PassPipelineRegistration<>(
+      "tfm-fuse",
+      "Fold gradient sums into the ops that compute an addend, verifying "
+      "after (loom-compile's fuse stage)",
+      buildTfmFusePipeline);
   PassPipelineRegistration<>(
       "tfm-lower-to-llvm",
       "Lower tfm ops to runtime calls and everything to the LLVM dialect",

@@ -44,6 +44,10 @@ void buildTfmPipelinePipeline(mlir::OpPassManager &pm);
 /// and on the result, the lowering's input.
 void buildTfmPrepareLoweringPipeline(mlir::OpPassManager &pm);
 
+/// fuse: tfm-fold-gradient-adds (gradient sums into the ops computing an
+/// addend), then tfm-verify-distribution.
+void buildTfmFusePipeline(mlir::OpPassManager &pm);
+
 /// tfm ops -> runtime calls on buffers: tfm-lower-to-runtime, results to
 /// out-params, a free after every buffer's last use, then one arena with
 /// compile-time offsets (tfm-plan-buffers).
@@ -56,8 +60,9 @@ void buildTfmBuffersToLLVMPipeline(mlir::OpPassManager &pm);
 /// lower: both of the above.
 void buildTfmLowerToLLVMPipeline(mlir::OpPassManager &pm);
 
-/// Registers "tfm-plan", "tfm-shard", "tfm-pipeline", "tfm-prepare-lowering"
-/// and "tfm-lower-to-llvm" (tfm-differentiate is a pass of its own).
+/// Registers "tfm-plan", "tfm-shard", "tfm-pipeline", "tfm-prepare-lowering",
+/// "tfm-fuse" and "tfm-lower-to-llvm" (tfm-differentiate is a pass of its
+/// own).
 void registerAllPipelines();
 
 } // namespace loom

@@ -96,7 +96,11 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
               cl::desc("Runtime the rank executables link: cpu (OpenBLAS + "
                        "MPI) or cuda (CUDA kernels, cuBLAS, NCCL; one GPU per "
                        "rank)"),
-              cl::value_desc("cpu|cuda"), cl::cat(category)) {
+              cl::value_desc("cpu|cuda"), cl::cat(category)),
+      noFuse("no-fuse",
+             cl::desc("Skip the fuse stage (gradient sums folded into the "
+                      "ops computing them): one runtime call per op"),
+             cl::cat(category)) {
   if (trainFlag)
     train = std::make_unique<cl::opt<bool>>(
         "train",
@@ -187,6 +191,7 @@ Expected<driver::CompileOptions> CompileFlags::options() const {
     return fail("--moe-token-dispatcher-type flex is not implemented (it "
                 "needs DeepEP); use alltoall or allgather");
   options.moeAllgatherDispatcher = moeTokenDispatcherType == "allgather";
+  options.fuse = !noFuse;
   if (moeTokenDispatcherType != "alltoall" && !options.moeAllgatherDispatcher)
     return fail("--moe-token-dispatcher-type '" + moeTokenDispatcherType +
                 "' is not alltoall, allgather or flex");

@@ -60,6 +60,7 @@ public:
   llvm::cl::opt<std::string> moeTokenDispatcherType;
   llvm::cl::opt<std::string> moeRouterLoadBalancingType;
   llvm::cl::opt<std::string> backend;
+  llvm::cl::opt<bool> noFuse;
 };
 
 } // namespace loom

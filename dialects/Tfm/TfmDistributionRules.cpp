@@ -399,12 +399,26 @@ Dists RmsNormOp::inferResultDistributions() {
   return SmallVector<DistAttr>{getDist(getInput())};
 }
 
+/// `dists` of an op whose input gradient (result 0) may be accumulated
+/// onto `acc`, which must be distributed as it is.
+static Dists withAccumulate(Operation *op, Value acc, Dists dists) {
+  if (failed(dists) || !acc || getDist(acc) == (*dists)[0])
+    return dists;
+  return op->emitOpError() << "accumulates onto " << of(acc)
+                           << " but its input gradient is "
+                           << describe((*dists)[0]);
+}
+
 Dists LayerNormGradOp::inferResultDistributions() {
-  return normGrads(*this, getInput(), getGrad(), {getWeight()}, 2);
+  return withAccumulate(
+      *this, getAccumulate(),
+      normGrads(*this, getInput(), getGrad(), {getWeight()}, 2));
 }
 
 Dists RmsNormGradOp::inferResultDistributions() {
-  return normGrads(*this, getInput(), getGrad(), {getWeight()}, 1);
+  return withAccumulate(
+      *this, getAccumulate(),
+      normGrads(*this, getInput(), getGrad(), {getWeight()}, 1));
 }
 
 Dists LinearOp::inferResultDistributions() {
@@ -491,7 +505,7 @@ Dists LinearGradOp::inferResultDistributions() {
       return failure();
     out.push_back(*db);
   }
-  return out;
+  return withAccumulate(*this, getAccumulate(), out);
 }
 
 Dists BiasAddOp::inferResultDistributions() {

@@ -281,13 +281,27 @@ static LogicalResult verifyNorm(Operation *op, Value input, Value weight,
 LogicalResult LayerNormOp::verify() {
   return verifyNorm(*this, getInput(), getWeight(), getBias(), getEpsilon());
 }
+/// An accumulated input gradient has the input gradient's type.
+static LogicalResult verifyAccumulate(Operation *op, Value accumulate,
+                                      Value inputGrad) {
+  if (accumulate && accumulate.getType() != inputGrad.getType())
+    return op->emitOpError()
+           << "accumulates onto " << accumulate.getType()
+           << " but its input gradient is " << inputGrad.getType();
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyAccumulate(*this, getAccumulate(), getInputGrad())))
+    return failure();
   return verifyNorm(*this, getInput(), getWeight(), nullptr, getEpsilon());
 }
 LogicalResult RmsNormOp::verify() {
   return verifyNorm(*this, getInput(), getWeight(), nullptr, getEpsilon());
 }
 LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifyAccumulate(*this, getAccumulate(), getInputGrad())))
+    return failure();
   return verifyNorm(*this, getInput(), getWeight(), nullptr, getEpsilon());
 }
 
@@ -345,6 +359,7 @@ LogicalResult LinearGradOp::verify() {
   FailureOr<SmallVector<int64_t>> out =
       verifyLinear(*this, getInput(), getWeight());
   if (failed(out) ||
+      failed(verifyAccumulate(*this, getAccumulate(), getInputGrad())) ||
       failed(verifyBias(*this, "bias_grad", getBiasGrad(), getWeight())) ||
       failed(checkSameElementType(*this, "grad", getGrad(), "input",
                                   getInput())))

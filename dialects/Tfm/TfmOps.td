@@ -288,18 +288,26 @@ def Tfm_LayerNormGradOp : Tfm_Op<"layer_norm_grad", [Pure,
     with sequence parallelism they are partial sums over the ranks that
     split the tokens.
 
+    With `accumulate` (tfm-fold-gradient-adds) the input gradient is that
+    value plus the norm's: the sum of the residual stream's gradient a
+    block's norm meets, in one pass.
+
     ```mlir
     %dx, %dw, %db = tfm.layer_norm_grad %x, %w, %dy eps 1.000000e-05
+        : tensor<2x8x64xf32>, tensor<64xf32>
+    %dx2, %dw2, %db2 = tfm.layer_norm_grad %x, %w, %dy
+        accumulate(%r : tensor<2x8x64xf32>) eps 1.000000e-05
         : tensor<2x8x64xf32>, tensor<64xf32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
-                       Tfm_FloatTensor:$grad, F64Attr:$epsilon);
+                       Tfm_FloatTensor:$grad,
+                       Optional<Tfm_FloatTensor>:$accumulate, F64Attr:$epsilon);
   let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$weight_grad,
                       Tfm_FloatTensor:$bias_grad);
   let assemblyFormat = [{
-    $input `,` $weight `,` $grad `eps` $epsilon attr-dict `:` type($input) `,`
-    type($weight)
+    $input `,` $weight `,` $grad (`accumulate` `(` $accumulate^ `:` type($accumulate) `)`)? `eps` $epsilon
+    attr-dict `:` type($input) `,` type($weight)
     `` custom<GradTypes>(ref(type($weight)), type($weight_grad), type($bias_grad))
   }];
   let hasVerifier = 1;
@@ -332,17 +340,22 @@ def Tfm_RmsNormGradOp : Tfm_Op<"rms_norm_grad", [Pure,
     AllElementTypesMatch<["weight", "weight_grad"]>, Tfm_Distributed]> {
   let summary = "gradient of tfm.rms_norm";
   let description = [{
+    With `accumulate`, as tfm.layer_norm_grad's: the input gradient plus
+    that value.
+
     ```mlir
     %dx, %dw = tfm.rms_norm_grad %x, %w, %dy eps 1.000000e-06
         : tensor<2x8x64xf32>, tensor<64xf32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
-                       Tfm_FloatTensor:$grad, F64Attr:$epsilon);
+                       Tfm_FloatTensor:$grad,
+                       Optional<Tfm_FloatTensor>:$accumulate, F64Attr:$epsilon);
   let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$weight_grad);
   let assemblyFormat = [{
-    $input `,` $weight `,` $grad `eps` $epsilon attr-dict `:` type($input) `,`
-    type($weight) `` custom<GradTypes>(ref(type($weight)), type($weight_grad))
+    $input `,` $weight `,` $grad (`accumulate` `(` $accumulate^ `:` type($accumulate) `)`)? `eps` $epsilon
+    attr-dict `:` type($input) `,` type($weight)
+    `` custom<GradTypes>(ref(type($weight)), type($weight_grad))
   }];
   let hasVerifier = 1;
 }
@@ -388,20 +401,28 @@ def Tfm_LinearGradOp : Tfm_Op<"linear_grad", [Pure,
     unless `grads(...)` lists them: in sharded IR the input gradient of a
     column-parallel linear is a partial sum (Megatron's f in backward).
 
+    With `accumulate` (tfm-fold-gradient-adds) the input gradient is that
+    value plus `dy W`: the GEMM adds onto it (beta = 1) instead of a
+    separate add, e.g. the q, k and v projections' input gradients summed.
+
     ```mlir
     %dx, %dw, %db = tfm.linear_grad %x, %w, %dy
         : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8x256xf32> -> tensor<256xf32>
     %dx2, %dw2 = tfm.linear_grad %x, %w, %dy
         : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8x256xf32>
+    %dx3, %dw3 = tfm.linear_grad %x, %w, %dy
+        accumulate(%dx2 : tensor<2x8x64xf32>)
+        : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<2x8x256xf32>
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
-                       Tfm_FloatTensor:$grad);
+                       Tfm_FloatTensor:$grad,
+                       Optional<Tfm_FloatTensor>:$accumulate);
   let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$weight_grad,
                       Optional<Tfm_FloatTensor>:$bias_grad);
   let assemblyFormat = [{
-    $input `,` $weight `,` $grad attr-dict `:` type($input) `,` type($weight)
-    `,` type($grad)
+    $input `,` $weight `,` $grad (`accumulate` `(` $accumulate^ `:` type($accumulate) `)`)? attr-dict `:`
+    type($input) `,` type($weight) `,` type($grad)
     `` custom<GradTypes>(ref(type($input)), ref(type($weight)), type($input_grad),
                          type($weight_grad))
     (`->` type($bias_grad)^)?

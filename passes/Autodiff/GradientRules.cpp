@@ -38,7 +38,8 @@ LogicalResult linear(LinearOp op, GradientContext &c) {
   Value x = c.forward(op.getInput()), w = c.forward(op.getWeight());
   Type biasType = op.getBias() ? op.getBias().getType() : Type();
   auto g = c.builder.create<LinearGradOp>(op.getLoc(), x.getType(),
-                                          w.getType(), biasType, x, w, dy);
+                                          w.getType(), biasType, x, w, dy,
+                                          /*accumulate=*/Value());
   c.accumulate(op.getInput(), g.getInputGrad());
   c.accumulate(op.getWeight(), g.getWeightGrad());
   if (op.getBias())
@@ -51,7 +52,7 @@ LogicalResult layerNorm(LayerNormOp op, GradientContext &c) {
   Value x = c.forward(op.getInput()), w = c.forward(op.getWeight());
   auto g = c.builder.create<LayerNormGradOp>(
       op.getLoc(), x.getType(), w.getType(), w.getType(), x, w, dy,
-      op.getEpsilonAttr());
+      /*accumulate=*/Value(), op.getEpsilonAttr());
   c.accumulate(op.getInput(), g.getInputGrad());
   c.accumulate(op.getWeight(), g.getWeightGrad());
   if (op.getBias())
@@ -63,7 +64,8 @@ LogicalResult rmsNorm(RmsNormOp op, GradientContext &c) {
   Value dy = c.gradient(op.getResult());
   Value x = c.forward(op.getInput()), w = c.forward(op.getWeight());
   auto g = c.builder.create<RmsNormGradOp>(
-      op.getLoc(), x.getType(), w.getType(), x, w, dy, op.getEpsilonAttr());
+      op.getLoc(), x.getType(), w.getType(), x, w, dy, /*accumulate=*/Value(),
+      op.getEpsilonAttr());
   c.accumulate(op.getInput(), g.getInputGrad());
   c.accumulate(op.getWeight(), g.getWeightGrad());
   return success();

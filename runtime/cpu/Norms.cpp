@@ -88,10 +88,13 @@ void loomrt::backend::loomrt_layer_norm_forward(loomrt_dtype dtype,
 //   dw = sum_rows dy * xhat,  db = sum_rows dy.
 void loomrt::backend::loomrt_layer_norm_backward(
     loomrt_dtype dtype, int64_t rows, int64_t H, const void *x, const void *w,
-    const void *dy, float eps, void *dx, loomrt_dtype gdtype, void *dw,
-    void *db, int32_t accumulate) {
-  LOOMRT_DEVICE_CALL(x, w, dy, dx, dw, db);
+    const void *dy, float eps, const void *dx_add, void *dx,
+    loomrt_dtype gdtype, void *dw, void *db, int32_t accumulate) {
+  LOOMRT_DEVICE_CALL(x, w, dy, dx_add, dx, dw, db);
   In xf(dtype, x, rows * H), wf(dtype, w, H), dyf(dtype, dy, rows * H);
+  // dx_add may be dx: each element is read before it is written (through
+  // the f32 view, or converted before anything is).
+  In addf(dtype, dx_add, dx_add ? rows * H : 0);
   Out dxf(dtype, dx, rows * H, false);
   Out dwf(gdtype, dw, H, accumulate != 0), dbf(gdtype, db, H, accumulate != 0);
   const int threads = rows * H > kMinParallelWork ? omp_get_max_threads() : 1;
@@ -120,7 +123,9 @@ void loomrt::backend::loomrt_layer_norm_backward(
       float meanGx = sumF32(gx.data(), H) / float(H);
       for (int64_t i = 0; i < H; ++i) {
         float xhat = (xr[i] - s.mean) * s.rstd;
-        dxr[i] = s.rstd * (g[size_t(i)] - meanG - xhat * meanGx);
+        const float v = s.rstd * (g[size_t(i)] - meanG - xhat * meanGx);
+        // Element i of dx_add is read before dx's is written.
+        dxr[i] = dx_add ? v + addf.get()[r * H + i] : v;
       }
     }
   }
@@ -157,11 +162,14 @@ void loomrt::backend::loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
 void loomrt::backend::loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
                                                int64_t H, const void *x,
                                                const void *w, const void *dy,
-                                               float eps, void *dx,
-                                               loomrt_dtype gdtype, void *dw,
-                                               int32_t accumulate) {
-  LOOMRT_DEVICE_CALL(x, w, dy, dx, dw);
+                                               float eps, const void *dx_add,
+                                               void *dx, loomrt_dtype gdtype,
+                                               void *dw, int32_t accumulate) {
+  LOOMRT_DEVICE_CALL(x, w, dy, dx_add, dx, dw);
   In xf(dtype, x, rows * H), wf(dtype, w, H), dyf(dtype, dy, rows * H);
+  // dx_add may be dx: each element is read before it is written (through
+  // the f32 view, or converted before anything is).
+  In addf(dtype, dx_add, dx_add ? rows * H : 0);
   Out dxf(dtype, dx, rows * H, false);
   Out dwf(gdtype, dw, H, accumulate != 0);
   const int threads = rows * H > kMinParallelWork ? omp_get_max_threads() : 1;
@@ -182,8 +190,10 @@ void loomrt::backend::loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
         dwp[i] += dyr[i] * xhat;
       }
       float meanGx = sumF32(gx.data(), H) / float(H);
-      for (int64_t i = 0; i < H; ++i)
-        dxr[i] = rstd * (dyr[i] * wf.get()[i] - xr[i] * rstd * meanGx);
+      for (int64_t i = 0; i < H; ++i) {
+        const float v = rstd * (dyr[i] * wf.get()[i] - xr[i] * rstd * meanGx);
+        dxr[i] = dx_add ? v + addf.get()[r * H + i] : v;
+      }
     }
   }
   reducePartials(dwPart, H, dwf, accumulate != 0);

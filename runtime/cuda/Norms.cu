@@ -58,7 +58,8 @@ __global__ void normForward(loomrt_dtype dt, int64_t H, const void *x,
 //   RMSNorm:   dx = rstd * (g - xhat * mean(g * xhat))
 __global__ void normBackwardRows(loomrt_dtype dt, int64_t H, const void *x,
                                  const void *w, const void *dy, float eps,
-                                 bool rms, void *dx, Stats *stats) {
+                                 bool rms, const void *dxAdd, void *dx,
+                                 Stats *stats) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   const Stats s = rowStats(dt, x, row, H, eps, rms, shared);
@@ -74,7 +75,9 @@ __global__ void normBackwardRows(loomrt_dtype dt, int64_t H, const void *x,
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
     const float xhat = (ld(x, dt, row * H + i) - s.mean) * s.rstd;
     const float g = ld(dy, dt, row * H + i) * ld(w, dt, i);
-    st(dx, dt, row * H + i, s.rstd * (g - meanG - xhat * meanGx));
+    const float v = s.rstd * (g - meanG - xhat * meanGx);
+    // Read before written: dxAdd may be dx.
+    st(dx, dt, row * H + i, dxAdd ? v + ld(dxAdd, dt, row * H + i) : v);
   }
   if (threadIdx.x == 0)
     stats[row] = s;
@@ -124,13 +127,13 @@ void forward(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H,
 
 void backward(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H,
               const void *x, const void *w, const void *dy, float eps, bool rms,
-              void *dx, loomrt_dtype gdtype, void *dw, void *db,
-              bool accumulate) {
+              const void *dxAdd, void *dx, loomrt_dtype gdtype, void *dw,
+              void *db, bool accumulate) {
   LOOMRT_CHECK(rows <= INT32_MAX, "%s: too many rows", fn);
   Scratch stats(rows * int64_t(sizeof(Stats)));
   if (rows > 0) {
     normBackwardRows<<<unsigned(rows), kRowThreads, 0, stream()>>>(
-        dtype, H, x, w, dy, eps, rms, dx, stats.as<Stats>());
+        dtype, H, x, w, dy, eps, rms, dxAdd, dx, stats.as<Stats>());
     CUDA_CHECK_LAUNCH();
   }
   normParamGrads<<<unsigned((H + 31) / 32), dim3(32, 8), 0, stream()>>>(
@@ -149,10 +152,10 @@ void loomrt::backend::loomrt_layer_norm_forward(loomrt_dtype dtype,
 
 void loomrt::backend::loomrt_layer_norm_backward(
     loomrt_dtype dtype, int64_t rows, int64_t H, const void *x, const void *w,
-    const void *dy, float eps, void *dx, loomrt_dtype gdtype, void *dw,
-    void *db, int32_t accumulate) {
-  backward(__func__, dtype, rows, H, x, w, dy, eps, /*rms=*/false, dx, gdtype,
-           dw, db, accumulate != 0);
+    const void *dy, float eps, const void *dx_add, void *dx,
+    loomrt_dtype gdtype, void *dw, void *db, int32_t accumulate) {
+  backward(__func__, dtype, rows, H, x, w, dy, eps, /*rms=*/false, dx_add, dx,
+           gdtype, dw, db, accumulate != 0);
 }
 
 void loomrt::backend::loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
@@ -165,9 +168,9 @@ void loomrt::backend::loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
 void loomrt::backend::loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
                                                int64_t H, const void *x,
                                                const void *w, const void *dy,
-                                               float eps, void *dx,
-                                               loomrt_dtype gdtype, void *dw,
-                                               int32_t accumulate) {
-  backward(__func__, dtype, rows, H, x, w, dy, eps, /*rms=*/true, dx, gdtype,
-           dw, nullptr, accumulate != 0);
+                                               float eps, const void *dx_add,
+                                               void *dx, loomrt_dtype gdtype,
+                                               void *dw, int32_t accumulate) {
+  backward(__func__, dtype, rows, H, x, w, dy, eps, /*rms=*/true, dx_add, dx,
+           gdtype, dw, nullptr, accumulate != 0);
 }

@@ -64,8 +64,8 @@ static cl::opt<bool> quiet("quiet", cl::desc("Do not print progress"),
 static cl::opt<std::string> printIrAfter(
     "print-ir-after",
     cl::desc("Print the module after a stage to stdout: plan, "
-             "differentiate, shard, pipeline (pp > 1), prepare or lower (as the progress lines "
-             "name them)"),
+             "differentiate, shard, pipeline (pp > 1), prepare, fuse or "
+             "lower (as the progress lines name them)"),
     cl::value_desc("stage"), cl::cat(category));
 
 static int error(const Twine &message) {

@@ -111,6 +111,7 @@ LogicalResult lower(LayerNormGradOp op, LayerNormGradOp::Adaptor a,
                                .w = e.ptr(a.getWeight()),
                                .dy = e.ptr(a.getGrad()),
                                .eps = e.f32(op.getEpsilon().convertToDouble()),
+                               .dx_add = e.ptr(a.getAccumulate()),
                                .dx = e.ptr(dx),
                                .gdtype = e.dtype(dw),
                                .dw = e.ptr(dw),
@@ -142,6 +143,7 @@ LogicalResult lower(RmsNormGradOp op, RmsNormGradOp::Adaptor a, Emitter &e) {
                              .w = e.ptr(a.getWeight()),
                              .dy = e.ptr(a.getGrad()),
                              .eps = e.f32(op.getEpsilon().convertToDouble()),
+                             .dx_add = e.ptr(a.getAccumulate()),
                              .dx = e.ptr(dx),
                              .gdtype = e.dtype(dw),
                              .dw = e.ptr(dw),
@@ -163,8 +165,27 @@ LogicalResult lower(LinearOp op, LinearOp::Adaptor a, Emitter &e) {
   return success();
 }
 
+/// Whether `op` may write its result over `v`'s buffer: `v` is an op's
+/// value (a function's argument may be its caller's) in `op`'s block that
+/// nothing reads after `op`.
+static bool overwritable(Value v, Operation *op) {
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getBlock() != op->getBlock())
+    return false;
+  return llvm::all_of(v.getUsers(), [&](Operation *user) {
+    return user == op ||
+           (user->getBlock() == op->getBlock() && user->isBeforeInBlock(op));
+  });
+}
+
 template <>
 LogicalResult lower(LinearGradOp op, LinearGradOp::Adaptor a, Emitter &e) {
+  // Accumulated: the GEMM adds onto the value, in its buffer when nothing
+  // reads it later, else onto a copy.
+  if (Value acc = op.getAccumulate())
+    e.setResult(0, overwritable(acc, op)
+                       ? a.getAccumulate()
+                       : e.copyOf(a.getAccumulate(), op.getInputGrad().getType()));
   Value dx = e.result(0), dw = e.result(1);
   Value db = op.getBiasGrad() ? e.result(2) : Value();
   rt::I64 m = e.i64(rows(dx)), n = e.i64(dim(a.getGrad(), -1)),
@@ -176,7 +197,7 @@ LogicalResult lower(LinearGradOp op, LinearGradOp::Adaptor a, Emitter &e) {
                                 .dy = e.ptr(a.getGrad()),
                                 .W = e.ptr(a.getWeight()),
                                 .dx = e.ptr(dx),
-                                .accumulate = e.i32(0)});
+                                .accumulate = e.i32(op.getAccumulate() ? 1 : 0)});
   e.call(rt::LinearBackwardWeight{.dtype = e.dtype(dx),
                                   .M = m,
                                   .N = n,

@@ -243,23 +243,27 @@ void loomrt_layer_norm_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
 
 /* LayerNorm backward. The row statistics are recomputed from x (one extra
  * pass over x instead of keeping [rows] of state alive between forward and
- * backward). dx [rows,H] (dtype) is overwritten; dw [H] and db [H]
- * (gdtype; db may be NULL) are overwritten or accumulated. */
+ * backward). dx [rows,H] (dtype) is overwritten, plus dx_add [rows,H]
+ * (dtype; NULL: nothing; it may be dx itself) added in f32 before the one
+ * rounding: the residual stream's gradient summed in the same pass; dw [H]
+ * and db [H] (gdtype; db may be NULL) are overwritten or accumulated. */
 void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows, int64_t H,
                                 const void *x, const void *w, const void *dy,
-                                float eps, void *dx, loomrt_dtype gdtype,
-                                void *dw, void *db, int32_t accumulate);
+                                float eps, const void *dx_add, void *dx,
+                                loomrt_dtype gdtype, void *dw, void *db,
+                                int32_t accumulate);
 
 /* RMSNorm (Llama): y = x * rsqrt(mean(x^2) + eps) * w. */
 void loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
                              const void *x, const void *w, float eps, void *y);
 
-/* RMSNorm backward: dx overwritten, dw [H] (gdtype) overwritten or
- * accumulated. */
+/* RMSNorm backward: dx overwritten (plus dx_add, as LayerNorm's), dw [H]
+ * (gdtype) overwritten or accumulated. */
 void loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows, int64_t H,
                               const void *x, const void *w, const void *dy,
-                              float eps, void *dx, loomrt_dtype gdtype,
-                              void *dw, int32_t accumulate);
+                              float eps, const void *dx_add, void *dx,
+                              loomrt_dtype gdtype, void *dw,
+                              int32_t accumulate);
 
 /*===----------------------------------------------------------------------===*
  * Rotary position embedding (HF Llama "rotate half" convention)

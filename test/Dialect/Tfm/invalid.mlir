@@ -410,6 +410,15 @@ func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>, %dy: tensor<2x4x32xf
 
 // -----
 
+// Test: linear_grad accumulates onto the input gradient's type
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>, %dy: tensor<2x4x96xf32>, %r: tensor<2x4x32xf16>) {
+  // expected-error @+1 {{accumulates onto 'tensor<2x4x32xf16>' but its input gradient is 'tensor<2x4x32xf32>'}}
+  %dx, %dw = tfm.linear_grad %x, %w, %dy accumulate(%r : tensor<2x4x32xf16>) : tensor<2x4x32xf32>, tensor<96x32xf32>, tensor<2x4x96xf32>
+  return
+}
+
+// -----
+
 // Test: linear_grad bias_grad size
 func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<96x32xf32>, %dy: tensor<2x4x96xf32>) {
   // expected-error @+1 {{bias_grad size 32 does not match out_features 96}}

@@ -66,6 +66,10 @@ func.func @norms(%x: tensor<2x8x32xbf16>, %w: tensor<32xbf16>, %b: tensor<32xbf1
   %2 = tfm.rms_norm %x, %w eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
   // CHECK: tfm.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x8x32xbf16>, tensor<32xbf16>
   %dx2, %dw2 = tfm.rms_norm_grad %x, %w, %x eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  // CHECK: tfm.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} accumulate(%{{.*}} : tensor<2x8x32xbf16>) eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %dx3, %dw3, %db3 = tfm.layer_norm_grad %x, %w, %x accumulate(%dx : tensor<2x8x32xbf16>) eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  // CHECK: tfm.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} accumulate(%{{.*}} : tensor<2x8x32xbf16>) eps 9.9999999999999995E-7 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %dx4, %dw4 = tfm.rms_norm_grad %x, %w, %x accumulate(%dx2 : tensor<2x8x32xbf16>) eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
   return
 }
 
@@ -79,6 +83,8 @@ func.func @linears(%x: tensor<2x8x32xf16>, %w: tensor<96x32xf16>, %b: tensor<96x
   %dx, %dw, %db = tfm.linear_grad %x, %w, %dy : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16> -> tensor<96xf16>
   // CHECK: tfm.linear_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16>{{$}}
   %dx2, %dw2 = tfm.linear_grad %x, %w, %dy : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16>
+  // CHECK: tfm.linear_grad %{{.*}}, %{{.*}}, %{{.*}} accumulate(%{{.*}} : tensor<2x8x32xf16>) : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16>{{$}}
+  %dx3, %dw3 = tfm.linear_grad %x, %w, %dy accumulate(%dx2 : tensor<2x8x32xf16>) : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<2x8x96xf16>
   return
 }
 

@@ -37,6 +37,29 @@ func.func @linear_grad(%x: tensor<4x8xf16>, %w: tensor<16x8xf16>, %dy: tensor<4x
   return %dx, %dw, %db : tensor<4x8xf16>, tensor<16x8xf16>, tensor<16xf16>
 }
 
+// Accumulated (tfm-fold-gradient-adds): the second backward GEMM adds onto
+// the first's buffer (accumulate 1), which nothing reads after; onto a
+// function argument (its caller's buffer) it adds onto a copy.
+// CHECK-LABEL: func.func @linear_grad_accumulate
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : i32
+// CHECK: %[[DX:.*]] = memref.alloc() {{.*}} : memref<4x8xf32>
+// CHECK: call @loomrt_linear_backward_data
+// CHECK: call @loomrt_linear_backward_weight
+// CHECK-NOT: memref.alloc() {{.*}} : memref<4x8xf32>
+// CHECK: call @loomrt_linear_backward_data({{.*}}, %[[ONE]])
+// CHECK: call @loomrt_linear_backward_weight
+// CHECK: %[[COPY:.*]] = memref.alloc() {{.*}} : memref<4x8xf32>
+// CHECK: call @loomrt_copy_2d
+// CHECK: call @loomrt_linear_backward_data({{.*}}, %[[ONE]])
+// CHECK: return %[[DX]], %[[COPY]]
+func.func @linear_grad_accumulate(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %dy: tensor<4x16xf32>, %r: tensor<4x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) {
+  %a, %dwa = tfm.linear_grad %x, %w, %dy : tensor<4x8xf32>, tensor<16x8xf32>, tensor<4x16xf32>
+  %b, %dwb = tfm.linear_grad %x, %w, %dy accumulate(%a : tensor<4x8xf32>) : tensor<4x8xf32>, tensor<16x8xf32>, tensor<4x16xf32>
+  %c, %dwc = tfm.linear_grad %x, %w, %dy accumulate(%r : tensor<4x8xf32>) : tensor<4x8xf32>, tensor<16x8xf32>, tensor<4x16xf32>
+  return %b, %c, %dwa, %dwb, %dwc : tensor<4x8xf32>, tensor<4x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
+}
+
 // CHECK-LABEL: func.func @norms_and_activations
 // CHECK-DAG: %[[EPS:.*]] = arith.constant 9.99999974E-6 : f32
 // CHECK-DAG: %[[TANH:.*]] = arith.constant 1 : i32

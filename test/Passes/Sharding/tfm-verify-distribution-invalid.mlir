@@ -321,3 +321,19 @@ module {
     return
   }
 }
+
+// -----
+
+// Test: an input gradient accumulated onto a value distributed otherwise (a
+// column-parallel linear's input gradient is a partial sum over tp)
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x8xf32, #tfm.dist<@dense>>, %w: tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>,
+               %dy: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, %r: tensor<1x4x8xf32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{accumulates onto replicated but its input gradient is a partial sum over tp}}
+    %dx, %dw = tfm.linear_grad %x, %w, %dy accumulate(%r : tensor<1x4x8xf32, #tfm.dist<@dense>>)
+        : tensor<1x4x8xf32, #tfm.dist<@dense>>, tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>, tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>
+        grads(tensor<1x4x8xf32, #tfm.dist<@dense>>, tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>)
+    return
+  }
+}

@@ -67,7 +67,7 @@ TEST(LayerNormTest, ForwardAndBackward) {
         [&](const auto &v) { return dot(refLayerNorm(X, Wd, &v), dy); }, Bd);
     std::vector<float> dx(x.size()), dw(size_t(kH), 9.0f), db(size_t(kH), 9.0f);
     loomrt_layer_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(),
-                               dy.data(), kEps, dx.data(), LOOMRT_F32,
+                               dy.data(), kEps, nullptr, dx.data(), LOOMRT_F32,
                                dw.data(), withBias ? db.data() : nullptr, 0);
     expectClose(dx, gx, 1e-4, 1e-4, "dx");
     expectClose(dw, gw, 1e-4, 1e-4, "dw");
@@ -82,11 +82,11 @@ TEST(LayerNormTest, AccumulatesParameterGradients) {
   std::vector<float> dx(x.size()), dw1(static_cast<size_t>(kH)),
       db1(static_cast<size_t>(kH));
   loomrt_layer_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(),
-                             dy.data(), kEps, dx.data(), LOOMRT_F32, dw1.data(),
+                             dy.data(), kEps, nullptr, dx.data(), LOOMRT_F32, dw1.data(),
                              db1.data(), 0);
   std::vector<float> dw2 = dw1, db2 = db1;
   loomrt_layer_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(),
-                             dy.data(), kEps, dx.data(), LOOMRT_F32, dw2.data(),
+                             dy.data(), kEps, nullptr, dx.data(), LOOMRT_F32, dw2.data(),
                              db2.data(), 1);
   std::vector<double> twice(static_cast<size_t>(kH));
   for (int64_t i = 0; i < kH; ++i)
@@ -123,11 +123,11 @@ TEST(RmsNormTest, ForwardAndBackward) {
       numericGrad([&](const auto &v) { return dot(refRmsNorm(X, v), dy); }, Wd);
   std::vector<float> dx(x.size()), dw(static_cast<size_t>(kH));
   loomrt_rms_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(), dy.data(),
-                           kEps, dx.data(), LOOMRT_F32, dw.data(), 0);
+                           kEps, nullptr, dx.data(), LOOMRT_F32, dw.data(), 0);
   expectClose(dx, gx, 1e-4, 1e-4, "dx");
   expectClose(dw, gw, 1e-4, 1e-4, "dw");
   loomrt_rms_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(), dy.data(),
-                           kEps, dx.data(), LOOMRT_F32, dw.data(), 1);
+                           kEps, nullptr, dx.data(), LOOMRT_F32, dw.data(), 1);
   for (double &g : gw)
     g *= 2;
   expectClose(dw, gw, 1e-4, 1e-4, "dw accumulated");
@@ -140,7 +140,7 @@ TEST(RmsNormTest, ManyRowsTakeTheParallelPath) {
   std::vector<float> w(size_t(H), 1.0f), dy(size_t(rows * H), 1.0f);
   std::vector<float> dx(x.size()), dw(static_cast<size_t>(H));
   loomrt_rms_norm_backward(LOOMRT_F32, rows, H, x.data(), w.data(), dy.data(),
-                           kEps, dx.data(), LOOMRT_F32, dw.data(), 0);
+                           kEps, nullptr, dx.data(), LOOMRT_F32, dw.data(), 0);
   std::vector<double> want(size_t(H), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     double ms = 0;
@@ -150,4 +150,33 @@ TEST(RmsNormTest, ManyRowsTakeTheParallelPath) {
       want[i] += x[r * H + i] / std::sqrt(ms + kEps);
   }
   expectClose(dw, want, 1e-3, 1e-4, "dw");
+}
+
+// dx_add: the input gradient plus another value (the residual stream's
+// gradient), the same f32 sum as adding after, also when dx_add is dx.
+TEST(NormTest, InputGradientAddsDxAdd) {
+  std::vector<float> x = randomVec(kRows * kH, 14), w = randomVec(kH, 15);
+  std::vector<float> b = randomVec(kH, 16), dy = randomVec(kRows * kH, 17);
+  std::vector<float> add = randomVec(kRows * kH, 18);
+  std::vector<float> dw(static_cast<size_t>(kH)), db(static_cast<size_t>(kH));
+  for (bool rms : {false, true}) {
+    auto backward = [&](const float *dxAdd, float *dx) {
+      if (rms)
+        loomrt_rms_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(),
+                                 dy.data(), kEps, dxAdd, dx, LOOMRT_F32,
+                                 dw.data(), 0);
+      else
+        loomrt_layer_norm_backward(LOOMRT_F32, kRows, kH, x.data(), w.data(),
+                                   dy.data(), kEps, dxAdd, dx, LOOMRT_F32,
+                                   dw.data(), db.data(), 0);
+    };
+    std::vector<float> plain(x.size()), summed(x.size()), inPlace = add;
+    backward(nullptr, plain.data());
+    backward(add.data(), summed.data());
+    backward(inPlace.data(), inPlace.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_EQ(summed[i], add[i] + plain[i]) << (rms ? "rms " : "") << i;
+      EXPECT_EQ(inPlace[i], summed[i]) << (rms ? "rms " : "") << i;
+    }
+  }
 }

@@ -42,10 +42,10 @@ ce_backward = sig("loomrt_cross_entropy_backward", I32, I64, I64, P, P, P, FL,
                   P)
 ln_forward = sig("loomrt_layer_norm_forward", I32, I64, I64, P, P, P, FL, P)
 ln_backward = sig("loomrt_layer_norm_backward", I32, I64, I64, P, P, P, FL, P,
-                  I32, P, P, I32)
+                  P, I32, P, P, I32)
 rms_forward = sig("loomrt_rms_norm_forward", I32, I64, I64, P, P, FL, P)
 rms_backward = sig("loomrt_rms_norm_backward", I32, I64, I64, P, P, P, FL, P,
-                   I32, P, I32)
+                   P, I32, P, I32)
 rope_forward = sig("loomrt_rope_forward", I32, I64, I64, I64, I64, I64, FL,
                    I32, FL, FL, FL, I64, P, P, P)
 gelu_forward = sig("loomrt_gelu_forward", I32, I32, I64, P, P)
@@ -139,7 +139,7 @@ ref = F.layer_norm(xt, (H,), wt, bt, eps)
 check("layer_norm y", y, ref.detach())
 ref.backward(dy)
 dx, dw, db = torch.empty_like(x), torch.empty_like(w), torch.empty_like(b)
-ln_backward(F32, rows, H, ptr(x), ptr(w), ptr(dy), eps, ptr(dx), F32, ptr(dw),
+ln_backward(F32, rows, H, ptr(x), ptr(w), ptr(dy), eps, None, ptr(dx), F32, ptr(dw),
             ptr(db), 0)
 check("layer_norm dx", dx, xt.grad, 1e-4, 1e-5)
 check("layer_norm dw", dw, wt.grad, 1e-4, 1e-5)
@@ -151,7 +151,8 @@ xt, wt = x.clone().requires_grad_(), w.clone().requires_grad_()
 ref = wt * (xt * torch.rsqrt(xt.pow(2).mean(-1, keepdim=True) + eps))
 check("rms_norm y", y, ref.detach())
 ref.backward(dy)
-rms_backward(F32, rows, H, ptr(x), ptr(w), ptr(dy), eps, ptr(dx), F32, ptr(dw), 0)
+rms_backward(F32, rows, H, ptr(x), ptr(w), ptr(dy), eps, None, ptr(dx), F32,
+             ptr(dw), 0)
 check("rms_norm dx", dx, xt.grad, 1e-4, 1e-5)
 check("rms_norm dw", dw, wt.grad, 1e-4, 1e-5)
 

@@ -593,14 +593,16 @@ void testNorms() {
                   std::max(tolFor(dt), tolFor(gdt)), [&](Backend &be) -> Outs {
                     Dev xd(be, dt, x), wd(be, dt, w), dyd(be, dt, dy),
                         dx(be, dt, x), dw(be, gdt, w), db(be, gdt, b);
+                    // Accumulating, dx also adds what it held (dx_add = dx).
+                    const void *dxAdd = acc ? dx.get() : nullptr;
                     if (rms)
-                      be.loomrt_rms_norm_backward(dt, rows, H, xd.get(),
-                                                  wd.get(), dyd.get(), 1e-5f,
-                                                  dx.get(), gdt, dw.get(), acc);
+                      be.loomrt_rms_norm_backward(
+                          dt, rows, H, xd.get(), wd.get(), dyd.get(), 1e-5f,
+                          dxAdd, dx.get(), gdt, dw.get(), acc);
                     else
                       be.loomrt_layer_norm_backward(
                           dt, rows, H, xd.get(), wd.get(), dyd.get(), 1e-5f,
-                          dx.get(), gdt, dw.get(), db.get(), acc);
+                          dxAdd, dx.get(), gdt, dw.get(), db.get(), acc);
                     return {dx.read(dt), dw.read(gdt), db.read(gdt)};
                   });
       }

@@ -1,0 +1,54 @@
+//===- Passes.td - Fusion passes ---------------------------*- tablegen -*-===//
+//
+// Part of the Loom project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Passes that merge ops of the prepared (flat, per-rank) IR into fewer
+// runtime calls. Each keeps the function computed; loom-compile runs them
+// as its fuse stage (--no-fuse skips it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PASSES_FUSION_PASSES_TD
+#define LOOM_PASSES_FUSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TfmFoldGradientAdds : Pass<"tfm-fold-gradient-adds", "mlir::func::FuncOp"> {
+  let summary = "fold the sums of input gradients into the ops that "
+                "compute them";
+  let description = [{
+    The backward of a value read twice sums two gradients with a `tfm.add`:
+    the q, k and v projections' input gradients, gate and up's, and the
+    residual stream's gradient with the gradient a block's norm passes back.
+    When one addend is the input gradient of a `tfm.linear_grad`,
+    `tfm.layer_norm_grad` or `tfm.rms_norm_grad` (and only the add reads
+    it), and the other addend is known before that op in its block, the op
+    takes the other addend as its `accumulate` operand and the add goes:
+    the linear's backward GEMM adds onto it (beta = 1, in its buffer, so
+    there the addend must be an op's value that nothing reads after the
+    linear_grad), the norm's backward adds it in the same pass (any value:
+    a pipeline block's incoming gradient, an argument, folds alike, so a
+    plan's stages do not change which sums fold).
+
+    ```mlir
+    %dv, %dwv = tfm.linear_grad %x, %wv, %gv : ...
+    %dk, %dwk = tfm.linear_grad %x, %wk, %gk : ...
+    %s = tfm.add %dv, %dk : tensor<2x8x64xf32>
+    // becomes
+    %dv, %dwv = tfm.linear_grad %x, %wv, %gv : ...
+    %s, %dwk = tfm.linear_grad %x, %wk, %gk accumulate(%dv : tensor<2x8x64xf32>) : ...
+    ```
+
+    The sums are the same to rounding (f32: the GEMM adds its product
+    onto the addend in the kernel's order; the norms add the same two
+    values, once rounded).
+  }];
+  let statistics = [
+    Statistic<"numFolded", "folded-adds",
+              "Adds folded into the op computing an addend">
+  ];
+}
+
+#endif // LOOM_PASSES_FUSION_PASSES_TD
