@@ -72,6 +72,7 @@ void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
 
 void loom::buildTfmFusePipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(fusion::createTfmFoldGradientAdds());
+  pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseResidualNorms());
   pm.addPass(sharding::createTfmVerifyDistribution());
 }
 

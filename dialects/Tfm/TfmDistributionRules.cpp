@@ -392,6 +392,22 @@ Dists LayerNormOp::inferResultDistributions() {
   return SmallVector<DistAttr>{getDist(getInput())};
 }
 
+/// A residual add and the norm of its sum (the addends have one type, so
+/// one distribution): the rows whole; the sum and the result as the input.
+static Dists addNorm(Operation *op, Value x, ValueRange weights) {
+  if (failed(normInput(op, x)) || failed(weightsReplicated(op, weights)))
+    return failure();
+  return SmallVector<DistAttr>{getDist(x), getDist(x)};
+}
+
+Dists AddLayerNormOp::inferResultDistributions() {
+  return addNorm(*this, getInput(), {getWeight(), getBias()});
+}
+
+Dists AddRmsNormOp::inferResultDistributions() {
+  return addNorm(*this, getInput(), {getWeight()});
+}
+
 Dists RmsNormOp::inferResultDistributions() {
   if (failed(normInput(*this, getInput())) ||
       failed(weightsReplicated(*this, {getWeight()})))

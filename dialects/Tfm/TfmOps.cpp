@@ -281,6 +281,12 @@ static LogicalResult verifyNorm(Operation *op, Value input, Value weight,
 LogicalResult LayerNormOp::verify() {
   return verifyNorm(*this, getInput(), getWeight(), getBias(), getEpsilon());
 }
+LogicalResult AddLayerNormOp::verify() {
+  return verifyNorm(*this, getInput(), getWeight(), getBias(), getEpsilon());
+}
+LogicalResult AddRmsNormOp::verify() {
+  return verifyNorm(*this, getInput(), getWeight(), nullptr, getEpsilon());
+}
 /// An accumulated input gradient has the input gradient's type.
 static LogicalResult verifyAccumulate(Operation *op, Value accumulate,
                                       Value inputGrad) {

@@ -272,6 +272,32 @@ def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure, AllTypesMatch<["input", "resul
   let hasVerifier = 1;
 }
 
+def Tfm_AddLayerNormOp : Tfm_Op<"add_layer_norm", [Pure,
+    AllTypesMatch<["input", "residual", "sum", "result"]>, Tfm_Distributed]> {
+  let summary = "a residual add and the layer norm of its sum, in one pass";
+  let description = [{
+    `sum = input + residual` (rounded to the element type) and `result =
+    layer_norm(sum)` as tfm.layer_norm computes it: what a `tfm.add` and a
+    `tfm.layer_norm` of its result compute, in one runtime call. Written by
+    tfm-fuse-residual-norms; it has no gradient rule (fusion runs after
+    differentiation).
+
+    ```mlir
+    %h, %y = tfm.add_layer_norm %x, %r, %w, %b eps 1.000000e-05
+        : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$residual,
+                       Tfm_FloatTensor:$weight, Optional<Tfm_FloatTensor>:$bias,
+                       F64Attr:$epsilon);
+  let results = (outs Tfm_FloatTensor:$sum, Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $residual `,` $weight (`,` $bias^)? `eps` $epsilon attr-dict `:`
+    type($input) `,` type($weight) (`,` type($bias)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_LayerNormGradOp : Tfm_Op<"layer_norm_grad", [Pure,
     AllTypesMatch<["input", "grad", "input_grad"]>,
     AllShapesMatch<["weight", "weight_grad", "bias_grad"]>,
@@ -330,6 +356,28 @@ def Tfm_RmsNormOp : Tfm_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `eps` $epsilon attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_AddRmsNormOp : Tfm_Op<"add_rms_norm", [Pure,
+    AllTypesMatch<["input", "residual", "sum", "result"]>, Tfm_Distributed]> {
+  let summary = "a residual add and the RMS norm of its sum, in one pass";
+  let description = [{
+    `sum = input + residual` and `result = rms_norm(sum)`, as
+    tfm.add_layer_norm for tfm.rms_norm.
+
+    ```mlir
+    %h, %y = tfm.add_rms_norm %x, %r, %w eps 9.9999999999999995E-7
+        : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$residual,
+                       Tfm_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs Tfm_FloatTensor:$sum, Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $residual `,` $weight `eps` $epsilon attr-dict `:` type($input)
+    `,` type($weight)
   }];
   let hasVerifier = 1;
 }

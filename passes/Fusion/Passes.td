@@ -51,4 +51,27 @@ def TfmFoldGradientAdds : Pass<"tfm-fold-gradient-adds", "mlir::func::FuncOp"> {
   ];
 }
 
+def TfmFuseResidualNorms : Pass<"tfm-fuse-residual-norms", "mlir::func::FuncOp"> {
+  let summary = "fuse each residual add with the norm of its sum";
+  let description = [{
+    A `tfm.add` whose sum a `tfm.layer_norm` or `tfm.rms_norm` normalizes
+    (the residual stream entering a block's norm) becomes one
+    `tfm.add_layer_norm` or `tfm.add_rms_norm` where the add stood, when
+    the norm's weights are known there: it returns the sum (read on by the
+    next residual add and the norm's backward) and the normalized value,
+    in one runtime call that computes both from the rounded sum, as the
+    two ops do.
+
+    ```mlir
+    %h = tfm.add %x, %a : tensor<2x8x64xf32>
+    %y = tfm.rms_norm %h, %w eps 1.0e-06 : tensor<2x8x64xf32>, tensor<64xf32>
+    // becomes
+    %h, %y = tfm.add_rms_norm %x, %a, %w eps 1.0e-06 : tensor<2x8x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused-norms", "Residual adds fused with a norm">
+  ];
+}
+
 #endif // LOOM_PASSES_FUSION_PASSES_TD

@@ -410,6 +410,20 @@ void rules::check(const RmsNormForward &a) {
   REQUIRE(a.x && a.w && a.y, "NULL tensor");
 }
 
+void rules::check(const AddLayerNormForward &a) {
+  checkNorm(a.kName, a.rows, a.H);
+  if (a.rows == 0)
+    return;
+  REQUIRE(a.x && a.residual && a.w && a.sum && a.y, "NULL tensor");
+}
+
+void rules::check(const AddRmsNormForward &a) {
+  checkNorm(a.kName, a.rows, a.H);
+  if (a.rows == 0)
+    return;
+  REQUIRE(a.x && a.residual && a.w && a.sum && a.y, "NULL tensor");
+}
+
 void rules::check(const RmsNormBackward &a) {
   checkNorm(a.kName, a.rows, a.H);
   REQUIRE(a.x && a.w && a.dy && a.dx && a.dw, "NULL tensor");

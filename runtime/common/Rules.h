@@ -61,6 +61,8 @@ void check(const args::LinearBackwardWeight &);
 void check(const args::LayerNormForward &);
 void check(const args::LayerNormBackward &);
 void check(const args::RmsNormForward &);
+void check(const args::AddLayerNormForward &);
+void check(const args::AddRmsNormForward &);
 void check(const args::RmsNormBackward &);
 
 // Rotary embedding, position and document ids.

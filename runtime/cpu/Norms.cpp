@@ -137,6 +137,23 @@ void loomrt::backend::loomrt_layer_norm_backward(
   dbf.commit();
 }
 
+// The sum as loomrt_add rounds it, then the norm of what was stored: the
+// same values as the two calls.
+void loomrt::backend::loomrt_add_layer_norm_forward(
+    loomrt_dtype dtype, int64_t rows, int64_t H, const void *x,
+    const void *residual, const void *w, const void *b, float eps, void *sum,
+    void *y) {
+  loomrt::backend::loomrt_add(dtype, rows * H, residual, x, sum);
+  loomrt::backend::loomrt_layer_norm_forward(dtype, rows, H, sum, w, b, eps, y);
+}
+
+void loomrt::backend::loomrt_add_rms_norm_forward(
+    loomrt_dtype dtype, int64_t rows, int64_t H, const void *x,
+    const void *residual, const void *w, float eps, void *sum, void *y) {
+  loomrt::backend::loomrt_add(dtype, rows * H, residual, x, sum);
+  loomrt::backend::loomrt_rms_norm_forward(dtype, rows, H, sum, w, eps, y);
+}
+
 void loomrt::backend::loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
                                               int64_t H, const void *x,
                                               const void *w, float eps,

@@ -41,11 +41,21 @@ __device__ Stats rowStats(loomrt_dtype dt, const void *x, int64_t row,
   return {mean, 1.0f / sqrtf(var + eps)};
 }
 
+/// y = norm(x), or with `residual` the norm of sum = residual + x, which
+/// the block writes (rounded to dt) and then reads back: the values the
+/// separate add and norm compute.
 __global__ void normForward(loomrt_dtype dt, int64_t H, const void *x,
-                            const void *w, const void *b, float eps, bool rms,
-                            void *y) {
+                            const void *residual, const void *w, const void *b,
+                            float eps, bool rms, void *sum, void *y) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
+  if (residual) {
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+      st(sum, dt, row * H + i,
+         ld(residual, dt, row * H + i) + ld(x, dt, row * H + i));
+    __syncthreads();
+    x = sum;
+  }
   const Stats s = rowStats(dt, x, row, H, eps, rms, shared);
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
     const float xhat = (ld(x, dt, row * H + i) - s.mean) * s.rstd;
@@ -115,13 +125,13 @@ __global__ void normParamGrads(loomrt_dtype dt, int64_t rows, int64_t H,
 }
 
 void forward(const char *fn, loomrt_dtype dtype, int64_t rows, int64_t H,
-             const void *x, const void *w, const void *b, float eps, bool rms,
-             void *y) {
+             const void *x, const void *residual, const void *w, const void *b,
+             float eps, bool rms, void *sum, void *y) {
   if (rows == 0)
     return;
   LOOMRT_CHECK(rows <= INT32_MAX, "%s: too many rows", fn);
-  normForward<<<unsigned(rows), kRowThreads, 0, stream()>>>(dtype, H, x, w, b,
-                                                            eps, rms, y);
+  normForward<<<unsigned(rows), kRowThreads, 0, stream()>>>(
+      dtype, H, x, residual, w, b, eps, rms, sum, y);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -147,7 +157,8 @@ void loomrt::backend::loomrt_layer_norm_forward(loomrt_dtype dtype,
                                                 const void *x, const void *w,
                                                 const void *b, float eps,
                                                 void *y) {
-  forward(__func__, dtype, rows, H, x, w, b, eps, /*rms=*/false, y);
+  forward(__func__, dtype, rows, H, x, nullptr, w, b, eps, /*rms=*/false,
+          nullptr, y);
 }
 
 void loomrt::backend::loomrt_layer_norm_backward(
@@ -162,7 +173,8 @@ void loomrt::backend::loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows,
                                               int64_t H, const void *x,
                                               const void *w, float eps,
                                               void *y) {
-  forward(__func__, dtype, rows, H, x, w, nullptr, eps, /*rms=*/true, y);
+  forward(__func__, dtype, rows, H, x, nullptr, w, nullptr, eps, /*rms=*/true,
+          nullptr, y);
 }
 
 void loomrt::backend::loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
@@ -173,4 +185,19 @@ void loomrt::backend::loomrt_rms_norm_backward(loomrt_dtype dtype, int64_t rows,
                                                void *dw, int32_t accumulate) {
   backward(__func__, dtype, rows, H, x, w, dy, eps, /*rms=*/true, dx_add, dx,
            gdtype, dw, nullptr, accumulate != 0);
+}
+
+void loomrt::backend::loomrt_add_layer_norm_forward(
+    loomrt_dtype dtype, int64_t rows, int64_t H, const void *x,
+    const void *residual, const void *w, const void *b, float eps, void *sum,
+    void *y) {
+  forward(__func__, dtype, rows, H, x, residual, w, b, eps, /*rms=*/false, sum,
+          y);
+}
+
+void loomrt::backend::loomrt_add_rms_norm_forward(
+    loomrt_dtype dtype, int64_t rows, int64_t H, const void *x,
+    const void *residual, const void *w, float eps, void *sum, void *y) {
+  forward(__func__, dtype, rows, H, x, residual, w, nullptr, eps, /*rms=*/true,
+          sum, y);
 }

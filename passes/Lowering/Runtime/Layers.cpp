@@ -101,6 +101,39 @@ LogicalResult lower(LayerNormOp op, LayerNormOp::Adaptor a, Emitter &e) {
 }
 
 template <>
+LogicalResult lower(AddLayerNormOp op, AddLayerNormOp::Adaptor a, Emitter &e) {
+  Value sum = e.result(0), out = e.result(1);
+  e.call(rt::AddLayerNormForward{
+      .dtype = e.dtype(out),
+      .rows = e.i64(rows(out)),
+      .H = e.i64(dim(out, -1)),
+      .x = e.ptr(a.getInput()),
+      .residual = e.ptr(a.getResidual()),
+      .w = e.ptr(a.getWeight()),
+      .b = e.ptr(a.getBias()),
+      .eps = e.f32(op.getEpsilon().convertToDouble()),
+      .sum = e.ptr(sum),
+      .y = e.ptr(out)});
+  return success();
+}
+
+template <>
+LogicalResult lower(AddRmsNormOp op, AddRmsNormOp::Adaptor a, Emitter &e) {
+  Value sum = e.result(0), out = e.result(1);
+  e.call(rt::AddRmsNormForward{
+      .dtype = e.dtype(out),
+      .rows = e.i64(rows(out)),
+      .H = e.i64(dim(out, -1)),
+      .x = e.ptr(a.getInput()),
+      .residual = e.ptr(a.getResidual()),
+      .w = e.ptr(a.getWeight()),
+      .eps = e.f32(op.getEpsilon().convertToDouble()),
+      .sum = e.ptr(sum),
+      .y = e.ptr(out)});
+  return success();
+}
+
+template <>
 LogicalResult lower(LayerNormGradOp op, LayerNormGradOp::Adaptor a,
                     Emitter &e) {
   Value dx = e.result(0), dw = e.result(1), db = e.result(2);
@@ -517,7 +550,8 @@ LogicalResult lower(PermuteChunksOp op, PermuteChunksOp::Adaptor a,
 
 void attachLayerLowerings(MLIRContext *ctx) {
   attach<EmbeddingOp, EmbeddingGradOp, PositionIdsOp, LayerNormOp,
-         LayerNormGradOp, RmsNormOp, RmsNormGradOp, LinearOp, LinearGradOp,
+         LayerNormGradOp, RmsNormOp, RmsNormGradOp, AddLayerNormOp,
+         AddRmsNormOp, LinearOp, LinearGradOp,
          RopeOp, RopeGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp, SwigluOp,
          SwigluGradOp, AddOp, BiasAddOp, RepeatKvOp, RepeatKvGradOp, DropoutOp,
          CastOp, PermuteChunksOp>(ctx);

@@ -253,9 +253,24 @@ void loomrt_layer_norm_backward(loomrt_dtype dtype, int64_t rows, int64_t H,
                                 loomrt_dtype gdtype, void *dw, void *db,
                                 int32_t accumulate);
 
+/* A residual add and the norm of its sum in one call: sum [rows,H] =
+ * residual + x, rounded to dtype (what loomrt_add writes), and y the
+ * layer norm of that sum (b may be NULL), as loomrt_layer_norm_forward
+ * computes it from sum. */
+void loomrt_add_layer_norm_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
+                                   const void *x, const void *residual,
+                                   const void *w, const void *b, float eps,
+                                   void *sum, void *y);
+
 /* RMSNorm (Llama): y = x * rsqrt(mean(x^2) + eps) * w. */
 void loomrt_rms_norm_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
                              const void *x, const void *w, float eps, void *y);
+
+/* The residual add and the RMS norm of its sum, as
+ * loomrt_add_layer_norm_forward. */
+void loomrt_add_rms_norm_forward(loomrt_dtype dtype, int64_t rows, int64_t H,
+                                 const void *x, const void *residual,
+                                 const void *w, float eps, void *sum, void *y);
 
 /* RMSNorm backward: dx overwritten (plus dx_add, as LayerNorm's), dw [H]
  * (gdtype) overwritten or accumulated. */

@@ -70,6 +70,10 @@ func.func @norms(%x: tensor<2x8x32xbf16>, %w: tensor<32xbf16>, %b: tensor<32xbf1
   %dx3, %dw3, %db3 = tfm.layer_norm_grad %x, %w, %x accumulate(%dx : tensor<2x8x32xbf16>) eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>
   // CHECK: tfm.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} accumulate(%{{.*}} : tensor<2x8x32xbf16>) eps 9.9999999999999995E-7 : tensor<2x8x32xbf16>, tensor<32xbf16>
   %dx4, %dw4 = tfm.rms_norm_grad %x, %w, %x accumulate(%dx2 : tensor<2x8x32xbf16>) eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  // CHECK: tfm.add_layer_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>, tensor<32xbf16>
+  %s1, %n1 = tfm.add_layer_norm %x, %dx, %w, %w eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>, tensor<32xbf16>
+  // CHECK: tfm.add_rms_norm %{{.*}}, %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %s2, %n2 = tfm.add_rms_norm %x, %dx, %w eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
   return
 }
 

@@ -324,6 +324,19 @@ module {
 
 // -----
 
+// Test: a residual add and norm of features split over tp
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, %r: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>,
+               %w: tensor<8xf32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{a norm needs the normalized dim whole}}
+    %s, %y = tfm.add_rms_norm %x, %r, %w eps 1.0e-06 : tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<8xf32, #tfm.dist<@dense>>
+    return
+  }
+}
+
+// -----
+
 // Test: an input gradient accumulated onto a value distributed otherwise (a
 // column-parallel linear's input gradient is a partial sum over tp)
 module {

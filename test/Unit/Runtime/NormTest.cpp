@@ -180,3 +180,32 @@ TEST(NormTest, InputGradientAddsDxAdd) {
     }
   }
 }
+
+// A residual add and the norm of its sum in one call: the values loomrt_add
+// and the norm compute, in f32 and in bf16 (the sum rounded, then
+// normalized as stored).
+TEST(NormTest, AddNormForwardIsTheAddThenTheNorm) {
+  std::vector<float> x = randomVec(kRows * kH, 19), r = randomVec(kRows * kH, 20);
+  std::vector<float> w = randomVec(kH, 21), b = randomVec(kH, 22);
+  for (loomrt_dtype dt : {LOOMRT_F32, LOOMRT_BF16}) {
+    Buf xd(dt, x), rd(dt, r), wd(dt, w), bd(dt, b);
+    for (bool rms : {false, true}) {
+      Buf sum(dt, x.size()), y(dt, x.size());
+      Buf sum2(dt, x.size()), y2(dt, x.size());
+      loomrt_add(dt, kRows * kH, rd.data(), xd.data(), sum.data());
+      if (rms) {
+        loomrt_rms_norm_forward(dt, kRows, kH, sum.data(), wd.data(), kEps, y.data());
+        loomrt_add_rms_norm_forward(dt, kRows, kH, xd.data(), rd.data(), wd.data(),
+                                    kEps, sum2.data(), y2.data());
+      } else {
+        loomrt_layer_norm_forward(dt, kRows, kH, sum.data(), wd.data(), bd.data(),
+                                  kEps, y.data());
+        loomrt_add_layer_norm_forward(dt, kRows, kH, xd.data(), rd.data(),
+                                      wd.data(), bd.data(), kEps, sum2.data(),
+                                      y2.data());
+      }
+      EXPECT_EQ(sum.values(), sum2.values()) << (rms ? "rms" : "layer") << " sum";
+      EXPECT_EQ(y.values(), y2.values()) << (rms ? "rms" : "layer") << " y";
+    }
+  }
+}

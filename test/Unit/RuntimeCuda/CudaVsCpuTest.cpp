@@ -59,6 +59,8 @@ constexpr int kSkip = 77;
   X(loomrt_adamw)                                                              \
   X(loomrt_add)                                                                \
   X(loomrt_add_bias)                                                           \
+  X(loomrt_add_layer_norm_forward)                                             \
+  X(loomrt_add_rms_norm_forward)                                               \
   X(loomrt_all_gather)                                                         \
   X(loomrt_all_reduce)                                                         \
   X(loomrt_all_to_all)                                                         \
@@ -585,6 +587,19 @@ void testNorms() {
             be.loomrt_layer_norm_forward(dt, rows, H, xd.get(), wd.get(),
                                          bd.get(), 1e-5f, y.get());
           return {y.read(dt)};
+        });
+        // The residual add and the norm of its sum in one call.
+        check("add_" + n + "forward " + t, tolFor(dt), [&](Backend &be) -> Outs {
+          Dev xd(be, dt, x), rd(be, dt, dy), wd(be, dt, w), bd(be, dt, b),
+              sum(be, dt, x), y(be, dt, x);
+          if (rms)
+            be.loomrt_add_rms_norm_forward(dt, rows, H, xd.get(), rd.get(),
+                                           wd.get(), 1e-5f, sum.get(), y.get());
+          else
+            be.loomrt_add_layer_norm_forward(dt, rows, H, xd.get(), rd.get(),
+                                             wd.get(), bd.get(), 1e-5f,
+                                             sum.get(), y.get());
+          return {sum.read(dt), y.read(dt)};
         });
         for (loomrt_dtype gdt : {dt, LOOMRT_F32})
           for (int acc = 0; acc < 2; ++acc)
