@@ -73,6 +73,7 @@ void loom::buildTfmPrepareLoweringPipeline(OpPassManager &pm) {
 void loom::buildTfmFusePipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(fusion::createTfmFoldGradientAdds());
   pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseResidualNorms());
+  pm.addNestedPass<func::FuncOp>(fusion::createTfmPairRopes());
   pm.addPass(sharding::createTfmVerifyDistribution());
 }
 

@@ -551,6 +551,21 @@ template <typename OpT> static Dists ropeRule(OpT op) {
 }
 Dists RopeOp::inferResultDistributions() { return ropeRule(*this); }
 Dists RopeGradOp::inferResultDistributions() { return ropeRule(*this); }
+/// Two rotations: each tensor as ropeRule gives it.
+template <typename OpT> static Dists ropePairRule(OpT op) {
+  Operation *o = op.getOperation();
+  for (Value x : {op.getFirst(), op.getSecond()})
+    if (failed(notPartial(o, "the positions", op.getPositions(),
+                          "ids are never partial")) ||
+        failed(sameDims(o, "the positions", op.getPositions(), {0, 1},
+                        "the input", x, {0, 1})))
+      return failure();
+  return SmallVector<DistAttr>{getDist(op.getFirst()), getDist(op.getSecond())};
+}
+Dists RopePairOp::inferResultDistributions() { return ropePairRule(*this); }
+Dists RopePairGradOp::inferResultDistributions() {
+  return ropePairRule(*this);
+}
 
 Dists AttentionOp::inferResultDistributions() {
   return attentionOperands(*this, getQuery(), getKey(), getValue(),

@@ -445,6 +445,18 @@ LogicalResult RopeGradOp::verify() {
   return verifyRope(*this, getInput(), getPositions(), getHeadDim(),
                     getTheta());
 }
+template <typename OpT> static LogicalResult verifyRopePair(OpT op) {
+  if (failed(verifyRope(op, op.getFirst(), op.getPositions(), op.getHeadDim(),
+                        op.getTheta())) ||
+      failed(verifyRope(op, op.getSecond(), op.getPositions(), op.getHeadDim(),
+                        op.getTheta())) ||
+      failed(checkSameElementType(op, "second", op.getSecond(), "first",
+                                  op.getFirst())))
+    return failure();
+  return success();
+}
+LogicalResult RopePairOp::verify() { return verifyRopePair(*this); }
+LogicalResult RopePairGradOp::verify() { return verifyRopePair(*this); }
 
 //===----------------------------------------------------------------------===//
 // Attention

@@ -533,6 +533,47 @@ def Tfm_RopeGradOp : Tfm_RopeBase<"rope_grad"> {
   }];
 }
 
+/// Two rotations at the same positions with the same frequencies (q and k,
+/// or their gradients) in one op: each as the single op computes it.
+/// Written by tfm-pair-ropes; no gradient rule (fusion runs after
+/// differentiation).
+class Tfm_RopePairBase<string mnemonic> : Tfm_Op<mnemonic, [Pure,
+    AllTypesMatch<["first", "first_result"]>,
+    AllTypesMatch<["second", "second_result"]>, Tfm_Distributed]> {
+  let arguments = (ins Tfm_FloatTensor:$first, Tfm_FloatTensor:$second,
+                       Tfm_IdTensor:$positions, I64Attr:$head_dim,
+                       F64Attr:$theta,
+                       OptionalAttr<Tfm_Llama3RopeScalingAttr>:$scaling);
+  let results = (outs Tfm_FloatTensor:$first_result,
+                      Tfm_FloatTensor:$second_result);
+  let assemblyFormat = [{
+    $first `,` $second `,` $positions `head_dim` $head_dim `theta` $theta
+    (`scaling` `(` qualified($scaling)^ `)`)? attr-dict `:`
+    type($first) `,` type($second) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_RopePairOp : Tfm_RopePairBase<"rope_pair"> {
+  let summary = "tfm.rope of two tensors (q and k) in one op";
+  let description = [{
+    ```mlir
+    %q2, %k2 = tfm.rope_pair %q, %k, %pos head_dim 16 theta 1.000000e+04
+        : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8xi32>
+    ```
+  }];
+}
+
+def Tfm_RopePairGradOp : Tfm_RopePairBase<"rope_pair_grad"> {
+  let summary = "tfm.rope_grad of two tensors (dq and dk) in one op";
+  let description = [{
+    ```mlir
+    %dq, %dk = tfm.rope_pair_grad %dq2, %dk2, %pos head_dim 16 theta 1.000000e+04
+        : tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8xi32>
+    ```
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//

@@ -74,4 +74,19 @@ def TfmFuseResidualNorms : Pass<"tfm-fuse-residual-norms", "mlir::func::FuncOp">
   ];
 }
 
+def TfmPairRopes : Pass<"tfm-pair-ropes", "mlir::func::FuncOp"> {
+  let summary = "rotate q and k (or their gradients) in one op";
+  let description = [{
+    Two `tfm.rope` (or two `tfm.rope_grad`) of one block with the same
+    positions, head dim, theta and scaling become one `tfm.rope_pair`
+    (`tfm.rope_pair_grad`): one runtime call for attention's q and k, each
+    rotated as before. The pair stands where the first stood when the
+    second's input is known there, else where the second stood when nothing
+    reads the first's result in between.
+  }];
+  let statistics = [
+    Statistic<"numPaired", "paired-ropes", "Rotations paired">
+  ];
+}
+
 #endif // LOOM_PASSES_FUSION_PASSES_TD

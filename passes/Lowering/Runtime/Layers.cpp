@@ -314,6 +314,71 @@ LogicalResult lower(RopeGradOp op, RopeGradOp::Adaptor a, Emitter &e) {
   return success();
 }
 
+/// The sizes and frequencies of a tfm.rope_pair or tfm.rope_pair_grad.
+struct RopePairArgs {
+  template <typename OpT>
+  RopePairArgs(OpT op, Value y1, Value y2, Emitter &e)
+      : dtype(e.dtype(y1)), B(e.i64(dim(y1, 0))), S(e.i64(dim(y1, 1))),
+        N1(e.i64(dim(y1, 2) / op.getHeadDim())),
+        N2(e.i64(dim(y2, 2) / op.getHeadDim())), D(e.i64(op.getHeadDim())),
+        theta(e.f32(op.getTheta().convertToDouble())),
+        scaling(op.getScalingAttr(), e) {}
+  rt::I32 dtype;
+  rt::I64 B, S, N1, N2, D;
+  rt::F32 theta;
+  RopeScaling scaling;
+};
+
+template <>
+LogicalResult lower(RopePairOp op, RopePairOp::Adaptor a, Emitter &e) {
+  Value y1 = e.result(0), y2 = e.result(1);
+  RopePairArgs r(op, y1, y2, e);
+  e.call(rt::RopePairForward{.dtype = r.dtype,
+                             .B = r.B,
+                             .S = r.S,
+                             .N1 = r.N1,
+                             .N2 = r.N2,
+                             .D = r.D,
+                             .rot_dim = r.D,
+                             .theta = r.theta,
+                             .scaling = r.scaling.kind,
+                             .factor = r.scaling.factor,
+                             .low_freq_factor = r.scaling.low,
+                             .high_freq_factor = r.scaling.high,
+                             .original_max_positions = r.scaling.original,
+                             .pos = e.ptr(a.getPositions()),
+                             .x1 = e.ptr(a.getFirst()),
+                             .x2 = e.ptr(a.getSecond()),
+                             .y1 = e.ptr(y1),
+                             .y2 = e.ptr(y2)});
+  return success();
+}
+
+template <>
+LogicalResult lower(RopePairGradOp op, RopePairGradOp::Adaptor a, Emitter &e) {
+  Value dx1 = e.result(0), dx2 = e.result(1);
+  RopePairArgs r(op, dx1, dx2, e);
+  e.call(rt::RopePairBackward{.dtype = r.dtype,
+                              .B = r.B,
+                              .S = r.S,
+                              .N1 = r.N1,
+                              .N2 = r.N2,
+                              .D = r.D,
+                              .rot_dim = r.D,
+                              .theta = r.theta,
+                              .scaling = r.scaling.kind,
+                              .factor = r.scaling.factor,
+                              .low_freq_factor = r.scaling.low,
+                              .high_freq_factor = r.scaling.high,
+                              .original_max_positions = r.scaling.original,
+                              .pos = e.ptr(a.getPositions()),
+                              .dy1 = e.ptr(a.getFirst()),
+                              .dy2 = e.ptr(a.getSecond()),
+                              .dx1 = e.ptr(dx1),
+                              .dx2 = e.ptr(dx2)});
+  return success();
+}
+
 static int32_t geluCode(GeluApprox approx) {
   return approx == GeluApprox::tanh;
 }
@@ -551,7 +616,7 @@ LogicalResult lower(PermuteChunksOp op, PermuteChunksOp::Adaptor a,
 void attachLayerLowerings(MLIRContext *ctx) {
   attach<EmbeddingOp, EmbeddingGradOp, PositionIdsOp, LayerNormOp,
          LayerNormGradOp, RmsNormOp, RmsNormGradOp, AddLayerNormOp,
-         AddRmsNormOp, LinearOp, LinearGradOp,
+         AddRmsNormOp, RopePairOp, RopePairGradOp, LinearOp, LinearGradOp,
          RopeOp, RopeGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp, SwigluOp,
          SwigluGradOp, AddOp, BiasAddOp, RepeatKvOp, RepeatKvGradOp, DropoutOp,
          CastOp, PermuteChunksOp>(ctx);

@@ -310,6 +310,26 @@ void loomrt_rope_forward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,
                          float high_freq_factor, int64_t original_max_positions,
                          const int32_t *pos, const void *x, void *y);
 
+/* Two rotations at the same positions in one call (q and k): x1 [B,S,N1*D]
+ * -> y1 and x2 [B,S,N2*D] -> y2, each as loomrt_rope_forward computes it
+ * (loomrt_rope_pair_backward: as loomrt_rope_backward). */
+void loomrt_rope_pair_forward(loomrt_dtype dtype, int64_t B, int64_t S,
+                              int64_t N1, int64_t N2, int64_t D,
+                              int64_t rot_dim, float theta, int32_t scaling,
+                              float factor, float low_freq_factor,
+                              float high_freq_factor,
+                              int64_t original_max_positions,
+                              const int32_t *pos, const void *x1,
+                              const void *x2, void *y1, void *y2);
+void loomrt_rope_pair_backward(loomrt_dtype dtype, int64_t B, int64_t S,
+                               int64_t N1, int64_t N2, int64_t D,
+                               int64_t rot_dim, float theta, int32_t scaling,
+                               float factor, float low_freq_factor,
+                               float high_freq_factor,
+                               int64_t original_max_positions,
+                               const int32_t *pos, const void *dy1,
+                               const void *dy2, void *dx1, void *dx2);
+
 /* Backward: dx = rotation of dy by -a (the transpose of the forward). dx may
  * alias dy. */
 void loomrt_rope_backward(loomrt_dtype dtype, int64_t B, int64_t S, int64_t N,

@@ -74,6 +74,11 @@ func.func @norms(%x: tensor<2x8x32xbf16>, %w: tensor<32xbf16>, %b: tensor<32xbf1
   %s1, %n1 = tfm.add_layer_norm %x, %dx, %w, %w eps 1.000000e-05 : tensor<2x8x32xbf16>, tensor<32xbf16>, tensor<32xbf16>
   // CHECK: tfm.add_rms_norm %{{.*}}, %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x8x32xbf16>, tensor<32xbf16>
   %s2, %n2 = tfm.add_rms_norm %x, %dx, %w eps 1.000000e-06 : tensor<2x8x32xbf16>, tensor<32xbf16>
+  %pos = arith.constant dense<0> : tensor<2x8xi32>
+  // CHECK: tfm.rope_pair %{{.*}}, %{{.*}}, %{{.*}} head_dim 8 theta 1.000000e+04 : tensor<2x8x32xbf16>, tensor<2x8x32xbf16>, tensor<2x8xi32>
+  %r1, %r2 = tfm.rope_pair %x, %dx, %pos head_dim 8 theta 1.0e+04 : tensor<2x8x32xbf16>, tensor<2x8x32xbf16>, tensor<2x8xi32>
+  // CHECK: tfm.rope_pair_grad %{{.*}}, %{{.*}}, %{{.*}} head_dim 8 theta 1.000000e+04 : tensor<2x8x32xbf16>, tensor<2x8x32xbf16>, tensor<2x8xi32>
+  %g1, %g2 = tfm.rope_pair_grad %r1, %r2, %pos head_dim 8 theta 1.0e+04 : tensor<2x8x32xbf16>, tensor<2x8x32xbf16>, tensor<2x8xi32>
   return
 }
 

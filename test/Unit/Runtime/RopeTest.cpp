@@ -160,3 +160,37 @@ TEST(MaskIdsTest, DocumentIdsIncrementAfterEod) {
   EXPECT_EQ(pos, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, //
                                        0, 1, 2, 3, 4, 5, 6}));
 }
+
+// q and k in one call: each as the single calls rotate it, both ways.
+TEST(RopeTest, PairIsTwoRotations) {
+  const int64_t kKvHeads = 1;
+  std::vector<float> q = randomVec(size_t(kB * kS * kN * kD), 30);
+  std::vector<float> k = randomVec(size_t(kB * kS * kKvHeads * kD), 31);
+  std::vector<int32_t> pos(size_t(kB * kS));
+  for (size_t i = 0; i < pos.size(); ++i)
+    pos[i] = int32_t(i * 7 % 11);
+  std::vector<float> q1(q.size()), k1(k.size()), q2(q.size()), k2(k.size());
+  loomrt_rope_forward(LOOMRT_F32, kB, kS, kN, kD, kD, 10000.0f,
+                      LOOMRT_ROPE_DEFAULT, 1, 1, 1, 0, pos.data(), q.data(),
+                      q1.data());
+  loomrt_rope_forward(LOOMRT_F32, kB, kS, kKvHeads, kD, kD, 10000.0f,
+                      LOOMRT_ROPE_DEFAULT, 1, 1, 1, 0, pos.data(), k.data(),
+                      k1.data());
+  loomrt_rope_pair_forward(LOOMRT_F32, kB, kS, kN, kKvHeads, kD, kD, 10000.0f,
+                           LOOMRT_ROPE_DEFAULT, 1, 1, 1, 0, pos.data(),
+                           q.data(), k.data(), q2.data(), k2.data());
+  EXPECT_EQ(q1, q2);
+  EXPECT_EQ(k1, k2);
+  loomrt_rope_backward(LOOMRT_F32, kB, kS, kN, kD, kD, 10000.0f,
+                       LOOMRT_ROPE_DEFAULT, 1, 1, 1, 0, pos.data(), q1.data(),
+                       q1.data());
+  loomrt_rope_backward(LOOMRT_F32, kB, kS, kKvHeads, kD, kD, 10000.0f,
+                       LOOMRT_ROPE_DEFAULT, 1, 1, 1, 0, pos.data(), k1.data(),
+                       k1.data());
+  loomrt_rope_pair_backward(LOOMRT_F32, kB, kS, kN, kKvHeads, kD, kD,
+                            10000.0f, LOOMRT_ROPE_DEFAULT, 1, 1, 1, 0,
+                            pos.data(), q2.data(), k2.data(), q2.data(),
+                            k2.data());
+  EXPECT_EQ(q1, q2);
+  EXPECT_EQ(k1, k2);
+}

@@ -134,6 +134,8 @@ constexpr int kSkip = 77;
   X(loomrt_rms_norm_forward)                                                   \
   X(loomrt_rope_backward)                                                      \
   X(loomrt_rope_forward)                                                       \
+  X(loomrt_rope_pair_backward)                                                 \
+  X(loomrt_rope_pair_forward)                                                  \
   X(loomrt_safe_divide)                                                        \
   X(loomrt_scale)                                                              \
   X(loomrt_send)                                                               \
@@ -652,6 +654,23 @@ void testRope() {
                                           scaling, 8.0f, 1.0f, 4.0f, 400, pp,
                                           inPlace.get(), inPlace.get());
                   return {y.read(dt), inPlace.read(dt)};
+                });
+          // q and k (a third of the heads) in one call, both ways.
+          check("rope_pair " + t, std::max(tolFor(dt), 1e-3),
+                [&](Backend &be) -> Outs {
+                  const int64_t K = N / 3 ? N / 3 : 1;
+                  Dev q(be, dt, x), k(be, dt, x), q2(be, dt, x), k2(be, dt, x),
+                      p(be, pos);
+                  const int32_t *pp = usePos ? p.as<int32_t>() : nullptr;
+                  be.loomrt_rope_pair_forward(dt, B, S, N, K, D, rot, 10000.0f,
+                                              scaling, 8.0f, 1.0f, 4.0f, 400,
+                                              pp, q.get(), k.get(), q2.get(),
+                                              k2.get());
+                  be.loomrt_rope_pair_backward(dt, B, S, N, K, D, rot,
+                                               10000.0f, scaling, 8.0f, 1.0f,
+                                               4.0f, 400, pp, q2.get(),
+                                               k2.get(), q2.get(), k2.get());
+                  return {q2.read(dt), k2.read(dt)};
                 });
         }
   check("document_ids/position_ids", 0.0, [&](Backend &be) -> Outs {
