@@ -56,6 +56,8 @@ struct ParallelConfig {
   int64_t ep = 1;
   /// Expert tensor-parallel size; 0 means "same as tp" (Megatron's default).
   int64_t etp = 0;
+  /// etp with the default resolved.
+  int64_t expertTp() const { return etp ? etp : tp; }
   std::string order = kDefaultOrder;
   /// Megatron's hierarchical_context_parallel_sizes, e.g. {4, 2}; empty for
   /// none. The product must equal cp.

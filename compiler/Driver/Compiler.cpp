@@ -197,8 +197,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   // Token dropping would then drop among a rank's own tokens (Megatron's
   // capacity is per rank), which no one-rank run reproduces, so it is
   // refused rather than compiled differently.
-  int64_t cp = o.plan.sizes.cp, tp = o.plan.sizes.tp;
-  int64_t etp = o.plan.sizes.etp ? o.plan.sizes.etp : tp;
+  int64_t cp = o.plan.sizes.cp, tp = o.plan.sizes.tp,
+          etp = o.plan.sizes.expertTp();
   bool moe = false;
   int64_t numExperts = 0;
   module.walk([&](tfm::MoePermuteOp op) {
@@ -300,12 +300,8 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
   capacity.capacityFactor = o.moeExpertCapacityFactor.value_or(0.0);
   capacity.dropPolicy = o.moeTokenDropPolicy;
   capacity.padToCapacity = o.moePadExpertInputToCapacity;
-  if (o.moeExpertCapacityFactor) {
-    bool moe = false;
-    module.walk([&](tfm::MoePermuteOp) { moe = true; });
-    if (!moe)
-      return fail("--moe-expert-capacity-factor: the model has no MoE layers");
-  }
+  if (o.moeExpertCapacityFactor && !moe)
+    return fail("--moe-expert-capacity-factor: the model has no MoE layers");
   if (Error e = run("differentiate", [&](OpPassManager &pm) {
         pm.addPass(plan::createTfmSetExpertCapacity(capacity));
         pm.addPass(plan::createTfmSetRouterLosses(routerLosses));
@@ -390,7 +386,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     volumes.push_back({f.getName().str(), countCommunication(f)});
 
   // 5. Fuse: fewer runtime calls for the same function.
-  stage(o.fuse ? "fuse: gradient sums into the ops computing them"
+  stage(o.fuse ? "fuse: gradient sums, residual norms, q and k rotations"
                : "fuse: skipped (--no-fuse)");
   if (o.fuse) {
     if (Error e = run("fuse", buildTfmFusePipeline))

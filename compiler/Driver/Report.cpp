@@ -45,7 +45,7 @@ const EntryReport *stepEntry(const ProgramReport &p) {
 /// tp ranks route their own tokens.
 std::string expertSplit(const Report &r) {
   const rankgen::ParallelConfig &c = r.plan.sizes;
-  int64_t etp = c.etp ? c.etp : c.tp;
+  int64_t etp = c.expertTp();
   if (etp > 1)
     return llvm::formatv(", each split over tp {0}", etp).str();
   if (c.tp > 1)
@@ -197,8 +197,7 @@ static llvm::json::Value expertsJson(const Report &r) {
   if (!r.moe)
     return nullptr;
   int64_t ep = r.plan.sizes.ep;
-  const rankgen::ParallelConfig &c = r.plan.sizes;
-  llvm::json::Object o{{"ep", ep}, {"etp", c.etp ? c.etp : c.tp}};
+  llvm::json::Object o{{"ep", ep}, {"etp", r.plan.sizes.expertTp()}};
   if (const auto &d = r.expertDispatch; d && ep > 1) {
     o["num_experts"] = d->numExperts;
     o["per_rank"] = d->numExperts / ep;

@@ -166,8 +166,9 @@ void loom::registerAllPipelines() {
       buildTfmPrepareLoweringPipeline);
   PassPipelineRegistration<>(
       "tfm-fuse",
-      "Fold gradient sums into the ops that compute an addend, verifying "
-      "after (loom-compile's fuse stage)",
+      "Fold gradient sums into their producers, fuse residual adds with "
+      "their norms, pair q's and k's rotations, verifying after "
+      "(loom-compile's fuse stage)",
       buildTfmFusePipeline);
   PassPipelineRegistration<>(
       "tfm-lower-to-llvm",

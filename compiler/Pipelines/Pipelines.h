@@ -45,7 +45,8 @@ void buildTfmPipelinePipeline(mlir::OpPassManager &pm);
 void buildTfmPrepareLoweringPipeline(mlir::OpPassManager &pm);
 
 /// fuse: tfm-fold-gradient-adds (gradient sums into the ops computing an
-/// addend), then tfm-verify-distribution.
+/// addend), tfm-fuse-residual-norms, tfm-pair-ropes, then
+/// tfm-verify-distribution.
 void buildTfmFusePipeline(mlir::OpPassManager &pm);
 
 /// tfm ops -> runtime calls on buffers: tfm-lower-to-runtime, results to

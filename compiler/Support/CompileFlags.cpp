@@ -99,7 +99,8 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
               cl::value_desc("cpu|cuda"), cl::cat(category)),
       noFuse("no-fuse",
              cl::desc("Skip the fuse stage (gradient sums folded into the "
-                      "ops computing them): one runtime call per op"),
+                      "ops computing them, residual adds with their norms, "
+                      "q and k rotated together): one runtime call per op"),
              cl::cat(category)) {
   if (trainFlag)
     train = std::make_unique<cl::opt<bool>>(

@@ -1296,3 +1296,14 @@ LogicalResult SigmoidGateOp::verify() {
   return checkShape(*this, "gate", getGate(), want,
                     "the input's shape with one feature");
 }
+
+bool loom::tfm::overwritableAt(Value v, Operation *op, Operation *except) {
+  Operation *def = v.getDefiningOp();
+  Block *block = op->getBlock();
+  if (!def || def->getBlock() != block || !def->isBeforeInBlock(op))
+    return false;
+  return llvm::all_of(v.getUsers(), [&](Operation *user) {
+    return user == op || user == except ||
+           (user->getBlock() == block && user->isBeforeInBlock(op));
+  });
+}

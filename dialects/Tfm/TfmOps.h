@@ -43,6 +43,13 @@ void registerDistributionExternalModels(mlir::DialectRegistry &registry);
 /// through block arguments and results): the table they index has a row
 /// per position, not per token.
 bool isPositionIds(mlir::Value ids);
+
+/// Whether `op` may write its result over the buffer of `v` (a
+/// linear_grad's `accumulate`): `v` is an op's value in `op`'s block (an
+/// argument's buffer may be the caller's) and every reader of it other
+/// than `op` (and `except`) runs before `op`.
+bool overwritableAt(mlir::Value v, mlir::Operation *op,
+                    mlir::Operation *except = nullptr);
 } // namespace loom::tfm
 
 #endif // LOOM_DIALECTS_TFM_TFMOPS_H

@@ -56,16 +56,11 @@ bool canAccumulateOnto(Value addend, Operation *producer, Operation *add) {
   Block *block = producer->getBlock();
   if (add->getBlock() != block)
     return false;
+  if (isa<LinearGradOp>(producer))
+    return overwritableAt(addend, producer, /*except=*/add);
   Operation *def = addend.getDefiningOp();
-  if (!isa<LinearGradOp>(producer))
-    return def ? def->getBlock() == block && def->isBeforeInBlock(producer)
-               : cast<BlockArgument>(addend).getOwner() == block;
-  if (!def || def->getBlock() != block || !def->isBeforeInBlock(producer))
-    return false;
-  return llvm::all_of(addend.getUsers(), [&](Operation *user) {
-    return user == add ||
-           (user->getBlock() == block && user->isBeforeInBlock(producer));
-  });
+  return def ? def->getBlock() == block && def->isBeforeInBlock(producer)
+             : cast<BlockArgument>(addend).getOwner() == block;
 }
 
 void setAccumulate(Operation *producer, Value addend) {

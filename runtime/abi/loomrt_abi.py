@@ -240,6 +240,8 @@ COMMON = {
     # all-gather and a reduce-scatter).
     "loomrt_moe_dispatch", "loomrt_moe_combine",
     "loomrt_moe_dispatch_allgather", "loomrt_moe_combine_allgather",
+    # RopePair.cpp: q's and k's rotations, one backend rotation each.
+    "loomrt_rope_pair_forward", "loomrt_rope_pair_backward",
     # Trace.cpp
     "loomrt_set_trace", "loomrt_pipeline_step", "loomrt_pipeline_tokens",
     "loomrt_pipeline_loss", "loomrt_set_grads_ready_hook", "loomrt_grads_ready",

@@ -114,32 +114,6 @@ void loomrt::backend::loomrt_rope_backward(
        pos, dy, dx, -1.0f);
 }
 
-void loomrt::backend::loomrt_rope_pair_forward(
-    loomrt_dtype dtype, int64_t B, int64_t S, int64_t N1, int64_t N2, int64_t D,
-    int64_t rot_dim, float theta, int32_t scaling, float factor,
-    float low_freq_factor, float high_freq_factor,
-    int64_t original_max_positions, const int32_t *pos, const void *x1,
-    const void *x2, void *y1, void *y2) {
-  LOOMRT_DEVICE_CALL(pos, x1, x2, y1, y2);
-  const Scaling s{scaling, factor, low_freq_factor, high_freq_factor,
-                       original_max_positions};
-  rope(dtype, B, S, N1, D, rot_dim, theta, s, pos, x1, y1, 1.0f);
-  rope(dtype, B, S, N2, D, rot_dim, theta, s, pos, x2, y2, 1.0f);
-}
-
-void loomrt::backend::loomrt_rope_pair_backward(
-    loomrt_dtype dtype, int64_t B, int64_t S, int64_t N1, int64_t N2, int64_t D,
-    int64_t rot_dim, float theta, int32_t scaling, float factor,
-    float low_freq_factor, float high_freq_factor,
-    int64_t original_max_positions, const int32_t *pos, const void *dy1,
-    const void *dy2, void *dx1, void *dx2) {
-  LOOMRT_DEVICE_CALL(pos, dy1, dy2, dx1, dx2);
-  const Scaling s{scaling, factor, low_freq_factor, high_freq_factor,
-                       original_max_positions};
-  rope(dtype, B, S, N1, D, rot_dim, theta, s, pos, dy1, dx1, -1.0f);
-  rope(dtype, B, S, N2, D, rot_dim, theta, s, pos, dy2, dx2, -1.0f);
-}
-
 void loomrt::backend::loomrt_document_ids(int64_t B, int64_t S,
                                           const int32_t *tokens, int32_t eod,
                                           int32_t *doc) {

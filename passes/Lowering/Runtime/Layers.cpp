@@ -198,25 +198,12 @@ LogicalResult lower(LinearOp op, LinearOp::Adaptor a, Emitter &e) {
   return success();
 }
 
-/// Whether `op` may write its result over `v`'s buffer: `v` is an op's
-/// value (a function's argument may be its caller's) in `op`'s block that
-/// nothing reads after `op`.
-static bool overwritable(Value v, Operation *op) {
-  Operation *def = v.getDefiningOp();
-  if (!def || def->getBlock() != op->getBlock())
-    return false;
-  return llvm::all_of(v.getUsers(), [&](Operation *user) {
-    return user == op ||
-           (user->getBlock() == op->getBlock() && user->isBeforeInBlock(op));
-  });
-}
-
 template <>
 LogicalResult lower(LinearGradOp op, LinearGradOp::Adaptor a, Emitter &e) {
   // Accumulated: the GEMM adds onto the value, in its buffer when nothing
   // reads it later, else onto a copy.
   if (Value acc = op.getAccumulate())
-    e.setResult(0, overwritable(acc, op)
+    e.setResult(0, overwritableAt(acc, op)
                        ? a.getAccumulate()
                        : e.copyOf(a.getAccumulate(), op.getInputGrad().getType()));
   Value dx = e.result(0), dw = e.result(1);
