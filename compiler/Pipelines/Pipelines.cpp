@@ -74,6 +74,9 @@ void loom::buildTfmFusePipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(fusion::createTfmFoldGradientAdds());
   pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseResidualNorms());
   pm.addNestedPass<func::FuncOp>(fusion::createTfmPairRopes());
+  pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseLinearGelu());
+  // After the folds: it fuses the chains they leave.
+  pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseMultiLinears());
   pm.addPass(sharding::createTfmVerifyDistribution());
 }
 
@@ -167,7 +170,8 @@ void loom::registerAllPipelines() {
   PassPipelineRegistration<>(
       "tfm-fuse",
       "Fold gradient sums into their producers, fuse residual adds with "
-      "their norms, pair q's and k's rotations, verifying after "
+      "their norms, pair q's and k's rotations, GELU into its GEMMs and "
+      "the linears of one input into one op, verifying after "
       "(loom-compile's fuse stage)",
       buildTfmFusePipeline);
   PassPipelineRegistration<>(

@@ -437,90 +437,171 @@ Dists RmsNormGradOp::inferResultDistributions() {
       normGrads(*this, getInput(), getGrad(), {getWeight()}, 1));
 }
 
-Dists LinearOp::inferResultDistributions() {
-  Value x = getInput(), w = getWeight(), b = getBias();
-  if (failed(notPartial(*this, "the weight", w,
+/// y = x W^T + b: the weight's out-features split gives the output's
+/// features; a contraction over split in-features, a partial sum.
+static FailureOr<DistAttr> linearDist(Operation *op, Value x, Value w,
+                                      Value b) {
+  if (failed(notPartial(op, "the weight", w,
                         "parameters are never partial sums")))
     return failure();
-  if (failed(sumsOnly(*this, "the input", x, "a linear map")))
+  if (failed(sumsOnly(op, "the input", x, "a linear map")))
     return failure();
   DistAttr xd = getDist(x);
   SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w);
   // The contraction: the input's features and the weight's in-features
   // split alike give a partial sum over the split's axes.
   if (xs.back() != ws[1])
-    return emitOpError() << "the input is " << of(x) << " and the weight "
-                         << of(w)
-                         << ": the input's features and the weight's "
-                            "in-features must be split alike (a "
-                            "row-parallel weight needs a split input)";
+    return op->emitOpError() << "the input is " << of(x) << " and the weight "
+                             << of(w)
+                             << ": the input's features and the weight's "
+                                "in-features must be split alike (a "
+                                "row-parallel weight needs a split input)";
   SmallVector<DimDist> out(xs.begin(), xs.end() - 1);
   out.push_back(ws[0]);
   FailureOr<DistAttr> y =
-      make(*this, x, out, concat(xd.getPartialAxes(), xs.back().axes));
+      make(op, x, out, concat(xd.getPartialAxes(), xs.back().axes));
   if (failed(y))
     return failure();
   if (b) {
-    if (failed(notPartial(*this, "the bias", b,
+    if (failed(notPartial(op, "the bias", b,
                           "parameters are never partial sums")))
       return failure();
     if (dimsOf(b)[0] != ws[0])
-      return emitOpError() << "the bias is " << of(b) << " and the weight "
-                           << of(w)
-                           << ": the bias must be split like the weight's "
-                              "out-features";
+      return op->emitOpError() << "the bias is " << of(b) << " and the weight "
+                               << of(w)
+                               << ": the bias must be split like the weight's "
+                                  "out-features";
     if (y->isPartial())
-      return emitOpError()
+      return op->emitOpError()
              << "adds its bias to " << describe(*y)
              << ", so every rank would add it; add it once after the "
                 "reduction (tfm.bias_add)";
   }
+  return y;
+}
+
+Dists LinearOp::inferResultDistributions() {
+  FailureOr<DistAttr> y = linearDist(*this, getInput(), getWeight(), getBias());
+  if (failed(y))
+    return failure();
   return SmallVector<DistAttr>{*y};
 }
 
-Dists LinearGradOp::inferResultDistributions() {
-  Value x = getInput(), w = getWeight(), dy = getGrad();
-  if (failed(notPartial(*this, "the weight", w,
+Dists LinearGeluOp::inferResultDistributions() {
+  FailureOr<DistAttr> y = linearDist(*this, getInput(), getWeight(), getBias());
+  if (failed(y))
+    return failure();
+  if (y->isPartial())
+    return emitOpError() << "applies GELU to " << describe(*y)
+                         << ": a nonlinear map needs the reduced value";
+  return SmallVector<DistAttr>{*y, *y};
+}
+
+Dists MultiLinearOp::inferResultDistributions() {
+  SmallVector<DistAttr> out;
+  for (auto [i, w] : llvm::enumerate(getWeights())) {
+    FailureOr<DistAttr> y =
+        linearDist(*this, getInput(), w,
+                   getBiases().empty() ? Value() : getBiases()[i]);
+    if (failed(y))
+      return failure();
+    out.push_back(*y);
+  }
+  return out;
+}
+
+/// tfm.linear_grad's input, weight and (with `bias`) bias gradients.
+static Dists linearGradDists(Operation *op, Value x, Value w, Value dy,
+                             bool bias) {
+  if (failed(notPartial(op, "the weight", w,
                         "parameters are never partial sums")) ||
-      failed(sameDims(*this, "the output gradient", dy, leadingDims(dy),
+      failed(sameDims(op, "the output gradient", dy, leadingDims(dy),
                       "the input", x, leadingDims(x), "token")))
     return failure();
   DistAttr xd = getDist(x), dyd = getDist(dy);
   if (xd.isPartial() && dyd.isPartial())
-    return emitOpError() << "the input (" << of(x)
-                         << ") and the output gradient (" << of(dy)
-                         << ") are both partial; their product is not";
+    return op->emitOpError() << "the input (" << of(x)
+                             << ") and the output gradient (" << of(dy)
+                             << ") are both partial; their product is not";
   for (DistAttr d : {xd, dyd})
     if (d.isPartial() && d.getReduction() != mesh::ReductionKind::Sum)
-      return emitOpError() << "a partial maximum is not a linear input";
+      return op->emitOpError() << "a partial maximum is not a linear input";
   SmallVector<DimDist> xs = dimsOf(x), ws = dimsOf(w), gs = dimsOf(dy);
   if (gs.back() != ws[0])
-    return emitOpError() << "the output gradient is " << of(dy)
-                         << " and the weight " << of(w)
-                         << ": the gradient's features and the weight's "
-                            "out-features must be split alike";
+    return op->emitOpError() << "the output gradient is " << of(dy)
+                             << " and the weight " << of(w)
+                             << ": the gradient's features and the weight's "
+                                "out-features must be split alike";
   // dx = dy W: a sum over the out-features.
   SmallVector<DimDist> dxDims(gs.begin(), gs.end() - 1);
   dxDims.push_back(ws[1]);
   FailureOr<DistAttr> dx =
-      make(*this, x, dxDims, concat(dyd.getPartialAxes(), gs.back().axes));
+      make(op, x, dxDims, concat(dyd.getPartialAxes(), gs.back().axes));
   if (failed(dx))
     return failure();
   // dW = dy^T x and db = sum(dy): sums over this rank's tokens.
   SmallVector<StringRef> tokens = axesOfDims(x, leadingDims(x));
   FailureOr<DistAttr> dw =
-      make(*this, w, {gs.back(), xs.back()},
+      make(op, w, {gs.back(), xs.back()},
            concat(tokens, concat(xd.getPartialAxes(), dyd.getPartialAxes())));
   if (failed(dw))
     return failure();
   SmallVector<DistAttr> out{*dx, *dw};
-  if (getBiasGrad()) {
+  if (bias) {
     FailureOr<DistAttr> db =
-        make(*this, w, {gs.back()}, concat(tokens, dyd.getPartialAxes()));
+        make(op, w, {gs.back()}, concat(tokens, dyd.getPartialAxes()));
     if (failed(db))
       return failure();
     out.push_back(*db);
   }
+  return out;
+}
+
+Dists LinearGradOp::inferResultDistributions() {
+  return withAccumulate(*this, getAccumulate(),
+                        linearGradDists(*this, getInput(), getWeight(),
+                                        getGrad(), bool(getBiasGrad())));
+}
+
+Dists LinearGradGeluOp::inferResultDistributions() {
+  Dists out = linearGradDists(*this, getInput(), getWeight(), getGrad(),
+                              bool(getBiasGrad()));
+  if (failed(out))
+    return failure();
+  DistAttr pre = getDist(getGeluInput());
+  if ((*out)[0] != pre)
+    return emitOpError() << "the GELU's input is " << of(getGeluInput())
+                         << " but the linear's input gradient is "
+                         << describe((*out)[0])
+                         << ": GELU's gradient needs them alike and reduced";
+  if (pre.isPartial())
+    return emitOpError() << "the GELU's input " << of(getGeluInput())
+                         << " is partial: a nonlinear map needs the reduced "
+                            "value";
+  return out;
+}
+
+Dists MultiLinearGradOp::inferResultDistributions() {
+  // dx sums every projection's input gradient: each must give one
+  // distribution; then the weights' gradients, then the biases'.
+  SmallVector<DistAttr> dx, dws, dbs;
+  bool bias = !getBiasGrads().empty();
+  for (auto [w, dy] : llvm::zip(getWeights(), getGrads())) {
+    Dists one = linearGradDists(*this, getInput(), w, dy, bias);
+    if (failed(one))
+      return failure();
+    if (!dx.empty() && (*one)[0] != dx.front())
+      return emitOpError() << "sums input gradients " << describe(dx.front())
+                           << " and " << describe((*one)[0]);
+    if (dx.empty())
+      dx.push_back((*one)[0]);
+    dws.push_back((*one)[1]);
+    if (bias)
+      dbs.push_back((*one)[2]);
+  }
+  SmallVector<DistAttr> out = dx;
+  llvm::append_range(out, dws);
+  llvm::append_range(out, dbs);
   return withAccumulate(*this, getAccumulate(), out);
 }
 

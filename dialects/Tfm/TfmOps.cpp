@@ -349,16 +349,49 @@ static LogicalResult verifyBias(Operation *op, StringRef what, Value bias,
   return success();
 }
 
-LogicalResult LinearOp::verify() {
-  FailureOr<SmallVector<int64_t>> out =
-      verifyLinear(*this, getInput(), getWeight());
-  if (failed(out) || failed(verifyBias(*this, "bias", getBias(), getWeight())))
+/// `result = input weight^T + bias` of tfm.linear and the fused linears.
+static LogicalResult verifyLinearResult(Operation *op, Value input,
+                                        Value weight, Value bias,
+                                        Value result) {
+  FailureOr<SmallVector<int64_t>> out = verifyLinear(op, input, weight);
+  if (failed(out) || failed(verifyBias(op, "bias", bias, weight)))
     return failure();
-  if (failed(checkSameElementType(*this, "result", getResult(), "input",
-                                  getInput())))
+  if (failed(checkSameElementType(op, "result", result, "input", input)))
     return failure();
-  return checkShape(*this, "result", getResult(), *out,
+  return checkShape(op, "result", result, *out,
                     "input shape with out_features last");
+}
+
+LogicalResult LinearOp::verify() {
+  return verifyLinearResult(*this, getInput(), getWeight(), getBias(),
+                            getResult());
+}
+
+LogicalResult LinearGeluOp::verify() {
+  if (getPreActivation().getType() != getResult().getType())
+    return emitOpError() << "the pre-activation is "
+                         << getPreActivation().getType() << " but the result "
+                         << getResult().getType() << " (GELU keeps the type)";
+  return verifyLinearResult(*this, getInput(), getWeight(), getBias(),
+                            getResult());
+}
+
+LogicalResult MultiLinearOp::verify() {
+  size_t n = getWeights().size();
+  if (n == 0)
+    return emitOpError() << "needs at least one weight";
+  if (!getBiases().empty() && getBiases().size() != n)
+    return emitOpError() << "has " << getBiases().size() << " biases for " << n
+                         << " weights (none or one each)";
+  if (getResults().size() != n)
+    return emitOpError() << "has " << getResults().size() << " results for "
+                         << n << " weights";
+  for (size_t i = 0; i < n; ++i)
+    if (failed(verifyLinearResult(
+            *this, getInput(), getWeights()[i],
+            getBiases().empty() ? Value() : getBiases()[i], getResults()[i])))
+      return failure();
+  return success();
 }
 
 LogicalResult LinearGradOp::verify() {
@@ -372,6 +405,55 @@ LogicalResult LinearGradOp::verify() {
     return failure();
   return checkShape(*this, "grad", getGrad(), *out,
                     "input shape with out_features last");
+}
+
+LogicalResult LinearGradGeluOp::verify() {
+  FailureOr<SmallVector<int64_t>> out =
+      verifyLinear(*this, getInput(), getWeight());
+  if (failed(out) ||
+      failed(verifyBias(*this, "bias_grad", getBiasGrad(), getWeight())) ||
+      failed(checkSameElementType(*this, "grad", getGrad(), "input",
+                                  getInput())))
+    return failure();
+  return checkShape(*this, "grad", getGrad(), *out,
+                    "input shape with out_features last");
+}
+
+LogicalResult MultiLinearGradOp::verify() {
+  size_t n = getWeights().size();
+  if (n == 0)
+    return emitOpError() << "needs at least one weight";
+  if (getGrads().size() != n || getWeightGrads().size() != n)
+    return emitOpError() << "has " << getGrads().size() << " output gradients "
+                         << "and " << getWeightGrads().size()
+                         << " weight gradients for " << n << " weights";
+  if (!getBiasGrads().empty() && getBiasGrads().size() != n)
+    return emitOpError() << "has " << getBiasGrads().size()
+                         << " bias gradients for " << n
+                         << " weights (none or one each)";
+  if (failed(verifyAccumulate(*this, getAccumulate(), getInputGrad())) ||
+      failed(checkSameElementType(*this, "input_grad", getInputGrad(), "input",
+                                  getInput())) ||
+      failed(checkShape(*this, "input_grad", getInputGrad(),
+                        tensorOf(getInput()).getShape(), "the input's")))
+    return failure();
+  for (size_t i = 0; i < n; ++i) {
+    Value w = getWeights()[i], dw = getWeightGrads()[i];
+    FailureOr<SmallVector<int64_t>> out = verifyLinear(*this, getInput(), w);
+    if (failed(out) ||
+        failed(verifyBias(*this, "bias_grad",
+                          getBiasGrads().empty() ? Value() : getBiasGrads()[i],
+                          w)) ||
+        failed(checkSameElementType(*this, "grad", getGrads()[i], "input",
+                                    getInput())) ||
+        failed(checkSameElementType(*this, "weight_grad", dw, "weight", w)) ||
+        failed(checkShape(*this, "weight_grad", dw, tensorOf(w).getShape(),
+                          "the weight's")) ||
+        failed(checkShape(*this, "grad", getGrads()[i], *out,
+                          "input shape with out_features last")))
+      return failure();
+  }
+  return success();
 }
 
 LogicalResult BiasAddOp::verify() {

@@ -478,6 +478,133 @@ def Tfm_LinearGradOp : Tfm_Op<"linear_grad", [Pure,
   let hasVerifier = 1;
 }
 
+// Fused linears: written by the fuse stage (passes/Fusion) after
+// differentiation, so none has a gradient rule. Each computes what the ops
+// it replaces compute, in one runtime call.
+
+def Tfm_LinearGeluOp : Tfm_Op<"linear_gelu", [Pure, Tfm_Distributed]> {
+  let summary = "tfm.linear and the GELU of its result, in one op";
+  let description = [{
+    `pre_activation = input W^T + bias` as tfm.linear computes it and
+    `result = gelu(pre_activation)` as tfm.gelu does (the GEMM with a GELU
+    epilogue that keeps its input for the backward, cuBLASLt's
+    GELU_AUX_BIAS). Written by tfm-fuse-linear-gelu.
+
+    ```mlir
+    %h, %a = tfm.linear_gelu %x, %w, %b tanh
+        : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<256xf32>
+        -> tensor<2x8x256xf32>, tensor<2x8x256xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Optional<Tfm_FloatTensor>:$bias,
+                       Tfm_GeluApprox:$approximate);
+  let results = (outs Tfm_FloatTensor:$pre_activation,
+                      Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? $approximate attr-dict `:` type($input)
+    `,` type($weight) (`,` type($bias)^)? `->` type($pre_activation) `,`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_LinearGradGeluOp : Tfm_Op<"linear_grad_gelu", [Pure,
+    AllTypesMatch<["input", "gelu_input", "input_grad"]>,
+    AllShapesMatch<["weight", "weight_grad"]>,
+    AllElementTypesMatch<["weight", "weight_grad"]>, Tfm_Distributed]> {
+  let summary = "tfm.linear_grad whose input gradient continues through the "
+                "GELU that made its input";
+  let description = [{
+    The linear after a GELU (`input = gelu(gelu_input)`): `input_grad =
+    gelu'(gelu_input) * (grad W)`, what tfm.linear_grad's input gradient
+    and the tfm.gelu_grad of it compute (the backward GEMM with cuBLASLt's
+    DGELU epilogue); `weight_grad` and `bias_grad` as tfm.linear_grad's.
+    Written by tfm-fuse-linear-gelu.
+
+    ```mlir
+    %dh, %dw, %db = tfm.linear_grad_gelu %a, %w, %dy gelu(%h) tanh
+        : tensor<2x8x256xf32>, tensor<64x256xf32>, tensor<2x8x64xf32> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Tfm_FloatTensor:$grad, Tfm_FloatTensor:$gelu_input,
+                       Tfm_GeluApprox:$approximate);
+  let results = (outs Tfm_FloatTensor:$input_grad, Tfm_FloatTensor:$weight_grad,
+                      Optional<Tfm_FloatTensor>:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $grad `gelu` `(` $gelu_input `)` $approximate
+    attr-dict `:` type($input) `,` type($weight) `,` type($grad)
+    `` custom<GradTypes>(ref(type($weight)), type($weight_grad))
+    (`->` type($bias_grad)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MultiLinearOp : Tfm_Op<"multi_linear", [Pure,
+    AttrSizedOperandSegments, Tfm_Distributed]> {
+  let summary = "linears of one input, in one op (q, k and v; gate and up)";
+  let description = [{
+    `results[i] = input weights[i]^T + biases[i]`, each as tfm.linear
+    computes it: the projections that read one input (attention's q, k and
+    v, a gated MLP's gate and up) in one runtime call, one GEMM where the
+    backend can batch them. `biases` is empty or one per weight. Written by
+    tfm-fuse-multi-linears.
+
+    ```mlir
+    %q, %k, %v = tfm.multi_linear %x [%wq, %wk, %wv] bias [%bq, %bk, %bv]
+        : tensor<2x8x64xf32> [tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>]
+          bias [tensor<64xf32>, tensor<32xf32>, tensor<32xf32>]
+        -> tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input,
+                       Variadic<Tfm_FloatTensor>:$weights,
+                       Variadic<Tfm_FloatTensor>:$biases);
+  let results = (outs Variadic<Tfm_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $input `[` $weights `]` (`bias` `[` $biases^ `]`)? attr-dict `:`
+    type($input) `[` type($weights) `]` (`bias` `[` type($biases)^ `]`)? `->`
+    type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_MultiLinearGradOp : Tfm_Op<"multi_linear_grad", [Pure,
+    AttrSizedOperandSegments, AttrSizedResultSegments, Tfm_Distributed]> {
+  let summary = "gradient of tfm.multi_linear";
+  let description = [{
+    `input_grad = sum_i grads[i] weights[i]` (plus `accumulate` when
+    present: the GEMMs add onto it, beta = 1), and each weight's and bias's
+    gradient as tfm.linear_grad computes it. What a chain of
+    tfm.linear_grad of one input, each accumulating onto the last one's
+    input gradient, computes, in one runtime call. `bias_grads` is empty or
+    one per weight. Written by tfm-fuse-multi-linears.
+
+    ```mlir
+    %dx, %dwq, %dwk = tfm.multi_linear_grad %x [%wq, %wk] [%dq, %dk]
+        : tensor<2x8x64xf32> [tensor<64x64xf32>, tensor<32x64xf32>]
+          [tensor<2x8x64xf32>, tensor<2x8x32xf32>]
+        -> tensor<2x8x64xf32> [tensor<64x64xf32>, tensor<32x64xf32>]
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input,
+                       Variadic<Tfm_FloatTensor>:$weights,
+                       Variadic<Tfm_FloatTensor>:$grads,
+                       Optional<Tfm_FloatTensor>:$accumulate);
+  let results = (outs Tfm_FloatTensor:$input_grad,
+                      Variadic<Tfm_FloatTensor>:$weight_grads,
+                      Variadic<Tfm_FloatTensor>:$bias_grads);
+  let assemblyFormat = [{
+    $input `[` $weights `]` `[` $grads `]`
+    (`accumulate` `(` $accumulate^ `:` type($accumulate) `)`)? attr-dict `:`
+    type($input) `[` type($weights) `]` `[` type($grads) `]` `->`
+    type($input_grad) `[` type($weight_grads) `]`
+    (`bias` `[` type($bias_grads)^ `]`)?
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Rotary position embedding
 //===----------------------------------------------------------------------===//

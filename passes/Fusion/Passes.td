@@ -89,4 +89,66 @@ def TfmPairRopes : Pass<"tfm-pair-ropes", "mlir::func::FuncOp"> {
   ];
 }
 
+def TfmFuseLinearGelu : Pass<"tfm-fuse-linear-gelu", "mlir::func::FuncOp"> {
+  let summary = "fuse GELU into the GEMMs around it";
+  let description = [{
+    A `tfm.linear` and the `tfm.gelu` of its result (in its block) become
+    one `tfm.linear_gelu` where the linear stood, returning the
+    pre-activation (what the GELU's gradient reads) and the activation. A
+    `tfm.linear_grad` of a GELU's output whose input gradient only a
+    `tfm.gelu_grad` reads becomes one `tfm.linear_grad_gelu` where the
+    linear_grad stood: the next layer's backward GEMM with GELU's gradient
+    as its epilogue (cuBLASLt's GELU_AUX_BIAS and DGELU). Each computes
+    what the two ops compute, rounded alike.
+
+    ```mlir
+    %h = tfm.linear %x, %w1, %b1 : ... -> tensor<2x8x256xf32>
+    %a = tfm.gelu %h tanh : tensor<2x8x256xf32>
+    // becomes
+    %h, %a = tfm.linear_gelu %x, %w1, %b1 tanh : ...
+
+    %da, %dw2, %db2 = tfm.linear_grad %a, %w2, %dy : ...
+    %dh = tfm.gelu_grad %h, %da tanh : tensor<2x8x256xf32>
+    // becomes
+    %dh, %dw2, %db2 = tfm.linear_grad_gelu %a, %w2, %dy gelu(%h) tanh : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numForward", "fused-forward", "Linears fused with their GELU">,
+    Statistic<"numBackward", "fused-backward",
+              "Linear gradients fused with a GELU's gradient">
+  ];
+}
+
+def TfmFuseMultiLinears : Pass<"tfm-fuse-multi-linears", "mlir::func::FuncOp"> {
+  let summary = "linears of one input in one op, forward and backward";
+  let description = [{
+    The `tfm.linear` ops of one block that read one input (attention's q,
+    k and v; a gated MLP's gate and up) become one `tfm.multi_linear`
+    where the first stood, when every weight and bias is known there and
+    all or none have a bias. In the backward, a chain of `tfm.linear_grad`
+    of one input where each accumulates onto the previous one's input
+    gradient (how tfm-fold-gradient-adds leaves their sum; run it first)
+    becomes one `tfm.multi_linear_grad` where the last stood, when nothing
+    reads the earlier links' weight and bias gradients before it. The sums
+    keep their order, so the results are the unfused ones bit for bit.
+
+    ```mlir
+    %q = tfm.linear %x, %wq : ...
+    %k = tfm.linear %x, %wk : ...
+    // becomes
+    %q, %k = tfm.multi_linear %x [%wq, %wk] : ...
+
+    %dk, %dwk = tfm.linear_grad %x, %wk, %gk : ...
+    %dx, %dwq = tfm.linear_grad %x, %wq, %gq accumulate(%dk : ...) : ...
+    // becomes
+    %dx, %dwk, %dwq = tfm.multi_linear_grad %x [%wk, %wq] [%gk, %gq] : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numForward", "fused-linears", "Linears fused">,
+    Statistic<"numBackward", "fused-linear-grads", "Linear gradients fused">
+  ];
+}
+
 #endif // LOOM_PASSES_FUSION_PASSES_TD

@@ -387,6 +387,36 @@ void rules::check(const LinearBackwardWeight &a) {
     REQUIRE(a.M == 0 || a.x, "x is NULL");
 }
 
+/// Linears of one input: count >= 1 and the host arrays every call reads
+/// (each linear's own sizes and tensors are checked by its call).
+template <typename MultiArgs>
+static void checkMulti(const MultiArgs &a, const void *arrays) {
+  REQUIRE(a.count >= 1, "count is %d (at least one linear)", int(a.count));
+  REQUIRE(a.N && arrays, "NULL host array");
+  for (int32_t i = 0; i < a.count; ++i)
+    REQUIRE(a.N[i] >= 0, "N[%d] is %lld", int(i), (long long)a.N[i]);
+}
+
+void rules::check(const MultiLinearForward &a) {
+  checkMulti(a, a.W && a.y ? a.W : nullptr);
+}
+
+void rules::check(const MultiLinearBackwardData &a) {
+  checkMulti(a, a.W && a.dy ? a.W : nullptr);
+}
+
+void rules::check(const MultiLinearBackwardWeight &a) {
+  checkMulti(a, a.dW && a.dy ? a.dW : nullptr);
+}
+
+void rules::check(const LinearGeluForward &a) {
+  checkGelu(a.kName, a.approximate);
+}
+
+void rules::check(const LinearBackwardDataGelu &a) {
+  checkGelu(a.kName, a.approximate);
+}
+
 //===----------------------------------------------------------------------===//
 // Normalization
 //===----------------------------------------------------------------------===//

@@ -56,6 +56,11 @@ void check(const args::Gemm &);
 void check(const args::LinearForward &);
 void check(const args::LinearBackwardData &);
 void check(const args::LinearBackwardWeight &);
+void check(const args::MultiLinearForward &);
+void check(const args::MultiLinearBackwardData &);
+void check(const args::MultiLinearBackwardWeight &);
+void check(const args::LinearGeluForward &);
+void check(const args::LinearBackwardDataGelu &);
 
 // Normalization.
 void check(const args::LayerNormForward &);

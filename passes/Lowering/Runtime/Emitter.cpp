@@ -150,6 +150,23 @@ rt::Ptr Emitter::int64Array(ArrayRef<int64_t> values) {
         ValueRange{b.create<arith::ConstantIndexOp>(theLoc, int64_t(i))});
   return ptr(array);
 }
+rt::Ptr Emitter::ptrArray(ValueRange memrefs) {
+  // The entries as int64 addresses: what memref can hold and the callee
+  // reads as pointers (x86-64: 8 bytes either way).
+  auto type = MemRefType::get({int64_t(memrefs.size())}, b.getI64Type());
+  Value array = b.create<memref::AllocaOp>(theLoc, type);
+  for (auto [i, m] : llvm::enumerate(memrefs)) {
+    Value address = i64(0);
+    if (m)
+      address = b.create<arith::IndexCastOp>(
+          theLoc, b.getI64Type(),
+          b.create<memref::ExtractAlignedPointerAsIndexOp>(theLoc, m));
+    b.create<memref::StoreOp>(
+        theLoc, address, array,
+        ValueRange{b.create<arith::ConstantIndexOp>(theLoc, int64_t(i))});
+  }
+  return ptr(array);
+}
 Type Emitter::i32Type() { return b.getI32Type(); }
 
 Value Emitter::addI64(Value v, int64_t c) {

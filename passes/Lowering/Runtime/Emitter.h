@@ -76,6 +76,9 @@ public:
   rt::I32 dtype(mlir::Type shapedType);
   /// A pointer to an int64 array holding `values` (a stack buffer).
   rt::Ptr int64Array(llvm::ArrayRef<int64_t> values);
+  /// A pointer to an array of the memrefs' data pointers (a stack buffer;
+  /// a null value gives a null entry).
+  rt::Ptr ptrArray(mlir::ValueRange memrefs);
   mlir::Type i32Type();
 
   // Arithmetic on int64 and f32 values the code computes at run time.

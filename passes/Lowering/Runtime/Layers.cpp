@@ -198,36 +198,147 @@ LogicalResult lower(LinearOp op, LinearOp::Adaptor a, Emitter &e) {
   return success();
 }
 
-template <>
-LogicalResult lower(LinearGradOp op, LinearGradOp::Adaptor a, Emitter &e) {
-  // Accumulated: the GEMM adds onto the value, in its buffer when nothing
-  // reads it later, else onto a copy.
-  if (Value acc = op.getAccumulate())
-    e.setResult(0, overwritableAt(acc, op)
-                       ? a.getAccumulate()
-                       : e.copyOf(a.getAccumulate(), op.getInputGrad().getType()));
-  Value dx = e.result(0), dw = e.result(1);
-  Value db = op.getBiasGrad() ? e.result(2) : Value();
-  rt::I64 m = e.i64(rows(dx)), n = e.i64(dim(a.getGrad(), -1)),
-          k = e.i64(dim(dx, -1));
-  e.call(rt::LinearBackwardData{.dtype = e.dtype(dx),
-                                .M = m,
-                                .N = n,
-                                .K = k,
-                                .dy = e.ptr(a.getGrad()),
-                                .W = e.ptr(a.getWeight()),
-                                .dx = e.ptr(dx),
-                                .accumulate = e.i32(op.getAccumulate() ? 1 : 0)});
-  e.call(rt::LinearBackwardWeight{.dtype = e.dtype(dx),
-                                  .M = m,
-                                  .N = n,
-                                  .K = k,
-                                  .dy = e.ptr(a.getGrad()),
-                                  .x = e.ptr(a.getInput()),
+/// The runtime's code of a GELU approximation (LOOMRT_GELU_TANH or _ERF).
+static int32_t geluCode(GeluApprox approximate) {
+  return approximate == GeluApprox::tanh ? 1 : 0;
+}
+
+/// The weight's (and bias's) gradient of a linear: dW = dy^T x.
+static void weightGradCall(Value x, Value dy, Value dw, Value db, Emitter &e) {
+  e.call(rt::LinearBackwardWeight{.dtype = e.dtype(x),
+                                  .M = e.i64(rows(x)),
+                                  .N = e.i64(dim(dy, -1)),
+                                  .K = e.i64(dim(x, -1)),
+                                  .dy = e.ptr(dy),
+                                  .x = e.ptr(x),
                                   .gdtype = e.dtype(dw),
                                   .dW = e.ptr(dw),
                                   .dbias = e.ptr(db),
                                   .accumulate = e.i32(0)});
+}
+
+/// An input gradient that adds onto `acc` (operand `accBuffer`): the GEMM
+/// adds in its buffer when nothing reads it later, else onto a copy.
+static void accumulateInto(Operation *op, Value acc, Value accBuffer,
+                           Emitter &e) {
+  if (acc)
+    e.setResult(0, overwritableAt(acc, op)
+                       ? accBuffer
+                       : e.copyOf(accBuffer, op->getResult(0).getType()));
+}
+
+template <>
+LogicalResult lower(LinearGradOp op, LinearGradOp::Adaptor a, Emitter &e) {
+  accumulateInto(op, op.getAccumulate(), a.getAccumulate(), e);
+  Value dx = e.result(0), dw = e.result(1);
+  Value db = op.getBiasGrad() ? e.result(2) : Value();
+  e.call(rt::LinearBackwardData{.dtype = e.dtype(dx),
+                                .M = e.i64(rows(dx)),
+                                .N = e.i64(dim(a.getGrad(), -1)),
+                                .K = e.i64(dim(dx, -1)),
+                                .dy = e.ptr(a.getGrad()),
+                                .W = e.ptr(a.getWeight()),
+                                .dx = e.ptr(dx),
+                                .accumulate = e.i32(op.getAccumulate() ? 1 : 0)});
+  weightGradCall(a.getInput(), a.getGrad(), dw, db, e);
+  return success();
+}
+
+template <>
+LogicalResult lower(LinearGeluOp op, LinearGeluOp::Adaptor a, Emitter &e) {
+  Value pre = e.result(0), out = e.result(1);
+  e.call(rt::LinearGeluForward{
+      .dtype = e.dtype(out),
+      .approximate = e.i32(geluCode(op.getApproximate())),
+      .M = e.i64(rows(out)),
+      .N = e.i64(dim(out, -1)),
+      .K = e.i64(dim(a.getInput(), -1)),
+      .x = e.ptr(a.getInput()),
+      .W = e.ptr(a.getWeight()),
+      .bias = e.ptr(a.getBias()),
+      .pre = e.ptr(pre),
+      .y = e.ptr(out)});
+  return success();
+}
+
+template <>
+LogicalResult lower(LinearGradGeluOp op, LinearGradGeluOp::Adaptor a,
+                    Emitter &e) {
+  Value dx = e.result(0), dw = e.result(1);
+  Value db = op.getBiasGrad() ? e.result(2) : Value();
+  e.call(rt::LinearBackwardDataGelu{
+      .dtype = e.dtype(dx),
+      .approximate = e.i32(geluCode(op.getApproximate())),
+      .M = e.i64(rows(dx)),
+      .N = e.i64(dim(a.getGrad(), -1)),
+      .K = e.i64(dim(dx, -1)),
+      .dy = e.ptr(a.getGrad()),
+      .W = e.ptr(a.getWeight()),
+      .gelu_input = e.ptr(a.getGeluInput()),
+      .dx = e.ptr(dx)});
+  weightGradCall(a.getInput(), a.getGrad(), dw, db, e);
+  return success();
+}
+
+/// The out-features of each weight of a fused linear.
+static SmallVector<int64_t> outFeatures(ValueRange weights) {
+  SmallVector<int64_t> n;
+  for (Value w : weights)
+    n.push_back(dim(w, 0));
+  return n;
+}
+
+template <>
+LogicalResult lower(MultiLinearOp op, MultiLinearOp::Adaptor a, Emitter &e) {
+  SmallVector<Value> outs = e.results();
+  e.call(rt::MultiLinearForward{
+      .dtype = e.dtype(outs.front()),
+      .count = e.i32(int64_t(outs.size())),
+      .M = e.i64(rows(outs.front())),
+      .K = e.i64(dim(a.getInput(), -1)),
+      .N = e.int64Array(outFeatures(a.getWeights())),
+      .x = e.ptr(a.getInput()),
+      .W = e.ptrArray(a.getWeights()),
+      .bias = a.getBiases().empty() ? e.null() : e.ptrArray(a.getBiases()),
+      .y = e.ptrArray(outs)});
+  return success();
+}
+
+template <>
+LogicalResult lower(MultiLinearGradOp op, MultiLinearGradOp::Adaptor a,
+                    Emitter &e) {
+  accumulateInto(op, op.getAccumulate(), a.getAccumulate(), e);
+  SmallVector<Value> all = e.results();
+  size_t n = op.getWeights().size();
+  Value dx = all.front();
+  ValueRange dws = ValueRange(all).slice(1, n),
+             dbs = ValueRange(all).drop_front(1 + n);
+  rt::I32 count = e.i32(int64_t(n));
+  rt::I64 m = e.i64(rows(dx)), k = e.i64(dim(dx, -1));
+  rt::Ptr outFeaturesArray = e.int64Array(outFeatures(a.getWeights()));
+  rt::Ptr dys = e.ptrArray(a.getGrads());
+  e.call(rt::MultiLinearBackwardData{
+      .dtype = e.dtype(dx),
+      .count = count,
+      .M = m,
+      .K = k,
+      .N = outFeaturesArray,
+      .dy = dys,
+      .W = e.ptrArray(a.getWeights()),
+      .dx = e.ptr(dx),
+      .accumulate = e.i32(op.getAccumulate() ? 1 : 0)});
+  e.call(rt::MultiLinearBackwardWeight{
+      .dtype = e.dtype(dx),
+      .count = count,
+      .M = m,
+      .K = k,
+      .N = outFeaturesArray,
+      .dy = dys,
+      .x = e.ptr(a.getInput()),
+      .gdtype = e.dtype(dws.front()),
+      .dW = e.ptrArray(dws),
+      .dbias = dbs.empty() ? e.null() : e.ptrArray(dbs),
+      .accumulate = e.i32(0)});
   return success();
 }
 
@@ -364,10 +475,6 @@ LogicalResult lower(RopePairGradOp op, RopePairGradOp::Adaptor a, Emitter &e) {
                               .dx1 = e.ptr(dx1),
                               .dx2 = e.ptr(dx2)});
   return success();
-}
-
-static int32_t geluCode(GeluApprox approx) {
-  return approx == GeluApprox::tanh;
 }
 
 template <>
@@ -604,6 +711,7 @@ void attachLayerLowerings(MLIRContext *ctx) {
   attach<EmbeddingOp, EmbeddingGradOp, PositionIdsOp, LayerNormOp,
          LayerNormGradOp, RmsNormOp, RmsNormGradOp, AddLayerNormOp,
          AddRmsNormOp, RopePairOp, RopePairGradOp, LinearOp, LinearGradOp,
+         LinearGeluOp, LinearGradGeluOp, MultiLinearOp, MultiLinearGradOp,
          RopeOp, RopeGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp, SwigluOp,
          SwigluGradOp, AddOp, BiasAddOp, RepeatKvOp, RepeatKvGradOp, DropoutOp,
          CastOp, PermuteChunksOp>(ctx);

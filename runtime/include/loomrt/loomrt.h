@@ -230,6 +230,52 @@ void loomrt_linear_backward_weight(loomrt_dtype dtype, int64_t M, int64_t N,
                                    loomrt_dtype gdtype, void *dW, void *dbias,
                                    int32_t accumulate);
 
+/* Linears of one input (attention's q, k and v; a gated MLP's gate and
+ * up): for i < count, y[i] [M,N[i]] = x [M,K] W[i]^T + bias[i], each as
+ * loomrt_linear_forward computes it. N, W, bias and y are host arrays of
+ * count entries (bias NULL: no biases; an entry NULL: none for that one). */
+void loomrt_multi_linear_forward(loomrt_dtype dtype, int32_t count, int64_t M,
+                                 int64_t K, const int64_t *N, const void *x,
+                                 const void *const *W,
+                                 const void *const *bias, void *const *y);
+
+/* Their input gradient: dx [M,K] = sum over i of dy[i] [M,N[i]] W[i]
+ * (accumulate: dx += ...), summed in the order given, each product added
+ * as loomrt_linear_backward_data with accumulate adds it. */
+void loomrt_multi_linear_backward_data(loomrt_dtype dtype, int32_t count,
+                                       int64_t M, int64_t K, const int64_t *N,
+                                       const void *const *dy,
+                                       const void *const *W, void *dx,
+                                       int32_t accumulate);
+
+/* Their parameter gradients, each as loomrt_linear_backward_weight
+ * computes it: dW[i] = dy[i]^T x and, when dbias is not NULL, dbias[i] =
+ * the sum of dy[i]'s rows. dy, dW and dbias are host arrays of count
+ * entries. */
+void loomrt_multi_linear_backward_weight(loomrt_dtype dtype, int32_t count,
+                                         int64_t M, int64_t K,
+                                         const int64_t *N,
+                                         const void *const *dy, const void *x,
+                                         loomrt_dtype gdtype,
+                                         void *const *dW, void *const *dbias,
+                                         int32_t accumulate);
+
+/* A linear layer and the GELU of its output: pre [M,N] = x W^T + bias as
+ * loomrt_linear_forward computes it, y = gelu(pre) as loomrt_gelu_forward
+ * does (approximate: LOOMRT_GELU_ERF or LOOMRT_GELU_TANH). */
+void loomrt_linear_gelu_forward(loomrt_dtype dtype, int32_t approximate,
+                                int64_t M, int64_t N, int64_t K,
+                                const void *x, const void *W,
+                                const void *bias, void *pre, void *y);
+
+/* The input gradient of a linear layer whose input a GELU made from
+ * gelu_input [M,K]: dx = gelu'(gelu_input) * (dy [M,N] W [N,K]), what
+ * loomrt_linear_backward_data and loomrt_gelu_backward compute. */
+void loomrt_linear_backward_data_gelu(loomrt_dtype dtype, int32_t approximate,
+                                      int64_t M, int64_t N, int64_t K,
+                                      const void *dy, const void *W,
+                                      const void *gelu_input, void *dx);
+
 /*===----------------------------------------------------------------------===*
  * Normalization (over the last dimension, of size H, for `rows` rows)
  *===----------------------------------------------------------------------===*/

@@ -1169,3 +1169,75 @@ func.func @f(%d: tensor<128x64xbf16>, %all: tensor<8xi32>) {
   %rows = tfm.moe_combine %d, %all on @expert axis "ep" : tensor<128x64xbf16>, tensor<8xi32> -> tensor<32x64xf32>
   return
 }
+
+// -----
+
+// Test: multi_linear biases, none or one per weight
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{has 1 biases for 2 weights (none or one each)}}
+  %a, %c = tfm.multi_linear %x [%w, %w] bias [%b] : tensor<2x4x32xf32> [tensor<16x32xf32>, tensor<16x32xf32>] bias [tensor<16xf32>] -> tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+// Test: multi_linear, one result per weight
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>) {
+  // expected-error @+1 {{has 1 results for 2 weights}}
+  %a = tfm.multi_linear %x [%w, %w] : tensor<2x4x32xf32> [tensor<16x32xf32>, tensor<16x32xf32>] -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+// Test: multi_linear, each weight's in_features
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>, %v: tensor<16x8xf32>) {
+  // expected-error @+1 {{weight in_features 8 does not match input feature size 32}}
+  %a, %c = tfm.multi_linear %x [%w, %v] : tensor<2x4x32xf32> [tensor<16x32xf32>, tensor<16x8xf32>] -> tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+// Test: multi_linear_grad, one output gradient per weight
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>, %dy: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{has 1 output gradients and 2 weight gradients for 2 weights}}
+  %dx, %dw1, %dw2 = tfm.multi_linear_grad %x [%w, %w] [%dy] : tensor<2x4x32xf32> [tensor<16x32xf32>, tensor<16x32xf32>] [tensor<2x4x16xf32>] -> tensor<2x4x32xf32> [tensor<16x32xf32>, tensor<16x32xf32>]
+  return
+}
+
+// -----
+
+// Test: multi_linear_grad, each output gradient's shape
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>, %dy: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{grad shape [2, 4, 8] does not match [2, 4, 16]}}
+  %dx, %dw = tfm.multi_linear_grad %x [%w] [%dy] : tensor<2x4x32xf32> [tensor<16x32xf32>] [tensor<2x4x8xf32>] -> tensor<2x4x32xf32> [tensor<16x32xf32>]
+  return
+}
+
+// -----
+
+// Test: multi_linear_grad accumulates onto the input gradient's type
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>, %dy: tensor<2x4x16xf32>, %r: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{accumulates onto 'tensor<2x4x16xf32>' but its input gradient is 'tensor<2x4x32xf32>'}}
+  %dx, %dw = tfm.multi_linear_grad %x [%w] [%dy] accumulate(%r : tensor<2x4x16xf32>) : tensor<2x4x32xf32> [tensor<16x32xf32>] [tensor<2x4x16xf32>] -> tensor<2x4x32xf32> [tensor<16x32xf32>]
+  return
+}
+
+// -----
+
+// Test: linear_gelu keeps the pre-activation's type
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>) {
+  // expected-error @+1 {{the pre-activation is 'tensor<2x4x16xf32>' but the result 'tensor<2x4x16xbf16>' (GELU keeps the type)}}
+  %h, %a = tfm.linear_gelu %x, %w tanh : tensor<2x4x32xf32>, tensor<16x32xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xbf16>
+  return
+}
+
+// -----
+
+// Test: linear_grad_gelu output gradient shape
+func.func @f(%a: tensor<2x4x16xf32>, %w: tensor<32x16xf32>, %dy: tensor<2x4x16xf32>, %h: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{grad shape [2, 4, 16] does not match [2, 4, 32]}}
+  %dh, %dw = tfm.linear_grad_gelu %a, %w, %dy gelu(%h) tanh : tensor<2x4x16xf32>, tensor<32x16xf32>, tensor<2x4x16xf32>
+  return
+}

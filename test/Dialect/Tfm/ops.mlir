@@ -82,6 +82,25 @@ func.func @norms(%x: tensor<2x8x32xbf16>, %w: tensor<32xbf16>, %b: tensor<32xbf1
   return
 }
 
+// CHECK-LABEL: func.func @fused_linears
+func.func @fused_linears(%x: tensor<2x8x32xbf16>, %wq: tensor<32x32xbf16>, %wk: tensor<16x32xbf16>,
+                         %bq: tensor<32xbf16>, %bk: tensor<16xbf16>, %dq: tensor<2x8x32xbf16>,
+                         %dk: tensor<2x8x16xbf16>, %w2: tensor<32x16xbf16>, %h: tensor<2x8x16xbf16>) {
+  // CHECK: tfm.multi_linear %{{.*}}[%{{.*}}, %{{.*}}] bias[%{{.*}}, %{{.*}}] : tensor<2x8x32xbf16>[tensor<32x32xbf16>, tensor<16x32xbf16>] bias[tensor<32xbf16>, tensor<16xbf16>] -> tensor<2x8x32xbf16>, tensor<2x8x16xbf16>
+  %q, %k = tfm.multi_linear %x [%wq, %wk] bias [%bq, %bk] : tensor<2x8x32xbf16> [tensor<32x32xbf16>, tensor<16x32xbf16>] bias [tensor<32xbf16>, tensor<16xbf16>] -> tensor<2x8x32xbf16>, tensor<2x8x16xbf16>
+  // CHECK: tfm.multi_linear %{{.*}}[%{{.*}}, %{{.*}}] : tensor<2x8x32xbf16>[tensor<32x32xbf16>, tensor<16x32xbf16>] -> tensor<2x8x32xbf16>, tensor<2x8x16xbf16>
+  %q2, %k2 = tfm.multi_linear %x [%wq, %wk] : tensor<2x8x32xbf16> [tensor<32x32xbf16>, tensor<16x32xbf16>] -> tensor<2x8x32xbf16>, tensor<2x8x16xbf16>
+  // CHECK: tfm.multi_linear_grad %{{.*}}[%{{.*}}, %{{.*}}] [%{{.*}}, %{{.*}}] : tensor<2x8x32xbf16>[tensor<32x32xbf16>, tensor<16x32xbf16>] [tensor<2x8x32xbf16>, tensor<2x8x16xbf16>] -> tensor<2x8x32xbf16>[tensor<32x32xbf16>, tensor<16x32xbf16>] bias[tensor<32xbf16>, tensor<16xbf16>]
+  %dx, %dwq, %dwk, %dbq, %dbk = tfm.multi_linear_grad %x [%wq, %wk] [%dq, %dk] : tensor<2x8x32xbf16> [tensor<32x32xbf16>, tensor<16x32xbf16>] [tensor<2x8x32xbf16>, tensor<2x8x16xbf16>] -> tensor<2x8x32xbf16> [tensor<32x32xbf16>, tensor<16x32xbf16>] bias [tensor<32xbf16>, tensor<16xbf16>]
+  // CHECK: tfm.multi_linear_grad %{{.*}}[%{{.*}}] [%{{.*}}] accumulate(%{{.*}} : tensor<2x8x32xbf16>) : tensor<2x8x32xbf16>[tensor<32x32xbf16>] [tensor<2x8x32xbf16>] -> tensor<2x8x32xbf16>[tensor<32x32xbf16>]{{$}}
+  %dx2, %dwq2 = tfm.multi_linear_grad %x [%wq] [%dq] accumulate(%dx : tensor<2x8x32xbf16>) : tensor<2x8x32xbf16> [tensor<32x32xbf16>] [tensor<2x8x32xbf16>] -> tensor<2x8x32xbf16> [tensor<32x32xbf16>]
+  // CHECK: tfm.linear_gelu %{{.*}}, %{{.*}}, %{{.*}} tanh : tensor<2x8x32xbf16>, tensor<16x32xbf16>, tensor<16xbf16> -> tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+  %pre, %a = tfm.linear_gelu %x, %wk, %bk tanh : tensor<2x8x32xbf16>, tensor<16x32xbf16>, tensor<16xbf16> -> tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+  // CHECK: tfm.linear_grad_gelu %{{.*}}, %{{.*}}, %{{.*}} gelu(%{{.*}}) none : tensor<2x8x16xbf16>, tensor<32x16xbf16>, tensor<2x8x32xbf16>{{$}}
+  %dh, %dw2 = tfm.linear_grad_gelu %a, %w2, %dq gelu(%h) none : tensor<2x8x16xbf16>, tensor<32x16xbf16>, tensor<2x8x32xbf16>
+  return
+}
+
 // CHECK-LABEL: func.func @linears
 func.func @linears(%x: tensor<2x8x32xf16>, %w: tensor<96x32xf16>, %b: tensor<96xf16>, %dy: tensor<2x8x96xf16>) {
   // CHECK: tfm.linear %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x32xf16>, tensor<96x32xf16>, tensor<96xf16> -> tensor<2x8x96xf16>

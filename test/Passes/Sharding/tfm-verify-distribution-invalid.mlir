@@ -350,3 +350,49 @@ module {
     return
   }
 }
+
+// -----
+
+// Test: GELU fused onto a linear whose output is a partial sum (a
+// row-parallel weight): GELU of the unreduced value is wrong
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, %w: tensor<8x8xf32, #tfm.dist<@dense, [[], [tp]]>>) {
+    // expected-error @+1 {{applies GELU to a partial sum over tp: a nonlinear map needs the reduced value}}
+    %h, %a = tfm.linear_gelu %x, %w tanh : tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<8x8xf32, #tfm.dist<@dense, [[], [tp]]>>
+        -> tensor<1x4x8xf32, #tfm.dist<@dense, partial = sum[tp]>>, tensor<1x4x8xf32, #tfm.dist<@dense, partial = sum[tp]>>
+    return
+  }
+}
+
+// -----
+
+// Test: a linear's input gradient through a GELU whose input is
+// distributed otherwise (a column-parallel weight gives a partial sum)
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%a: tensor<1x4x8xf32, #tfm.dist<@dense>>, %w: tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>,
+               %dy: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>) {
+    // expected-error @+1 {{the GELU's input is replicated but the linear's input gradient is a partial sum over tp}}
+    %dh, %dw = tfm.linear_grad_gelu %a, %w, %dy gelu(%a) tanh : tensor<1x4x8xf32, #tfm.dist<@dense>>, tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>, tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>
+    return
+  }
+}
+
+// -----
+
+// Test: linears of one input whose input gradients are distributed apart
+// cannot be summed
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x8xf32, #tfm.dist<@dense>>, %wc: tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>,
+               %wr: tensor<8x8xf32, #tfm.dist<@dense>>, %dyc: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>,
+               %dyr: tensor<1x4x8xf32, #tfm.dist<@dense>>) {
+    // expected-error @+1 {{sums input gradients a partial sum over tp and replicated}}
+    %dx, %dw1, %dw2 = tfm.multi_linear_grad %x [%wc, %wr] [%dyc, %dyr]
+        : tensor<1x4x8xf32, #tfm.dist<@dense>> [tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>, tensor<8x8xf32, #tfm.dist<@dense>>]
+          [tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<1x4x8xf32, #tfm.dist<@dense>>]
+        -> tensor<1x4x8xf32, #tfm.dist<@dense, partial = sum[tp]>> [tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>, tensor<8x8xf32, #tfm.dist<@dense>>]
+    return
+  }
+}

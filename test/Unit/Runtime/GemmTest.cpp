@@ -179,3 +179,93 @@ TEST(LinearTest, Bf16ActivationsIntoF32MainGrad) {
   expectClose(dW, want, 1e-6, 1e-6, "dW");
   expectClose(db, wantDb, 1e-6, 1e-6, "db");
 }
+
+/// The fused linears' entry points (runtime/common/FusedLinears.cpp) give
+/// exactly what the separate calls give, in every dtype: q, k and v of
+/// different widths with biases, their gradients summed in the given
+/// order onto an accumulated value; a linear with a GELU and the GELU's
+/// gradient on the next linear's input gradient.
+TEST(FusedLinearTest, EqualSeparateCalls) {
+  const int64_t M = 12, K = 16;
+  const int64_t widths[3] = {16, 8, 8};
+  for (loomrt_dtype dt : {LOOMRT_F32, LOOMRT_BF16, LOOMRT_F16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    Buf x(dt, randomVec(size_t(M * K), 1)), acc(dt, randomVec(size_t(M * K), 2));
+    std::vector<Buf> w, b, dy;
+    for (int i = 0; i < 3; ++i) {
+      w.emplace_back(dt, randomVec(size_t(widths[i] * K), 10 + i));
+      b.emplace_back(dt, randomVec(size_t(widths[i]), 20 + i));
+      dy.emplace_back(dt, randomVec(size_t(M * widths[i]), 30 + i));
+    }
+    const void *wp[3] = {w[0].data(), w[1].data(), w[2].data()};
+    const void *bp[3] = {b[0].data(), b[1].data(), b[2].data()};
+    const void *dyp[3] = {dy[0].data(), dy[1].data(), dy[2].data()};
+
+    std::vector<Buf> y, yRef, dW, dWRef, db, dbRef;
+    for (int i = 0; i < 3; ++i) {
+      y.emplace_back(dt, size_t(M * widths[i]));
+      yRef.emplace_back(dt, size_t(M * widths[i]));
+      dW.emplace_back(LOOMRT_F32, size_t(widths[i] * K));
+      dWRef.emplace_back(LOOMRT_F32, size_t(widths[i] * K));
+      db.emplace_back(LOOMRT_F32, size_t(widths[i]));
+      dbRef.emplace_back(LOOMRT_F32, size_t(widths[i]));
+      loomrt_linear_forward(dt, M, widths[i], K, x.data(), wp[i], bp[i],
+                            yRef[i].data());
+      loomrt_linear_backward_weight(dt, M, widths[i], K, dyp[i], x.data(),
+                                    LOOMRT_F32, dWRef[i].data(),
+                                    dbRef[i].data(), 0);
+    }
+    void *yp[3] = {y[0].data(), y[1].data(), y[2].data()};
+    loomrt_multi_linear_forward(dt, 3, M, K, widths, x.data(), wp, bp, yp);
+    void *dWp[3] = {dW[0].data(), dW[1].data(), dW[2].data()};
+    void *dbp[3] = {db[0].data(), db[1].data(), db[2].data()};
+    loomrt_multi_linear_backward_weight(dt, 3, M, K, widths, dyp, x.data(),
+                                        LOOMRT_F32, dWp, dbp, 0);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(y[i].values(), yRef[i].values()) << "y " << i;
+      EXPECT_EQ(dW[i].values(), dWRef[i].values()) << "dW " << i;
+      EXPECT_EQ(db[i].values(), dbRef[i].values()) << "db " << i;
+    }
+
+    // dx = acc + dy0 W0 + dy1 W1 + dy2 W2, added in that order.
+    Buf dx(dt, acc.values()), dxRef(dt, acc.values());
+    for (int i = 0; i < 3; ++i)
+      loomrt_linear_backward_data(dt, M, widths[i], K, dyp[i], wp[i],
+                                  dxRef.data(), 1);
+    loomrt_multi_linear_backward_data(dt, 3, M, K, widths, dyp, wp, dx.data(),
+                                      1);
+    EXPECT_EQ(dx.values(), dxRef.values());
+    Buf fresh(dt, size_t(M * K)), freshRef(dt, size_t(M * K));
+    loomrt_multi_linear_backward_data(dt, 2, M, K, widths, dyp, wp,
+                                      fresh.data(), 0);
+    loomrt_linear_backward_data(dt, M, widths[0], K, dyp[0], wp[0],
+                                freshRef.data(), 0);
+    loomrt_linear_backward_data(dt, M, widths[1], K, dyp[1], wp[1],
+                                freshRef.data(), 1);
+    EXPECT_EQ(fresh.values(), freshRef.values());
+
+    // fc1 [M,K] -> [M,16] with a GELU; fc2's input gradient through it.
+    const int64_t F = widths[0];
+    for (int32_t approx : {LOOMRT_GELU_ERF, LOOMRT_GELU_TANH}) {
+      Buf pre(dt, size_t(M * F)), act(dt, size_t(M * F)),
+          preRef(dt, size_t(M * F)), actRef(dt, size_t(M * F));
+      loomrt_linear_gelu_forward(dt, approx, M, F, K, x.data(), wp[0], bp[0],
+                                 pre.data(), act.data());
+      loomrt_linear_forward(dt, M, F, K, x.data(), wp[0], bp[0],
+                            preRef.data());
+      loomrt_gelu_forward(dt, approx, M * F, preRef.data(), actRef.data());
+      EXPECT_EQ(pre.values(), preRef.values());
+      EXPECT_EQ(act.values(), actRef.values());
+      // fc2: W [K, F], dy [M, K].
+      Buf w2(dt, randomVec(size_t(K * F), 40)), dh(dt, size_t(M * F)),
+          da(dt, size_t(M * F)), dhRef(dt, size_t(M * F));
+      loomrt_linear_backward_data_gelu(dt, approx, M, K, F, acc.data(),
+                                       w2.data(), pre.data(), dh.data());
+      loomrt_linear_backward_data(dt, M, K, F, acc.data(), w2.data(),
+                                  da.data(), 0);
+      loomrt_gelu_backward(dt, approx, M * F, preRef.data(), da.data(),
+                           dhRef.data());
+      EXPECT_EQ(dh.values(), dhRef.values()) << "approximate " << approx;
+    }
+  }
+}

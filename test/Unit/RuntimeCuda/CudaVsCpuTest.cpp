@@ -111,8 +111,10 @@ constexpr int kSkip = 77;
   X(loomrt_layer_norm_backward)                                                \
   X(loomrt_layer_norm_forward)                                                 \
   X(loomrt_linear_backward_data)                                               \
+  X(loomrt_linear_backward_data_gelu)                                          \
   X(loomrt_linear_backward_weight)                                             \
   X(loomrt_linear_forward)                                                     \
+  X(loomrt_linear_gelu_forward)                                                \
   X(loomrt_moe_drop)                                                           \
   X(loomrt_moe_permute)                                                        \
   X(loomrt_moe_permute_backward)                                               \
@@ -125,6 +127,9 @@ constexpr int kSkip = 77;
   X(loomrt_moe_take_expert_rows)                                               \
   X(loomrt_moe_unpermute)                                                      \
   X(loomrt_moe_unpermute_backward)                                             \
+  X(loomrt_multi_linear_backward_data)                                         \
+  X(loomrt_multi_linear_backward_weight)                                       \
+  X(loomrt_multi_linear_forward)                                               \
   X(loomrt_p2p_begin)                                                          \
   X(loomrt_p2p_end)                                                            \
   X(loomrt_position_ids)                                                       \
@@ -563,6 +568,41 @@ void testLinear() {
                                                gdt, dW0.get(), db0.get(), 0);
               return {dW.read(gdt), db.read(gdt), dW0.read(gdt), db0.read(gdt)};
             });
+  }
+  // The fused linears (composed from the calls above on every backend).
+  for (loomrt_dtype dt : kDtypes) {
+    const std::string t = dtName(dt);
+    const int64_t widths[2] = {36, 12};
+    const auto x = randomVec(size_t(M * K), 41), w0 = randomVec(size_t(36 * K), 42),
+               w1 = randomVec(size_t(12 * K), 43), dy0 = randomVec(size_t(M * 36), 44),
+               dy1 = randomVec(size_t(M * 12), 45);
+    check("multi_linear " + t, tolFor(dt), [&](Backend &be) -> Outs {
+      Dev xd(be, dt, x), a(be, dt, w0), b(be, dt, w1), g0(be, dt, dy0),
+          g1(be, dt, dy1), y0(be, dt, dy0), y1(be, dt, dy1), dx(be, dt, x),
+          dw0(be, LOOMRT_F32, w0), dw1(be, LOOMRT_F32, w1);
+      const void *ws[2] = {a.get(), b.get()}, *dys[2] = {g0.get(), g1.get()};
+      void *ys[2] = {y0.get(), y1.get()}, *dws[2] = {dw0.get(), dw1.get()};
+      be.loomrt_multi_linear_forward(dt, 2, M, K, widths, xd.get(), ws,
+                                     nullptr, ys);
+      be.loomrt_multi_linear_backward_data(dt, 2, M, K, widths, dys, ws,
+                                           dx.get(), 1);
+      be.loomrt_multi_linear_backward_weight(dt, 2, M, K, widths, dys,
+                                             xd.get(), LOOMRT_F32, dws,
+                                             nullptr, 0);
+      return {y0.read(dt), y1.read(dt), dx.read(dt), dw0.read(LOOMRT_F32),
+              dw1.read(LOOMRT_F32)};
+    });
+    check("linear_gelu " + t, tolFor(dt), [&](Backend &be) -> Outs {
+      // fc1 [K -> 36] with GELU, then fc2 [36 -> K]'s input gradient.
+      Dev xd(be, dt, x), a(be, dt, w0), pre(be, dt, dy0), act(be, dt, dy0),
+          w2(be, dt, w0), g(be, dt, x), dh(be, dt, dy0);
+      be.loomrt_linear_gelu_forward(dt, LOOMRT_GELU_TANH, M, 36, K, xd.get(),
+                                    a.get(), nullptr, pre.get(), act.get());
+      be.loomrt_linear_backward_data_gelu(dt, LOOMRT_GELU_TANH, M, K, 36,
+                                          g.get(), w2.get(), pre.get(),
+                                          dh.get());
+      return {pre.read(dt), act.read(dt), dh.read(dt)};
+    });
   }
 }
 
