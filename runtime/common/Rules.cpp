@@ -679,6 +679,23 @@ void rules::check(const Adamw &a) {
   REQUIRE(a.param && a.grad && a.exp_avg && a.exp_avg_sq, "NULL tensor");
 }
 
+// The table is host memory (loomrt.h), so the rule reads it; the tensors it
+// lists are not read.
+void rules::check(const AdamwMulti &a) {
+  REQUIRE(a.count >= 0, "negative tensor count %lld", (long long)a.count);
+  REQUIRE(a.step >= 1, "step %lld must be >= 1", (long long)a.step);
+  if (a.count == 0)
+    return;
+  REQUIRE(a.tensors, "NULL tensor table");
+  for (int64_t i = 0; i < a.count; ++i) {
+    const loomrt_adamw_tensor &t = a.tensors[i];
+    REQUIRE(t.n >= 0, "tensors[%lld]: negative element count %lld",
+            (long long)i, (long long)t.n);
+    REQUIRE(t.n == 0 || (t.param && t.grad && t.exp_avg && t.exp_avg_sq),
+            "tensors[%lld]: NULL tensor", (long long)i);
+  }
+}
+
 void rules::check(const ProfileEndStep &a) {
   REQUIRE(a.out, "NULL out");
 }

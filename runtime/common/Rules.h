@@ -109,6 +109,7 @@ void check(const args::CeLossFromParts &);
 void check(const args::MaskSum &);
 void check(const args::CeVocabParallelBackward &);
 void check(const args::Adamw &);
+void check(const args::AdamwMulti &);
 
 // Mixture of experts.
 void check(const args::MoeRouteForward &);

@@ -205,32 +205,52 @@ void installFaultHandler() {
   sigaction(SIGSEGV, &sa, &a.previous);
 }
 
+namespace {
+/// enter()'s and enterTable()'s check (under a.mutex); `prefix` goes
+/// before each name ("tensors[3]." for a table's entry).
+void checkTensors(const Arena &a, const char *function, const char *prefix,
+                  const char *names,
+                  std::initializer_list<const void *> tensors) {
+  const char *name = names;
+  for (const void *t : tensors) {
+    size_t len = std::strcspn(name, ",");
+    if (t && bufferOf(a, static_cast<const char *>(t)) == a.live.end()) {
+      std::fprintf(stderr,
+                   "loomrt: rank %d: device-contract violation in "
+                   "%s; call stack:\n",
+                   a.rank, function);
+      printStack(3);
+      fatal(function,
+            "argument '%s%.*s' (%p) is not device memory: under the device "
+            "contract tensors live in loomrt_alloc buffers and host data "
+            "enters through loomrt_copy",
+            prefix, int(len), name, t);
+    }
+    name += len;
+    name += std::strspn(name, ", ");
+  }
+}
+} // namespace
+
 void enter(const char *function, const char *names,
            std::initializer_list<const void *> tensors) {
   Arena &a = arena();
-  {
-    std::lock_guard<std::mutex> lock(a.mutex);
-    if (a.depth++ == 0) {
-      a.current = function;
-      protect(a, PROT_READ | PROT_WRITE);
-    }
-    const char *name = names;
-    for (const void *t : tensors) {
-      size_t len = std::strcspn(name, ",");
-      if (t && bufferOf(a, static_cast<const char *>(t)) == a.live.end()) {
-        std::fprintf(stderr, "loomrt: rank %d: device-contract violation in "
-                     "%s; call stack:\n", a.rank, function);
-        printStack(2);
-        fatal(function,
-              "argument '%.*s' (%p) is not device memory: under the device "
-              "contract tensors live in loomrt_alloc buffers and host data "
-              "enters through loomrt_copy",
-              int(len), name, t);
-      }
-      name += len;
-      name += std::strspn(name, ", ");
-    }
+  std::lock_guard<std::mutex> lock(a.mutex);
+  if (a.depth++ == 0) {
+    a.current = function;
+    protect(a, PROT_READ | PROT_WRITE);
   }
+  checkTensors(a, function, "", names, tensors);
+}
+
+void enterTable(const char *function, const char *table, int64_t index,
+                const char *names,
+                std::initializer_list<const void *> tensors) {
+  Arena &a = arena();
+  std::lock_guard<std::mutex> lock(a.mutex);
+  char prefix[96];
+  std::snprintf(prefix, sizeof prefix, "%s[%lld].", table, (long long)index);
+  checkTensors(a, function, prefix, names, tensors);
 }
 
 void leave() {

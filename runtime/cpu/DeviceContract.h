@@ -56,6 +56,14 @@ void enter(const char *function, const char *names,
            std::initializer_list<const void *> tensors);
 void leave();
 
+/// Inside an open call: checks the tensors that entry `index` of the host
+/// table `table` lists (loomrt_adamw_multi's), as enter() checks tensor
+/// arguments; the message calls them "table[index].name". The table itself
+/// is host memory, never listed: the entry point's rule reads it before the
+/// arena opens, so a table in the arena faults there. Only when enabled().
+void enterTable(const char *function, const char *table, int64_t index,
+                const char *names, std::initializer_list<const void *> tensors);
+
 /// enter() and leave() around a scope, when the check is on.
 class Scope {
 public:

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/AdamwStep.h"
 #include "runtime/common/Backend.h"
-#include "runtime/common/ClipCoefficient.h"
 #include "runtime/common/Profile.h"
 #include "runtime/cpu/Common.h"
 #include "runtime/cpu/DeviceContract.h"
@@ -412,36 +412,66 @@ void loomrt::backend::loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
 // AdamW
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// One tensor of a step that runs; model (NULL: none) receives the updated
+/// parameters block by block, rounded as loomrt_cast rounds them.
+void adamwTensor(const AdamwStep &s, float clip, float decay, int64_t n,
+                 float *param, const float *grad, float *m1, float *m2,
+                 loomrt_dtype modelDtype, void *model) {
+  parallelBlocks(n, [&](int64_t begin, int64_t len) {
+    // Local copies: the stores through float pointers could otherwise
+    // change them, which keeps the loop from vectorizing.
+    const AdamwStep step = s;
+    const float c = clip, d = decay;
+    for (int64_t i = begin; i < begin + len; ++i)
+      adamwElement(step, c, d, param, grad, m1, m2, i);
+    if (!model)
+      return;
+    if (modelDtype == LOOMRT_F32)
+      std::memcpy(static_cast<float *>(model) + begin, param + begin,
+                  size_t(len) * 4);
+    else
+      fromF32(param + begin, modelDtype, static_cast<char *>(model) + begin * 2,
+              len);
+  });
+}
+} // namespace
+
 void loomrt::backend::loomrt_adamw(int64_t n, float *param, const float *grad,
                                    float *exp_avg, float *exp_avg_sq, float lr,
                                    float beta1, float beta2, float eps,
                                    float weight_decay, int64_t step,
                                    const float *grad_sumsq, float max_norm) {
   LOOMRT_DEVICE_CALL(param, grad, exp_avg, exp_avg_sq, grad_sumsq);
-  if (n == 0)
+  float clip;
+  if (n == 0 || !adamwRuns(grad_sumsq, max_norm, clip))
     return;
-  float clip = 1.0f;
-  if (grad_sumsq) {
-    if (!std::isfinite(*grad_sumsq))
-      return; // skipped
-    clip = clipCoefficient(*grad_sumsq, max_norm);
-  }
-  // Same operation order as torch.optim.AdamW's single-tensor path (1.13),
-  // so the results agree to the last bit or two.
-  const float biasCorrection1 = 1.0f - std::pow(beta1, float(step));
-  const float biasCorrection2 = 1.0f - std::pow(beta2, float(step));
-  const float stepSize = lr / biasCorrection1;
-  const float bc2Sqrt = std::sqrt(biasCorrection2);
-  const float decay = 1.0f - lr * weight_decay;
-#pragma omp parallel for schedule(static) if (n > kMinParallelWork)
-  for (int64_t i = 0; i < n; ++i) {
-    float g = clip == 1.0f ? grad[i] : grad[i] * clip;
-    float p = param[i] * decay;
-    float m = beta1 * exp_avg[i] + (1.0f - beta1) * g;
-    float v = exp_avg_sq[i] * beta2 + (1.0f - beta2) * g * g;
-    float denom = std::sqrt(v) / bc2Sqrt + eps;
-    param[i] = p - stepSize * (m / denom);
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
+  const AdamwStep s(lr, beta1, beta2, eps, step);
+  adamwTensor(s, clip, s.decay(weight_decay), n, param, grad, exp_avg,
+              exp_avg_sq, LOOMRT_F32, nullptr);
+}
+
+void loomrt::backend::loomrt_adamw_multi(int64_t count,
+                                         const loomrt_adamw_tensor *tensors,
+                                         loomrt_dtype model_dtype, float lr,
+                                         float beta1, float beta2, float eps,
+                                         int64_t step, const float *grad_sumsq,
+                                         float max_norm) {
+  LOOMRT_DEVICE_CALL(grad_sumsq);
+  if (contract::enabled())
+    for (int64_t i = 0; i < count; ++i) {
+      const loomrt_adamw_tensor &t = tensors[i];
+      contract::enterTable(__func__, "tensors", i,
+                           "param, grad, exp_avg, exp_avg_sq, model",
+                           {t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.model});
+    }
+  float clip;
+  if (count == 0 || !adamwRuns(grad_sumsq, max_norm, clip))
+    return;
+  const AdamwStep s(lr, beta1, beta2, eps, step);
+  for (int64_t i = 0; i < count; ++i) {
+    const loomrt_adamw_tensor &t = tensors[i];
+    adamwTensor(s, clip, s.decay(t.weight_decay), t.n, t.param, t.grad,
+                t.exp_avg, t.exp_avg_sq, model_dtype, t.model);
   }
 }

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/common/AdamwStep.h"
 #include "runtime/common/Backend.h"
-#include "runtime/common/ClipCoefficient.h"
 #include "runtime/cuda/Common.h"
 
 #include <cmath>
@@ -452,29 +452,71 @@ void loomrt::backend::loomrt_dropout_backward(loomrt_dtype dtype, int64_t rows,
 //===----------------------------------------------------------------------===//
 
 namespace {
-// Same operation order as the cpu backend (torch.optim.AdamW's
-// single-tensor path). The skip and the clip coefficient come from the
-// gradient's sum of squares on the device (no host wait).
+// The arithmetic is the cpu backend's (AdamwStep.h). The skip and the clip
+// coefficient come from the gradient's sum of squares on the device (no
+// host wait).
 __global__ void adamwKernel(int64_t n, float *param, const float *grad,
-                            float *m1, float *m2, float beta1, float beta2,
-                            float eps, float stepSize, float bc2Sqrt,
+                            float *m1, float *m2, const AdamwStep step,
                             float decay, const float *sumsq, float maxNorm) {
-  float clip = 1.0f;
-  if (sumsq) {
-    const float s = *sumsq;
-    if (!isfinite(s))
-      return; // skipped
-    clip = loomrt::clipCoefficient(s, maxNorm);
-  }
+  float clip;
+  if (!adamwRuns(sumsq, maxNorm, clip))
+    return; // skipped
   GRID_STRIDE(i, n) {
-    const float g = clip == 1.0f ? grad[i] : grad[i] * clip;
-    const float p = param[i] * decay;
-    const float m = beta1 * m1[i] + (1.0f - beta1) * g;
-    const float v = m2[i] * beta2 + (1.0f - beta2) * g * g;
-    const float denom = sqrtf(v) / bc2Sqrt + eps;
-    param[i] = p - stepSize * (m / denom);
-    m1[i] = m;
-    m2[i] = v;
+    adamwElement(step, clip, decay, param, grad, m1, m2, i);
+  }
+}
+
+// loomrt_adamw_multi launches one kernel per group of up to kMultiTensors
+// tensors, whose table travels by value as the kernel's parameter: no
+// host-to-device copy, so a CUDA graph can capture the launch. Each tensor
+// is cut into chunks of kMultiChunk elements, one block per chunk.
+constexpr int kMultiTensors = 64;
+constexpr int64_t kMultiChunk = 16 * kThreads;
+
+struct MultiTensor {
+  float *param;
+  const float *grad;
+  float *m1, *m2;
+  void *model; // NULL: no cast
+  int64_t n;
+  float decay;
+};
+
+struct MultiLaunch {
+  AdamwStep step;
+  const float *sumsq;
+  float maxNorm;
+  loomrt_dtype modelDtype;
+  int32_t count;
+  // Tensor k owns blocks [firstBlock[k], firstBlock[k + 1]).
+  int32_t firstBlock[kMultiTensors + 1];
+  MultiTensor tensors[kMultiTensors];
+};
+// The classic limit of a kernel's parameters, which every toolkit accepts.
+static_assert(sizeof(MultiLaunch) <= 4096, "kernel parameters over 4 KB");
+
+__global__ void adamwMultiKernel(const __grid_constant__ MultiLaunch a) {
+  float clip;
+  if (!adamwRuns(a.sumsq, a.maxNorm, clip))
+    return; // skipped
+  // This block's tensor: the last one starting at or before it.
+  const int32_t block = int32_t(blockIdx.x);
+  int lo = 0, hi = a.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.firstBlock[mid] <= block)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const MultiTensor &t = a.tensors[lo];
+  const int64_t begin = int64_t(block - a.firstBlock[lo]) * kMultiChunk;
+  const int64_t end = begin + kMultiChunk < t.n ? begin + kMultiChunk : t.n;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const float p =
+        adamwElement(a.step, clip, t.decay, t.param, t.grad, t.m1, t.m2, i);
+    if (t.model)
+      st(t.model, a.modelDtype, i, p); // loomrt_cast's rounding
   }
 }
 } // namespace
@@ -487,13 +529,44 @@ void loomrt::backend::loomrt_adamw(int64_t n, float *param, const float *grad,
   if (n == 0)
     return;
   // The scalars are computed on the host exactly as the cpu backend does.
-  const float biasCorrection1 = 1.0f - std::pow(beta1, float(step));
-  const float biasCorrection2 = 1.0f - std::pow(beta2, float(step));
-  const float stepSize = lr / biasCorrection1;
-  const float bc2Sqrt = std::sqrt(biasCorrection2);
-  const float decay = 1.0f - lr * weight_decay;
+  const AdamwStep s(lr, beta1, beta2, eps, step);
   adamwKernel<<<gridFor(n), kThreads, 0, stream()>>>(
-      n, param, grad, exp_avg, exp_avg_sq, beta1, beta2, eps, stepSize, bc2Sqrt,
-      decay, grad_sumsq, max_norm);
+      n, param, grad, exp_avg, exp_avg_sq, s, s.decay(weight_decay),
+      grad_sumsq, max_norm);
   CUDA_CHECK_LAUNCH();
+}
+
+void loomrt::backend::loomrt_adamw_multi(int64_t count,
+                                         const loomrt_adamw_tensor *tensors,
+                                         loomrt_dtype model_dtype, float lr,
+                                         float beta1, float beta2, float eps,
+                                         int64_t step, const float *grad_sumsq,
+                                         float max_norm) {
+  MultiLaunch a{AdamwStep(lr, beta1, beta2, eps, step), grad_sumsq, max_norm,
+                model_dtype, 0, {}, {}};
+  int64_t blocks = 0;
+  auto launch = [&] {
+    if (a.count == 0)
+      return;
+    a.firstBlock[a.count] = int32_t(blocks);
+    adamwMultiKernel<<<unsigned(blocks), kThreads, 0, stream()>>>(a);
+    CUDA_CHECK_LAUNCH();
+    a.count = 0;
+    blocks = 0;
+  };
+  for (int64_t i = 0; i < count; ++i) {
+    const loomrt_adamw_tensor &t = tensors[i];
+    if (t.n == 0)
+      continue;
+    const int64_t need = (t.n + kMultiChunk - 1) / kMultiChunk;
+    LOOMRT_CHECK(need <= INT32_MAX, "tensors[%lld]: %lld elements are too many",
+                 (long long)i, (long long)t.n);
+    if (a.count == kMultiTensors || blocks + need > INT32_MAX)
+      launch();
+    a.firstBlock[a.count] = int32_t(blocks);
+    a.tensors[a.count++] = {t.param, t.grad, t.exp_avg, t.exp_avg_sq,
+                            t.model, t.n, a.step.decay(t.weight_decay)};
+    blocks += need;
+  }
+  launch();
 }

@@ -229,6 +229,8 @@ private:
   /// The f32 main parameters of an owned piece: the model buffer itself
   /// for f32 parameters.
   float *mainOf(const TrainBucket &b, const FlatPiece &piece) const;
+  /// Fills adamwTables from the owned pieces (once, after the settings).
+  void buildAdamwTables();
   void reportOptimizerMemory();
   void save();
   /// Test hook: rank 0 dies between a save's two renames when told to
@@ -323,6 +325,14 @@ private:
   std::set<int64_t> signalledChunks;
   std::vector<loomrt_request> inFlight;
   float *ownGrads = nullptr;    // reduced main grads of the owned slices
+  // The optimizer's tensors, one loomrt_adamw_multi call per table a step:
+  // the owned pieces, with the model copy each writes (none for f32
+  // parameters and sliced buckets), one table per dtype of those copies.
+  struct AdamwTable {
+    std::optional<loomrt_dtype> modelDtype; // none yet: takes any
+    std::vector<loomrt_adamw_tensor> tensors;
+  };
+  std::vector<AdamwTable> adamwTables;
   loomrt_dtype gatherDtype = LOOMRT_F32; // of the parameter all-gather
   bool mixedPrecision = false; // f32 main params apart from the model's
   bool dynamicScaling = false; // f16: DynamicLossScaler

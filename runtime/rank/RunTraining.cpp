@@ -222,6 +222,7 @@ void Run::setUpTraining() {
       sc.hysteresisTracker = opts.hysteresis;
     }
     state.hasScaler = dynamicScaling;
+    buildAdamwTables();
     if (state.consumedSamples % samplesPerStep != 0)
       throw Error("the checkpoint consumed " +
                   std::to_string(state.consumedSamples) +
@@ -312,6 +313,40 @@ void Run::loadOptimizerState() {
   for (const TrainParam &t : trained)
     if (t.spec->dtype != LOOMRT_F32)
       loomrt_cast(LOOMRT_F32, main + t.offset, t.spec->dtype, t.model, t.n);
+}
+
+void Run::buildAdamwTables() {
+  // The pieces, their buffers and decays stay the same from step to step.
+  const float decay = float(state.adamw.weightDecay);
+  for (const TrainBucket &b : buckets)
+    for (const FlatPiece &pc : b.owned) {
+      const TrainParam &t = trained[pc.param];
+      int64_t at = stateOffset(b, pc);
+      loomrt_adamw_tensor x = {};
+      x.n = pc.n;
+      x.param = mainOf(b, pc);
+      x.grad = ownGrads + at;
+      x.exp_avg = expAvg + at;
+      x.exp_avg_sq = expAvgSq + at;
+      x.weight_decay = t.decay ? decay : 0.0f;
+      // f32 parameters are their own main parameters; a sliced bucket's
+      // parameters come back by the all-gather.
+      std::optional<loomrt_dtype> modelDtype;
+      if (!b.sharded() && t.spec->dtype != LOOMRT_F32) {
+        x.model = static_cast<char *>(t.model) +
+                  pc.paramOffset * dtypeBytes(t.spec->dtype);
+        modelDtype = t.spec->dtype;
+      }
+      auto tab = std::find_if(
+          adamwTables.begin(), adamwTables.end(), [&](const AdamwTable &a) {
+            return !modelDtype || !a.modelDtype || a.modelDtype == modelDtype;
+          });
+      if (tab == adamwTables.end())
+        tab = adamwTables.insert(tab, AdamwTable{});
+      if (modelDtype)
+        tab->modelDtype = modelDtype;
+      tab->tensors.push_back(x);
+    }
 }
 
 void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
@@ -421,20 +456,12 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
     loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, stats,
                       stats, kStepStats);
   const AdamWConfig &ad = state.adamw;
-  for (const TrainBucket &b : buckets)
-    for (const FlatPiece &pc : b.owned) {
-      const TrainParam &t = trained[pc.param];
-      int64_t at = stateOffset(b, pc);
-      loomrt_adamw(pc.n, mainOf(b, pc), ownGrads + at, expAvg + at,
-                   expAvgSq + at, float(result.lr), float(ad.beta1),
-                   float(ad.beta2), float(ad.eps),
-                   t.decay ? float(ad.weightDecay) : 0.0f,
-                   state.optimizerSteps + 1, stats + kSumSquares,
-                   float(ad.clipGrad));
-      // A sliced bucket's parameters come back by the all-gather.
-      if (!b.sharded() && t.spec->dtype != LOOMRT_F32)
-        loomrt_cast(LOOMRT_F32, mainOf(b, pc), t.spec->dtype, t.model, pc.n);
-    }
+  for (const AdamwTable &tab : adamwTables)
+    loomrt_adamw_multi(int64_t(tab.tensors.size()), tab.tensors.data(),
+                       tab.modelDtype.value_or(LOOMRT_F32), float(result.lr),
+                       float(ad.beta1), float(ad.beta2), float(ad.eps),
+                       state.optimizerSteps + 1, stats + kSumSquares,
+                       float(ad.clipGrad));
   if (distributed)
     allGatherParams();
 

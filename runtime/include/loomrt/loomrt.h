@@ -38,9 +38,10 @@
  *   device backend allocates device memory there, so compiled programs
  *   touch tensors only through runtime calls (loomrt_copy for host I/O).
  *   On the cuda backend every tensor argument (int32 ids, positions,
- *   masks and f32 statistics included) is device memory; shape arrays and
- *   group lists are host arrays; the single-float outputs `loss`,
- *   `masked_sum` and `mask_sum` may point to host or device memory.
+ *   masks and f32 statistics included) is device memory; shape arrays,
+ *   group lists and loomrt_adamw_multi's table are host arrays (the
+ *   tensors the table lists are device memory); the single-float outputs
+ *   `loss`, `masked_sum` and `mask_sum` may point to host or device memory.
  * - Calls are ordered: each sees the effects of the earlier calls of its
  *   rank. The cpu backend finishes every call before returning; kernels use
  *   the calling thread plus a pool of worker threads (OpenMP, sized by
@@ -851,6 +852,34 @@ void loomrt_adamw(int64_t n, float *param, const float *grad, float *exp_avg,
                   float *exp_avg_sq, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int64_t step,
                   const float *grad_sumsq, float max_norm);
+
+/* One tensor of loomrt_adamw_multi: n elements of f32 main parameters,
+ * their gradient and moments (backend memory, as loomrt_adamw's), the
+ * tensor's weight decay, and model (NULL: none), n elements of backend
+ * memory that receive the updated parameters cast to the call's
+ * model_dtype (the model's bf16/f16 copy). */
+typedef struct loomrt_adamw_tensor {
+  int64_t n;
+  float *param;
+  const float *grad;
+  float *exp_avg;
+  float *exp_avg_sq;
+  void *model;
+  float weight_decay;
+} loomrt_adamw_tensor;
+
+/* loomrt_adamw on each of count tensors, listed in the host array tensors,
+ * with the shared scalars of loomrt_adamw (one skip and clip decision for
+ * all), each followed by loomrt_cast(LOOMRT_F32, param, model_dtype, model,
+ * n) where model is not NULL: every tensor ends bitwise as those two calls
+ * leave it, and a skipped step writes nothing. The tensors must not
+ * overlap. One call replaces two per parameter (a handful of kernel
+ * launches on cuda: apex's multi-tensor apply); the table is read during
+ * the call only. */
+void loomrt_adamw_multi(int64_t count, const loomrt_adamw_tensor *tensors,
+                        loomrt_dtype model_dtype, float lr, float beta1,
+                        float beta2, float eps, int64_t step,
+                        const float *grad_sumsq, float max_norm);
 
 /*===----------------------------------------------------------------------===*
  * Communication (MPI on the cpu backend, NCCL on cuda)

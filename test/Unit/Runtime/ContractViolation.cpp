@@ -10,9 +10,12 @@
 //   host-write   the host writes it
 //   host-tensor  a host buffer passed to a kernel as a tensor
 //   host-comm    a host buffer passed to a collective
+//   host-table   a host buffer listed as a tensor in loomrt_adamw_multi's
+//                table (the table itself is host memory, as it must be)
 //   bad-free     loomrt_free of a host pointer
 //   allowed      only legal uses (copies both ways, scalar outputs on the
-//                host, kernels on device memory): must succeed
+//                host, kernels on device memory, a host table of device
+//                tensors): must succeed
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +52,15 @@ int main(int argc, char **argv) {
     float maskedSum = 0, maskSum = 0; // host scalar outputs are allowed
     loomrt_ce_loss_from_parts(n, dev, dev, dev, nullptr, nullptr, &maskedSum,
                               &maskSum);
+    // A table of device tensors on the host; the state is separate, so
+    // the printed results stay the same.
+    auto *state = static_cast<float *>(loomrt_alloc(4 * n * 4));
+    loomrt_zero(state, 4 * n * 4);
+    loomrt_adamw_tensor table[1] = {
+        {n, state, state + n, state + 2 * n, state + 3 * n, nullptr, 0.1f}};
+    loomrt_adamw_multi(1, table, LOOMRT_BF16, 1e-3f, 0.9f, 0.95f, 1e-8f, 1, sum,
+                       1.0f);
+    loomrt_free(state);
     float back[n], total = 0;
     loomrt_copy(back, dev, n * 4);
     loomrt_copy(&total, sum, 4);
@@ -64,6 +76,11 @@ int main(int argc, char **argv) {
   } else if (!std::strcmp(mode, "host-comm")) {
     loomrt_all_reduce(loomrt_comm_world(), LOOMRT_F32, LOOMRT_SUM, host, host,
                       n);
+  } else if (!std::strcmp(mode, "host-table")) {
+    loomrt_adamw_tensor table[2] = {{n, dev, dev, dev, dev, nullptr, 0.0f},
+                                    {n, dev, host, dev, dev, nullptr, 0.0f}};
+    loomrt_adamw_multi(2, table, LOOMRT_F32, 1e-3f, 0.9f, 0.95f, 1e-8f, 1,
+                       nullptr, 0.0f);
   } else if (!std::strcmp(mode, "bad-free")) {
     loomrt_free(host);
   } else {

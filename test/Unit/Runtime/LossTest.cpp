@@ -1,7 +1,9 @@
 //===- LossTest.cpp - Embedding, cross-entropy, AdamW ---------------------===//
 
 #include "test/Unit/Runtime/TestUtil.h"
+#include <cstring>
 #include <limits>
+#include <string>
 
 using namespace loomrt_test;
 
@@ -327,6 +329,77 @@ TEST(AdamWTest, SkipsAndClipsFromTheDeviceSumOfSquares) {
   EXPECT_EQ(step(&sumsq, 0.5f, g), step(nullptr, 0.0f, scaled));
   EXPECT_EQ(step(&sumsq, 8.0f, g), step(nullptr, 0.0f, g));
   EXPECT_EQ(step(&sumsq, 0.0f, g), step(nullptr, 0.0f, g)); // clipping off
+}
+
+TEST(AdamWTest, MultiEqualsAdamwThenCastBitwise) {
+  // Odd sizes (one across blocks, one across threads, an empty one), decay
+  // on some, a model copy on some; three steps: clipped, skipped (inf),
+  // plain. Every buffer must end bit for bit as per-tensor loomrt_adamw and
+  // loomrt_cast leave it.
+  const std::vector<int64_t> sizes = {1, 4097, 37, 0, 33001};
+  const std::vector<float> decays = {0.1f, 0.0f, 0.1f, 0.3f, 0.0f};
+  const std::vector<bool> hasModel = {true, true, false, true, true};
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<float, float>> steps = {
+      {2500.0f, 1.0f}, {inf, 1.0f}, {0.25f, 1.0f}}; // grad_sumsq, max_norm
+  for (loomrt_dtype dt : {LOOMRT_F32, LOOMRT_BF16, LOOMRT_F16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    const size_t count = sizes.size();
+    const int64_t w = loomrt_dtype_size(dt);
+    struct State {
+      std::vector<float> p, g, m, v;
+      std::vector<char> model;
+    };
+    std::vector<State> multi(count);
+    for (size_t k = 0; k < count; ++k) {
+      size_t n = size_t(sizes[k]);
+      multi[k] = {randomVec(n, uint32_t(50 + k)),
+                  randomVec(n, uint32_t(60 + k)), std::vector<float>(n, 0.01f),
+                  std::vector<float>(n, 0.02f),
+                  std::vector<char>(n * size_t(w), char(0x5a))};
+    }
+    std::vector<State> single = multi;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const float sumsq = steps[s].first, maxNorm = steps[s].second;
+      const int64_t step = int64_t(s) + 1;
+      std::vector<loomrt_adamw_tensor> table(count);
+      for (size_t k = 0; k < count; ++k) {
+        State &x = multi[k];
+        table[k] = {sizes[k],   x.p.data(),
+                    x.g.data(), x.m.data(),
+                    x.v.data(), hasModel[k] ? x.model.data() : nullptr,
+                    decays[k]};
+        State &y = single[k];
+        loomrt_adamw(sizes[k], y.p.data(), y.g.data(), y.m.data(), y.v.data(),
+                     1e-2f, 0.9f, 0.95f, 1e-8f, decays[k], step, &sumsq,
+                     maxNorm);
+        if (hasModel[k])
+          loomrt_cast(LOOMRT_F32, y.p.data(), dt, y.model.data(), sizes[k]);
+      }
+      const std::vector<State> before = multi;
+      loomrt_adamw_multi(int64_t(count), table.data(), dt, 1e-2f, 0.9f, 0.95f,
+                         1e-8f, step, &sumsq, maxNorm);
+      auto same = [](const auto &a, const auto &b) {
+        return a.size() == b.size() &&
+               std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+      };
+      for (size_t k = 0; k < count; ++k) {
+        SCOPED_TRACE("step " + std::to_string(step) + ", tensor " +
+                     std::to_string(k));
+        EXPECT_TRUE(same(multi[k].p, single[k].p)) << "param";
+        EXPECT_TRUE(same(multi[k].m, single[k].m)) << "exp_avg";
+        EXPECT_TRUE(same(multi[k].v, single[k].v)) << "exp_avg_sq";
+        EXPECT_TRUE(same(multi[k].model, single[k].model)) << "model";
+        // The skipped step writes nothing; the others move every tensor.
+        EXPECT_EQ(same(multi[k].p, before[k].p),
+                  !std::isfinite(sumsq) || sizes[k] == 0)
+            << "param changed or not";
+        EXPECT_EQ(same(multi[k].model, before[k].model),
+                  !std::isfinite(sumsq) || sizes[k] == 0 || !hasModel[k])
+            << "model copy written or not";
+      }
+    }
+  }
 }
 
 TEST(CrossEntropyTest, SafeDivideTakesTheMeanOnTheDevice) {

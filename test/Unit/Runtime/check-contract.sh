@@ -34,6 +34,9 @@ case "$mode" in
   host-comm)
     expect="loomrt_all_reduce: argument 'send' (.*) is not device memory"
     stack="main" ;;
+  host-table)
+    expect="loomrt_adamw_multi: argument 'tensors\[1\].grad' (.*) is not device memory"
+    stack="main" ;;
   bad-free)
     expect="loomrt_free: .* is not a live loomrt_alloc buffer"
     stack="" ;;
@@ -45,7 +48,8 @@ if [ -n "$stack" ]; then
   echo "$out" | grep -q "^  .*($stack" || fail "the call stack does not name $stack"
 fi
 # Without the check the cpu backend lets it pass (host-read, host-write,
-# host-tensor and host-comm are all legal host memory accesses there).
+# host-tensor, host-comm and host-table are all legal host memory accesses
+# there).
 if [ "$mode" != bad-free ]; then
   run "$exe" "$mode" > /dev/null || fail "the plain run failed too"
 fi

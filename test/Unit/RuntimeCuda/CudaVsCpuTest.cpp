@@ -57,6 +57,7 @@ constexpr int kSkip = 77;
 #define LOOMRT_FUNCTIONS(X)                                                    \
   X(loomrt_abort)                                                              \
   X(loomrt_adamw)                                                              \
+  X(loomrt_adamw_multi)                                                        \
   X(loomrt_add)                                                                \
   X(loomrt_add_bias)                                                           \
   X(loomrt_add_layer_norm_forward)                                             \
@@ -1176,6 +1177,49 @@ void testAdamW() {
                     inf.as<float>(), 1.0f);
     return {p.read(LOOMRT_F32), m.read(LOOMRT_F32), v.read(LOOMRT_F32)};
   });
+  // The multi-tensor step: more tensors than one launch takes (64), odd
+  // sizes across chunks, an empty one, decay and a bf16 model copy on some;
+  // clipped, then skipped. The tensors are slices of shared buffers.
+  auto multi = [&](Backend &be) -> Outs {
+    std::vector<int64_t> sizes, offsets;
+    int64_t total = 0;
+    for (int k = 0; k < 70; ++k) {
+      sizes.push_back(k == 5 ? 0 : (k * 997) % 9000 + 1);
+      offsets.push_back(total);
+      total += sizes.back();
+    }
+    Dev p(be, LOOMRT_F32, randomVec(size_t(total), 46)),
+        m(be, LOOMRT_F32, std::vector<float>(size_t(total), 0.1f)),
+        v(be, LOOMRT_F32, std::vector<float>(size_t(total), 0.2f)),
+        g(be, LOOMRT_F32, randomVec(size_t(total), 47)),
+        model(be, LOOMRT_BF16, std::vector<float>(size_t(total), 3.0f)),
+        big(be, LOOMRT_F32, std::vector<float>{2500.0f}),
+        inf(be, LOOMRT_F32,
+            std::vector<float>{std::numeric_limits<float>::infinity()});
+    std::vector<loomrt_adamw_tensor> table;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const int64_t at = offsets[k];
+      table.push_back({sizes[k], p.as<float>() + at, g.as<float>() + at,
+                       m.as<float>() + at, v.as<float>() + at,
+                       k % 3 ? model.as<uint16_t>() + at : nullptr,
+                       k % 2 ? 0.1f : 0.0f});
+    }
+    for (int step = 1; step <= 2; ++step)
+      be.loomrt_adamw_multi(
+          int64_t(table.size()), table.data(), LOOMRT_BF16, 1e-3f, 0.9f, 0.95f,
+          1e-8f, step, step == 1 ? big.as<float>() : inf.as<float>(), 1.0f);
+    return {p.read(LOOMRT_F32), m.read(LOOMRT_F32), v.read(LOOMRT_F32),
+            model.read(LOOMRT_BF16)};
+  };
+  // The f32 state as loomrt_adamw's; the bf16 copy one rounding apart (an
+  // f32 ulp of difference may cross a bf16 rounding boundary).
+  check("adamw multi clip and skip", 1e-6, [&](Backend &be) {
+    Outs o = multi(be);
+    o.pop_back();
+    return o;
+  });
+  check("adamw multi model copy", tolFor(LOOMRT_BF16),
+        [&](Backend &be) { return Outs{multi(be).back()}; });
 }
 
 //===----------------------------------------------------------------------===//
