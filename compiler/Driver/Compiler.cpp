@@ -386,7 +386,7 @@ Error loom::driver::compileModel(ModuleOp module, const CompileOptions &o,
     volumes.push_back({f.getName().str(), countCommunication(f)});
 
   // 5. Fuse: fewer runtime calls for the same function.
-  stage(o.fuse ? "fuse: gradient sums, residual norms, q and k rotations"
+  stage(o.fuse ? "fuse: gradient sums, residual norms, q and k rotations, linears"
                : "fuse: skipped (--no-fuse)");
   if (o.fuse) {
     if (Error e = run("fuse", buildTfmFusePipeline))

@@ -100,7 +100,9 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
       noFuse("no-fuse",
              cl::desc("Skip the fuse stage (gradient sums folded into the "
                       "ops computing them, residual adds with their norms, "
-                      "q and k rotated together): one runtime call per op"),
+                      "q and k rotated together, the linears of one input "
+                      "as one op, GELU with its GEMMs): one runtime call "
+                      "per op"),
              cl::cat(category)) {
   if (trainFlag)
     train = std::make_unique<cl::opt<bool>>(

@@ -3,7 +3,7 @@
 usage: profile_check.py PROFILE.jsonl CONFIG.json RANK STEPS [MAX_HOST_SYNCS [MICROBATCHES]]
 
 Every step has the required keys; the calls are the ones the model makes
-(one linear_forward per projection, one adamw_multi for all parameter
+(the fused linears' calls per layer, one adamw_multi for all parameter
 tensors, no per-tensor adamw); the
 steps after the first make the same calls and host waits (the program is
 the same every step) and allocate nothing; no call is longer than its step;
@@ -35,10 +35,14 @@ for r in rows:
     total = sum(c["ms"] for c in calls.values())
     if total > r["ms"] * 1.01 + 0.05:
         errors.append("step %s: calls take %.3f ms of a %.3f ms step" % (r["step"], total, r["ms"]))
-    # GPT-2: q, k, v, attention projection, fc, mlp projection per layer,
-    # and the output layer; the optimizer updates all parameter tensors in
-    # one call (f32 here: no model copies to cast).
-    want = {"loomrt_linear_forward": (6 * layers + 1) * microbatches,
+    # GPT-2, fused (loom-compile's fuse stage): q, k and v in one call, fc
+    # with its GELU in one; the attention and mlp projections and the
+    # output layer alone. The profiler counts the outermost call only (a
+    # fused entry's own linear calls are inside it). The optimizer updates
+    # all parameter tensors in one call (f32 here: no model copies to cast).
+    want = {"loomrt_linear_forward": (2 * layers + 1) * microbatches,
+            "loomrt_multi_linear_forward": layers * microbatches,
+            "loomrt_linear_gelu_forward": layers * microbatches,
             "loomrt_adamw_multi": 1, "loomrt_adamw": None}
     for name, n in want.items():
         got = calls.get(name, {}).get("count")
