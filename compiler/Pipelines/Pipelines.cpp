@@ -75,6 +75,8 @@ void loom::buildTfmFusePipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseResidualNorms());
   pm.addNestedPass<func::FuncOp>(fusion::createTfmPairRopes());
   pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseLinearGelu());
+  // Before the linears of one input: gate and up go with their SwiGLU.
+  pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseLinearSwiglu());
   // After the folds: it fuses the chains they leave.
   pm.addNestedPass<func::FuncOp>(fusion::createTfmFuseMultiLinears());
   pm.addPass(sharding::createTfmVerifyDistribution());
@@ -170,7 +172,8 @@ void loom::registerAllPipelines() {
   PassPipelineRegistration<>(
       "tfm-fuse",
       "Fold gradient sums into their producers, fuse residual adds with "
-      "their norms, pair q's and k's rotations, GELU into its GEMMs and "
+      "their norms, pair q's and k's rotations, GELU and SwiGLU into their "
+      "GEMMs and "
       "the linears of one input into one op, verifying after "
       "(loom-compile's fuse stage)",
       buildTfmFusePipeline);

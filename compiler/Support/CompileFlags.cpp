@@ -101,8 +101,8 @@ CompileFlags::CompileFlags(cl::OptionCategory &category, StringRef tool,
              cl::desc("Skip the fuse stage (gradient sums folded into the "
                       "ops computing them, residual adds with their norms, "
                       "q and k rotated together, the linears of one input "
-                      "as one op, GELU with its GEMMs): one runtime call "
-                      "per op"),
+                      "as one op, GELU and SwiGLU with their GEMMs): one "
+                      "runtime call per op"),
              cl::cat(category)) {
   if (trainFlag)
     train = std::make_unique<cl::opt<bool>>(

@@ -497,6 +497,23 @@ Dists LinearGeluOp::inferResultDistributions() {
   return SmallVector<DistAttr>{*y, *y};
 }
 
+Dists LinearSwigluOp::inferResultDistributions() {
+  bool biased = !getBiases().empty();
+  FailureOr<DistAttr> gate = linearDist(*this, getInput(), getGateWeight(),
+                                        biased ? getBiases()[0] : Value());
+  FailureOr<DistAttr> up = linearDist(*this, getInput(), getUpWeight(),
+                                      biased ? getBiases()[1] : Value());
+  if (failed(gate) || failed(up))
+    return failure();
+  if (*gate != *up)
+    return emitOpError() << "gate is " << describe(*gate) << " and up "
+                         << describe(*up) << ": SwiGLU needs them alike";
+  if (gate->isPartial())
+    return emitOpError() << "applies SwiGLU to " << describe(*gate)
+                         << ": a nonlinear map needs the reduced value";
+  return SmallVector<DistAttr>{*gate, *gate, *gate};
+}
+
 Dists MultiLinearOp::inferResultDistributions() {
   SmallVector<DistAttr> out;
   for (auto [i, w] : llvm::enumerate(getWeights())) {
@@ -579,6 +596,26 @@ Dists LinearGradGeluOp::inferResultDistributions() {
                          << " is partial: a nonlinear map needs the reduced "
                             "value";
   return out;
+}
+
+Dists LinearGradSwigluOp::inferResultDistributions() {
+  Dists out = linearGradDists(*this, getInput(), getWeight(), getGrad(),
+                              bool(getBiasGrad()));
+  if (failed(out))
+    return failure();
+  DistAttr gate = getDist(getGate());
+  if ((*out)[0] != gate)
+    return emitOpError() << "the SwiGLU's gate is " << of(getGate())
+                         << " but the linear's input gradient is "
+                         << describe((*out)[0])
+                         << ": SwiGLU's gradient needs them alike and reduced";
+  if (gate.isPartial())
+    return emitOpError() << "the SwiGLU's gate " << of(getGate())
+                         << " is partial: a nonlinear map needs the reduced "
+                            "value";
+  SmallVector<DistAttr> dists{gate, gate};
+  dists.append(out->begin() + 1, out->end());
+  return dists;
 }
 
 Dists MultiLinearGradOp::inferResultDistributions() {

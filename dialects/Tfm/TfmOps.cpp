@@ -376,6 +376,23 @@ LogicalResult LinearGeluOp::verify() {
                             getResult());
 }
 
+LogicalResult LinearSwigluOp::verify() {
+  for (Value v : {getGate(), getUp()})
+    if (v.getType() != getResult().getType())
+      return emitOpError() << "gate and up are " << getGate().getType()
+                           << " and " << getUp().getType() << " but the result "
+                           << getResult().getType()
+                           << " (SwiGLU keeps the type)";
+  size_t nb = getBiases().size();
+  if (nb != 0 && nb != 2)
+    return emitOpError() << "has " << nb << " biases (none, or gate's and up's)";
+  if (failed(verifyLinearResult(*this, getInput(), getGateWeight(),
+                                nb ? getBiases()[0] : Value(), getGate())))
+    return failure();
+  return verifyLinearResult(*this, getInput(), getUpWeight(),
+                            nb ? getBiases()[1] : Value(), getUp());
+}
+
 LogicalResult MultiLinearOp::verify() {
   size_t n = getWeights().size();
   if (n == 0)
@@ -408,6 +425,18 @@ LogicalResult LinearGradOp::verify() {
 }
 
 LogicalResult LinearGradGeluOp::verify() {
+  FailureOr<SmallVector<int64_t>> out =
+      verifyLinear(*this, getInput(), getWeight());
+  if (failed(out) ||
+      failed(verifyBias(*this, "bias_grad", getBiasGrad(), getWeight())) ||
+      failed(checkSameElementType(*this, "grad", getGrad(), "input",
+                                  getInput())))
+    return failure();
+  return checkShape(*this, "grad", getGrad(), *out,
+                    "input shape with out_features last");
+}
+
+LogicalResult LinearGradSwigluOp::verify() {
   FailureOr<SmallVector<int64_t>> out =
       verifyLinear(*this, getInput(), getWeight());
   if (failed(out) ||

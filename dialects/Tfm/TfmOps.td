@@ -541,6 +541,68 @@ def Tfm_LinearGradGeluOp : Tfm_Op<"linear_grad_gelu", [Pure,
   let hasVerifier = 1;
 }
 
+def Tfm_LinearSwigluOp : Tfm_Op<"linear_swiglu", [Pure,
+    AllTypesMatch<["gate_weight", "up_weight"]>, Tfm_Distributed]> {
+  let summary = "a gated MLP's gate and up linears and their SwiGLU, in one op";
+  let description = [{
+    `gate = input gate_weight^T + biases[0]`, `up = input up_weight^T +
+    biases[1]` as tfm.linear computes them (`biases`: none or both) and
+    `result = silu(gate) * up` as tfm.swiglu does; gate and up are kept for
+    the backward. Written by tfm-fuse-linear-swiglu.
+
+    ```mlir
+    %g, %u, %a = tfm.linear_swiglu %x, %wg, %wu
+        : tensor<2x8x64xf32>, tensor<128x64xf32>
+        -> tensor<2x8x128xf32>, tensor<2x8x128xf32>, tensor<2x8x128xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$gate_weight,
+                       Tfm_FloatTensor:$up_weight,
+                       Variadic<Tfm_FloatTensor>:$biases);
+  let results = (outs Tfm_FloatTensor:$gate, Tfm_FloatTensor:$up,
+                      Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gate_weight `,` $up_weight (`bias` `(` $biases^ `)`)?
+    attr-dict `:` type($input) `,` type($gate_weight)
+    (`bias` `(` type($biases)^ `)`)? `->` type($gate) `,` type($up) `,`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_LinearGradSwigluOp : Tfm_Op<"linear_grad_swiglu", [Pure,
+    AllTypesMatch<["input", "gate", "up", "gate_grad", "up_grad"]>,
+    AllShapesMatch<["weight", "weight_grad"]>,
+    AllElementTypesMatch<["weight", "weight_grad"]>, Tfm_Distributed]> {
+  let summary = "tfm.linear_grad whose input gradient continues through the "
+                "SwiGLU that made its input";
+  let description = [{
+    The down projection after a SwiGLU (`input = silu(gate) * up`): its
+    input gradient `grad W` taken through tfm.swiglu_grad to the gradients
+    of `gate` and `up`, what tfm.linear_grad and tfm.swiglu_grad compute;
+    `weight_grad` and `bias_grad` as tfm.linear_grad's. Written by
+    tfm-fuse-linear-swiglu.
+
+    ```mlir
+    %dg, %du, %dw = tfm.linear_grad_swiglu %a, %w, %dy swiglu(%g, %u)
+        : tensor<2x8x128xf32>, tensor<64x128xf32>, tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
+                       Tfm_FloatTensor:$grad, Tfm_FloatTensor:$gate,
+                       Tfm_FloatTensor:$up);
+  let results = (outs Tfm_FloatTensor:$gate_grad, Tfm_FloatTensor:$up_grad,
+                      Tfm_FloatTensor:$weight_grad,
+                      Optional<Tfm_FloatTensor>:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $grad `swiglu` `(` $gate `,` $up `)` attr-dict `:`
+    type($input) `,` type($weight) `,` type($grad)
+    `` custom<GradTypes>(ref(type($weight)), type($weight_grad))
+    (`->` type($bias_grad)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_MultiLinearOp : Tfm_Op<"multi_linear", [Pure,
     AttrSizedOperandSegments, Tfm_Distributed]> {
   let summary = "linears of one input, in one op (q, k and v; gate and up)";

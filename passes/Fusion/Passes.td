@@ -120,6 +120,40 @@ def TfmFuseLinearGelu : Pass<"tfm-fuse-linear-gelu", "mlir::func::FuncOp"> {
   ];
 }
 
+def TfmFuseLinearSwiglu : Pass<"tfm-fuse-linear-swiglu", "mlir::func::FuncOp"> {
+  let summary = "fuse SwiGLU with the GEMMs around it";
+  let description = [{
+    A `tfm.swiglu` of two `tfm.linear` of one input, with biases on both or
+    on none (a Llama MLP's gate and up), becomes one `tfm.linear_swiglu` where the first
+    linear stood, returning gate, up (what the SwiGLU's gradient reads) and
+    the activation. A `tfm.linear_grad` of a SwiGLU's output whose input
+    gradient only a `tfm.swiglu_grad` reads becomes one
+    `tfm.linear_grad_swiglu` where the linear_grad stood, returning the
+    gradients of gate and up. Each computes what the ops it replaces
+    compute, rounded alike. Run it before tfm-fuse-multi-linears, which
+    would take gate and up into a tfm.multi_linear.
+
+    ```mlir
+    %g = tfm.linear %x, %wg : ...
+    %u = tfm.linear %x, %wu : ...
+    %a = tfm.swiglu %g, %u : tensor<2x8x128xf32>
+    // becomes
+    %g, %u, %a = tfm.linear_swiglu %x, %wg, %wu : ...
+
+    %da, %dw = tfm.linear_grad %a, %wd, %dy : ...
+    %dg, %du = tfm.swiglu_grad %g, %u, %da : tensor<2x8x128xf32>
+    // becomes
+    %dg, %du, %dw = tfm.linear_grad_swiglu %a, %wd, %dy swiglu(%g, %u) : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numForward", "fused-forward",
+              "Gate and up linears fused with their SwiGLU">,
+    Statistic<"numBackward", "fused-backward",
+              "Linear gradients fused with a SwiGLU's gradient">
+  ];
+}
+
 def TfmFuseMultiLinears : Pass<"tfm-fuse-multi-linears", "mlir::func::FuncOp"> {
   let summary = "linears of one input in one op, forward and backward";
   let description = [{

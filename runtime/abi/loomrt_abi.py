@@ -242,11 +242,12 @@ COMMON = {
     "loomrt_moe_dispatch_allgather", "loomrt_moe_combine_allgather",
     # RopePair.cpp: q's and k's rotations, one backend rotation each.
     "loomrt_rope_pair_forward", "loomrt_rope_pair_backward",
-    # FusedLinears.cpp: linears of one input, and a linear with a GELU, from
-    # the backend's linear and GELU calls.
+    # FusedLinears.cpp: linears of one input, and linears with a GELU or a
+    # SwiGLU, from the backend's linear and activation calls.
     "loomrt_multi_linear_forward", "loomrt_multi_linear_backward_data",
     "loomrt_multi_linear_backward_weight", "loomrt_linear_gelu_forward",
-    "loomrt_linear_backward_data_gelu",
+    "loomrt_linear_backward_data_gelu", "loomrt_linear_swiglu_forward",
+    "loomrt_linear_backward_data_swiglu",
     # Trace.cpp
     "loomrt_set_trace", "loomrt_pipeline_step", "loomrt_pipeline_tokens",
     "loomrt_pipeline_loss", "loomrt_set_grads_ready_hook", "loomrt_grads_ready",

@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // The fused linears of the compiled code (tfm.multi_linear(_grad),
-// tfm.linear_gelu, tfm.linear_grad_gelu), the same on every backend: the
-// backend's linear and GELU calls, in the order and with the rounding the
+// tfm.linear_gelu, tfm.linear_grad_gelu, tfm.linear_swiglu,
+// tfm.linear_grad_swiglu), the same on every backend: the backend's linear
+// and activation calls, in the order and with the rounding the
 // unfused ops have, so a fused program equals the unfused one. A backend
 // that batches the GEMMs or runs the GELU as a GEMM epilogue can take
 // these over.
@@ -64,4 +65,23 @@ void common::loomrt_linear_backward_data_gelu(
   // backward may write over its output gradient).
   ::loomrt_linear_backward_data(dtype, M, N, K, dy, W, dx, 0);
   ::loomrt_gelu_backward(dtype, approximate, M * K, gelu_input, dx, dx);
+}
+
+void common::loomrt_linear_swiglu_forward(loomrt_dtype dtype, int64_t M,
+                                          int64_t F, int64_t K, const void *x,
+                                          const void *Wg, const void *Wu,
+                                          const void *bg, const void *bu,
+                                          void *gate, void *up, void *out) {
+  ::loomrt_linear_forward(dtype, M, F, K, x, Wg, bg, gate);
+  ::loomrt_linear_forward(dtype, M, F, K, x, Wu, bu, up);
+  ::loomrt_swiglu_forward(dtype, M, F, F, gate, up, out);
+}
+
+void common::loomrt_linear_backward_data_swiglu(
+    loomrt_dtype dtype, int64_t M, int64_t N, int64_t F, const void *dy,
+    const void *W, const void *gate, const void *up, void *dgate, void *dup) {
+  // The product (SwiGLU's output gradient) is rounded to dtype in dgate,
+  // which the SwiGLU's backward then overwrites element by element.
+  ::loomrt_linear_backward_data(dtype, M, N, F, dy, W, dgate, 0);
+  ::loomrt_swiglu_backward(dtype, M, F, F, gate, up, dgate, dgate, dup);
 }

@@ -280,6 +280,44 @@ LogicalResult lower(LinearGradGeluOp op, LinearGradGeluOp::Adaptor a,
   return success();
 }
 
+template <>
+LogicalResult lower(LinearSwigluOp op, LinearSwigluOp::Adaptor a, Emitter &e) {
+  Value gate = e.result(0), up = e.result(1), out = e.result(2);
+  bool biased = !a.getBiases().empty();
+  e.call(rt::LinearSwigluForward{.dtype = e.dtype(out),
+                                 .M = e.i64(rows(out)),
+                                 .F = e.i64(dim(out, -1)),
+                                 .K = e.i64(dim(a.getInput(), -1)),
+                                 .x = e.ptr(a.getInput()),
+                                 .Wg = e.ptr(a.getGateWeight()),
+                                 .Wu = e.ptr(a.getUpWeight()),
+                                 .bg = biased ? e.ptr(a.getBiases()[0]) : e.null(),
+                                 .bu = biased ? e.ptr(a.getBiases()[1]) : e.null(),
+                                 .gate = e.ptr(gate),
+                                 .up = e.ptr(up),
+                                 .out = e.ptr(out)});
+  return success();
+}
+
+template <>
+LogicalResult lower(LinearGradSwigluOp op, LinearGradSwigluOp::Adaptor a,
+                    Emitter &e) {
+  Value dgate = e.result(0), dup = e.result(1), dw = e.result(2);
+  Value db = op.getBiasGrad() ? e.result(3) : Value();
+  e.call(rt::LinearBackwardDataSwiglu{.dtype = e.dtype(dgate),
+                                      .M = e.i64(rows(dgate)),
+                                      .N = e.i64(dim(a.getGrad(), -1)),
+                                      .F = e.i64(dim(dgate, -1)),
+                                      .dy = e.ptr(a.getGrad()),
+                                      .W = e.ptr(a.getWeight()),
+                                      .gate = e.ptr(a.getGate()),
+                                      .up = e.ptr(a.getUp()),
+                                      .dgate = e.ptr(dgate),
+                                      .dup = e.ptr(dup)});
+  weightGradCall(a.getInput(), a.getGrad(), dw, db, e);
+  return success();
+}
+
 /// The out-features of each weight of a fused linear.
 static SmallVector<int64_t> outFeatures(ValueRange weights) {
   SmallVector<int64_t> n;
@@ -711,7 +749,8 @@ void attachLayerLowerings(MLIRContext *ctx) {
   attach<EmbeddingOp, EmbeddingGradOp, PositionIdsOp, LayerNormOp,
          LayerNormGradOp, RmsNormOp, RmsNormGradOp, AddLayerNormOp,
          AddRmsNormOp, RopePairOp, RopePairGradOp, LinearOp, LinearGradOp,
-         LinearGeluOp, LinearGradGeluOp, MultiLinearOp, MultiLinearGradOp,
+         LinearGeluOp, LinearGradGeluOp, LinearSwigluOp, LinearGradSwigluOp,
+         MultiLinearOp, MultiLinearGradOp,
          RopeOp, RopeGradOp, GeluOp, GeluGradOp, SiluOp, SiluGradOp, SwigluOp,
          SwigluGradOp, AddOp, BiasAddOp, RepeatKvOp, RepeatKvGradOp, DropoutOp,
          CastOp, PermuteChunksOp>(ctx);

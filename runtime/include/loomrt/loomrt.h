@@ -277,6 +277,26 @@ void loomrt_linear_backward_data_gelu(loomrt_dtype dtype, int32_t approximate,
                                       const void *dy, const void *W,
                                       const void *gelu_input, void *dx);
 
+/* A gated MLP's gate and up linears and their SwiGLU: gate, up [M,F] =
+ * x [M,K] Wg^T + bg, x Wu^T + bu (Wg, Wu [F,K]; bg, bu [F] or NULL) as
+ * loomrt_linear_forward computes them, out [M,F] = silu(gate) * up as
+ * loomrt_swiglu_forward does. */
+void loomrt_linear_swiglu_forward(loomrt_dtype dtype, int64_t M, int64_t F,
+                                  int64_t K, const void *x, const void *Wg,
+                                  const void *Wu, const void *bg,
+                                  const void *bu, void *gate, void *up,
+                                  void *out);
+
+/* The input gradient of a linear layer whose input a SwiGLU made from
+ * gate and up [M,F]: dout = dy [M,N] W [N,F] as
+ * loomrt_linear_backward_data computes it, then dgate and dup as
+ * loomrt_swiglu_backward computes them from dout. */
+void loomrt_linear_backward_data_swiglu(loomrt_dtype dtype, int64_t M,
+                                        int64_t N, int64_t F, const void *dy,
+                                        const void *W, const void *gate,
+                                        const void *up, void *dgate,
+                                        void *dup);
+
 /*===----------------------------------------------------------------------===*
  * Normalization (over the last dimension, of size H, for `rows` rows)
  *===----------------------------------------------------------------------===*/
@@ -587,7 +607,8 @@ void loomrt_silu_backward(loomrt_dtype dtype, int64_t n, const void *x,
 void loomrt_swiglu_forward(loomrt_dtype dtype, int64_t rows, int64_t F,
                            int64_t in_ld, const void *gate, const void *up,
                            void *out);
-/* dgate/dup are written with the same row stride in_ld as gate/up. */
+/* dgate/dup are written with the same row stride in_ld as gate/up; with
+ * in_ld = F, dout may be dgate (each element is read before written). */
 void loomrt_swiglu_backward(loomrt_dtype dtype, int64_t rows, int64_t F,
                             int64_t in_ld, const void *gate, const void *up,
                             const void *dout, void *dgate, void *dup);

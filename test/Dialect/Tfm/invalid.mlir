@@ -1241,3 +1241,30 @@ func.func @f(%a: tensor<2x4x16xf32>, %w: tensor<32x16xf32>, %dy: tensor<2x4x16xf
   %dh, %dw = tfm.linear_grad_gelu %a, %w, %dy gelu(%h) tanh : tensor<2x4x16xf32>, tensor<32x16xf32>, tensor<2x4x16xf32>
   return
 }
+
+// -----
+
+// Test: linear_swiglu biases, none or gate's and up's
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{has 1 biases (none, or gate's and up's)}}
+  %g, %u, %a = tfm.linear_swiglu %x, %w, %w bias(%b) : tensor<2x4x32xf32>, tensor<16x32xf32> bias(tensor<16xf32>) -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+// Test: linear_swiglu keeps gate's and up's type
+func.func @f(%x: tensor<2x4x32xf32>, %w: tensor<16x32xf32>) {
+  // expected-error @+1 {{but the result 'tensor<2x4x8xf32>' (SwiGLU keeps the type)}}
+  %g, %u, %a = tfm.linear_swiglu %x, %w, %w : tensor<2x4x32xf32>, tensor<16x32xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Test: linear_grad_swiglu output gradient shape
+func.func @f(%a: tensor<2x4x16xf32>, %w: tensor<32x16xf32>, %dy: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{grad shape [2, 4, 16] does not match [2, 4, 32]}}
+  %dg, %du, %dw = tfm.linear_grad_swiglu %a, %w, %dy swiglu(%a, %a) : tensor<2x4x16xf32>, tensor<32x16xf32>, tensor<2x4x16xf32>
+  return
+}

@@ -96,6 +96,12 @@ func.func @fused_linears(%x: tensor<2x8x32xbf16>, %wq: tensor<32x32xbf16>, %wk: 
   %dx2, %dwq2 = tfm.multi_linear_grad %x [%wq] [%dq] accumulate(%dx : tensor<2x8x32xbf16>) : tensor<2x8x32xbf16> [tensor<32x32xbf16>] [tensor<2x8x32xbf16>] -> tensor<2x8x32xbf16> [tensor<32x32xbf16>]
   // CHECK: tfm.linear_gelu %{{.*}}, %{{.*}}, %{{.*}} tanh : tensor<2x8x32xbf16>, tensor<16x32xbf16>, tensor<16xbf16> -> tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
   %pre, %a = tfm.linear_gelu %x, %wk, %bk tanh : tensor<2x8x32xbf16>, tensor<16x32xbf16>, tensor<16xbf16> -> tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+  // CHECK: tfm.linear_swiglu %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x32xbf16>, tensor<16x32xbf16> -> tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+  %g, %u, %s = tfm.linear_swiglu %x, %wk, %wk : tensor<2x8x32xbf16>, tensor<16x32xbf16> -> tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+  // CHECK: tfm.linear_swiglu %{{.*}}, %{{.*}}, %{{.*}} bias(%{{.*}}, %{{.*}}) : tensor<2x8x32xbf16>, tensor<16x32xbf16> bias(tensor<16xbf16>, tensor<16xbf16>) -> tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+  %g2, %u2, %s2 = tfm.linear_swiglu %x, %wk, %wk bias(%bk, %bk) : tensor<2x8x32xbf16>, tensor<16x32xbf16> bias(tensor<16xbf16>, tensor<16xbf16>) -> tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+  // CHECK: tfm.linear_grad_swiglu %{{.*}}, %{{.*}}, %{{.*}} swiglu(%{{.*}}, %{{.*}}) : tensor<2x8x16xbf16>, tensor<32x16xbf16>, tensor<2x8x32xbf16>{{$}}
+  %dg, %du, %dwd = tfm.linear_grad_swiglu %s, %w2, %dq swiglu(%g, %u) : tensor<2x8x16xbf16>, tensor<32x16xbf16>, tensor<2x8x32xbf16>
   // CHECK: tfm.linear_grad_gelu %{{.*}}, %{{.*}}, %{{.*}} gelu(%{{.*}}) none : tensor<2x8x16xbf16>, tensor<32x16xbf16>, tensor<2x8x32xbf16>{{$}}
   %dh, %dw2 = tfm.linear_grad_gelu %a, %w2, %dq gelu(%h) none : tensor<2x8x16xbf16>, tensor<32x16xbf16>, tensor<2x8x32xbf16>
   return

@@ -396,3 +396,31 @@ module {
     return
   }
 }
+
+// -----
+
+// Test: SwiGLU fused onto gate and up linears whose outputs are partial
+// sums (row-parallel weights)
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%x: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, %w: tensor<8x8xf32, #tfm.dist<@dense, [[], [tp]]>>) {
+    // expected-error @+1 {{applies SwiGLU to a partial sum over tp: a nonlinear map needs the reduced value}}
+    %g, %u, %a = tfm.linear_swiglu %x, %w, %w : tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>, tensor<8x8xf32, #tfm.dist<@dense, [[], [tp]]>>
+        -> tensor<1x4x8xf32, #tfm.dist<@dense, partial = sum[tp]>>, tensor<1x4x8xf32, #tfm.dist<@dense, partial = sum[tp]>>, tensor<1x4x8xf32, #tfm.dist<@dense, partial = sum[tp]>>
+    return
+  }
+}
+
+// -----
+
+// Test: a linear's input gradient through a SwiGLU whose gate is
+// distributed otherwise (a column-parallel weight gives a partial sum)
+module {
+  mesh.mesh @dense(shape = 2) {tfm.mesh_axes = ["tp"]}
+  func.func @f(%a: tensor<1x4x8xf32, #tfm.dist<@dense>>, %w: tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>,
+               %dy: tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>) {
+    // expected-error @+1 {{the SwiGLU's gate is replicated but the linear's input gradient is a partial sum over tp}}
+    %dg, %du, %dw = tfm.linear_grad_swiglu %a, %w, %dy swiglu(%a, %a) : tensor<1x4x8xf32, #tfm.dist<@dense>>, tensor<8x8xf32, #tfm.dist<@dense, [[tp]]>>, tensor<1x4x8xf32, #tfm.dist<@dense, [[], [], [tp]]>>
+    return
+  }
+}

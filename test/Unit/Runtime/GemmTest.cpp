@@ -184,7 +184,8 @@ TEST(LinearTest, Bf16ActivationsIntoF32MainGrad) {
 /// exactly what the separate calls give, in every dtype: q, k and v of
 /// different widths with biases, their gradients summed in the given
 /// order onto an accumulated value; a linear with a GELU and the GELU's
-/// gradient on the next linear's input gradient.
+/// gradient on the next linear's input gradient; gate and up with their
+/// SwiGLU, and its gradient on down's input gradient.
 TEST(FusedLinearTest, EqualSeparateCalls) {
   const int64_t M = 12, K = 16;
   const int64_t widths[3] = {16, 8, 8};
@@ -266,6 +267,37 @@ TEST(FusedLinearTest, EqualSeparateCalls) {
       loomrt_gelu_backward(dt, approx, M * F, preRef.data(), da.data(),
                            dhRef.data());
       EXPECT_EQ(dh.values(), dhRef.values()) << "approximate " << approx;
+    }
+
+    // gate and up [M,K] -> [M,16] (with biases and without) and their
+    // SwiGLU; down [16 -> K]'s input gradient through it.
+    for (int biased = 0; biased < 2; ++biased) {
+      const void *bg = biased ? bp[0] : nullptr, *bu = biased ? bp[0] : nullptr;
+      Buf gate(dt, size_t(M * F)), up(dt, size_t(M * F)), out(dt, size_t(M * F)),
+          gateRef(dt, size_t(M * F)), upRef(dt, size_t(M * F)),
+          outRef(dt, size_t(M * F));
+      Buf wu(dt, randomVec(size_t(F * K), 50));
+      loomrt_linear_swiglu_forward(dt, M, F, K, x.data(), wp[0], wu.data(), bg,
+                                   bu, gate.data(), up.data(), out.data());
+      loomrt_linear_forward(dt, M, F, K, x.data(), wp[0], bg, gateRef.data());
+      loomrt_linear_forward(dt, M, F, K, x.data(), wu.data(), bu, upRef.data());
+      loomrt_swiglu_forward(dt, M, F, F, gateRef.data(), upRef.data(),
+                            outRef.data());
+      EXPECT_EQ(gate.values(), gateRef.values()) << "biased " << biased;
+      EXPECT_EQ(up.values(), upRef.values()) << "biased " << biased;
+      EXPECT_EQ(out.values(), outRef.values()) << "biased " << biased;
+      Buf wd(dt, randomVec(size_t(K * F), 51)), dg(dt, size_t(M * F)),
+          du(dt, size_t(M * F)), dout(dt, size_t(M * F)),
+          dgRef(dt, size_t(M * F)), duRef(dt, size_t(M * F));
+      loomrt_linear_backward_data_swiglu(dt, M, K, F, acc.data(), wd.data(),
+                                         gate.data(), up.data(), dg.data(),
+                                         du.data());
+      loomrt_linear_backward_data(dt, M, K, F, acc.data(), wd.data(),
+                                  dout.data(), 0);
+      loomrt_swiglu_backward(dt, M, F, F, gate.data(), up.data(), dout.data(),
+                             dgRef.data(), duRef.data());
+      EXPECT_EQ(dg.values(), dgRef.values());
+      EXPECT_EQ(du.values(), duRef.values());
     }
   }
 }

@@ -113,9 +113,11 @@ constexpr int kSkip = 77;
   X(loomrt_layer_norm_forward)                                                 \
   X(loomrt_linear_backward_data)                                               \
   X(loomrt_linear_backward_data_gelu)                                          \
+  X(loomrt_linear_backward_data_swiglu)                                        \
   X(loomrt_linear_backward_weight)                                             \
   X(loomrt_linear_forward)                                                     \
   X(loomrt_linear_gelu_forward)                                                \
+  X(loomrt_linear_swiglu_forward)                                              \
   X(loomrt_moe_drop)                                                           \
   X(loomrt_moe_permute)                                                        \
   X(loomrt_moe_permute_backward)                                               \
@@ -603,6 +605,21 @@ void testLinear() {
                                           g.get(), w2.get(), pre.get(),
                                           dh.get());
       return {pre.read(dt), act.read(dt), dh.read(dt)};
+    });
+    check("linear_swiglu " + t, tolFor(dt), [&](Backend &be) -> Outs {
+      // gate and up [K -> 12] with biases and their SwiGLU, then down
+      // [12 -> K]'s input gradient through it.
+      Dev xd(be, dt, x), g(be, dt, w1), u(be, dt, w1), b(be, dt, dy1),
+          gate(be, dt, dy1), up(be, dt, dy1), out(be, dt, dy1), wd(be, dt, w1),
+          dy(be, dt, x), dg(be, dt, dy1), du(be, dt, dy1);
+      be.loomrt_linear_swiglu_forward(dt, M, 12, K, xd.get(), g.get(), u.get(),
+                                      b.get(), b.get(), gate.get(), up.get(),
+                                      out.get());
+      be.loomrt_linear_backward_data_swiglu(dt, M, K, 12, dy.get(), wd.get(),
+                                            gate.get(), up.get(), dg.get(),
+                                            du.get());
+      return {gate.read(dt), up.read(dt), out.read(dt), dg.read(dt),
+              du.read(dt)};
     });
   }
 }
