@@ -580,40 +580,42 @@ Dists LinearGradOp::inferResultDistributions() {
                                         getGrad(), bool(getBiasGrad())));
 }
 
+/// The input gradient `dists[0]` of a linear whose input an activation
+/// made from `activationInput` (`what`): the activation's gradient needs
+/// the two alike and reduced.
+static LogicalResult throughActivation(Operation *op, const Dists &dists,
+                                       Value activationInput, StringRef what) {
+  DistAttr in = getDist(activationInput);
+  if ((*dists)[0] != in)
+    return op->emitOpError() << "the " << what << " is " << of(activationInput)
+                             << " but the linear's input gradient is "
+                             << describe((*dists)[0])
+                             << ": the activation's gradient needs them "
+                                "alike and reduced";
+  if (in.isPartial())
+    return op->emitOpError() << "the " << what << " " << of(activationInput)
+                             << " is partial: a nonlinear map needs the "
+                                "reduced value";
+  return success();
+}
+
 Dists LinearGradGeluOp::inferResultDistributions() {
   Dists out = linearGradDists(*this, getInput(), getWeight(), getGrad(),
                               bool(getBiasGrad()));
-  if (failed(out))
+  if (failed(out) ||
+      failed(throughActivation(*this, out, getGeluInput(), "GELU's input")))
     return failure();
-  DistAttr pre = getDist(getGeluInput());
-  if ((*out)[0] != pre)
-    return emitOpError() << "the GELU's input is " << of(getGeluInput())
-                         << " but the linear's input gradient is "
-                         << describe((*out)[0])
-                         << ": GELU's gradient needs them alike and reduced";
-  if (pre.isPartial())
-    return emitOpError() << "the GELU's input " << of(getGeluInput())
-                         << " is partial: a nonlinear map needs the reduced "
-                            "value";
   return out;
 }
 
 Dists LinearGradSwigluOp::inferResultDistributions() {
   Dists out = linearGradDists(*this, getInput(), getWeight(), getGrad(),
                               bool(getBiasGrad()));
-  if (failed(out))
+  if (failed(out) ||
+      failed(throughActivation(*this, out, getGate(), "SwiGLU's gate")))
     return failure();
-  DistAttr gate = getDist(getGate());
-  if ((*out)[0] != gate)
-    return emitOpError() << "the SwiGLU's gate is " << of(getGate())
-                         << " but the linear's input gradient is "
-                         << describe((*out)[0])
-                         << ": SwiGLU's gradient needs them alike and reduced";
-  if (gate.isPartial())
-    return emitOpError() << "the SwiGLU's gate " << of(getGate())
-                         << " is partial: a nonlinear map needs the reduced "
-                            "value";
-  SmallVector<DistAttr> dists{gate, gate};
+  // The gate's and the up's gradients, then the weight's (and the bias's).
+  SmallVector<DistAttr> dists{(*out)[0], (*out)[0]};
   dists.append(out->begin() + 1, out->end());
   return dists;
 }

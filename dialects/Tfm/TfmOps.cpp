@@ -411,41 +411,33 @@ LogicalResult MultiLinearOp::verify() {
   return success();
 }
 
-LogicalResult LinearGradOp::verify() {
-  FailureOr<SmallVector<int64_t>> out =
-      verifyLinear(*this, getInput(), getWeight());
-  if (failed(out) ||
-      failed(verifyAccumulate(*this, getAccumulate(), getInputGrad())) ||
-      failed(verifyBias(*this, "bias_grad", getBiasGrad(), getWeight())) ||
-      failed(checkSameElementType(*this, "grad", getGrad(), "input",
-                                  getInput())))
+/// tfm.linear_grad's and the fused linear gradients' operands: the
+/// output gradient has the input's shape with out_features last.
+static LogicalResult verifyLinearGrad(Operation *op, Value input, Value weight,
+                                      Value grad, Value biasGrad) {
+  FailureOr<SmallVector<int64_t>> out = verifyLinear(op, input, weight);
+  if (failed(out) || failed(verifyBias(op, "bias_grad", biasGrad, weight)) ||
+      failed(checkSameElementType(op, "grad", grad, "input", input)))
     return failure();
-  return checkShape(*this, "grad", getGrad(), *out,
+  return checkShape(op, "grad", grad, *out,
                     "input shape with out_features last");
+}
+
+LogicalResult LinearGradOp::verify() {
+  if (failed(verifyAccumulate(*this, getAccumulate(), getInputGrad())))
+    return failure();
+  return verifyLinearGrad(*this, getInput(), getWeight(), getGrad(),
+                          getBiasGrad());
 }
 
 LogicalResult LinearGradGeluOp::verify() {
-  FailureOr<SmallVector<int64_t>> out =
-      verifyLinear(*this, getInput(), getWeight());
-  if (failed(out) ||
-      failed(verifyBias(*this, "bias_grad", getBiasGrad(), getWeight())) ||
-      failed(checkSameElementType(*this, "grad", getGrad(), "input",
-                                  getInput())))
-    return failure();
-  return checkShape(*this, "grad", getGrad(), *out,
-                    "input shape with out_features last");
+  return verifyLinearGrad(*this, getInput(), getWeight(), getGrad(),
+                          getBiasGrad());
 }
 
 LogicalResult LinearGradSwigluOp::verify() {
-  FailureOr<SmallVector<int64_t>> out =
-      verifyLinear(*this, getInput(), getWeight());
-  if (failed(out) ||
-      failed(verifyBias(*this, "bias_grad", getBiasGrad(), getWeight())) ||
-      failed(checkSameElementType(*this, "grad", getGrad(), "input",
-                                  getInput())))
-    return failure();
-  return checkShape(*this, "grad", getGrad(), *out,
-                    "input shape with out_features last");
+  return verifyLinearGrad(*this, getInput(), getWeight(), getGrad(),
+                          getBiasGrad());
 }
 
 LogicalResult MultiLinearGradOp::verify() {

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Fusion/LinearGradRewrite.h"
 #include "passes/Fusion/Passes.h"
 
 #include "dialects/Tfm/TfmOps.h"
@@ -98,10 +99,8 @@ struct FuseLinearGeluPass
           geluGrad.getInput(), geluGrad.getApproximateAttr());
       geluGrad.getResult().replaceAllUsesWith(fused.getInputGrad());
       geluGrad.erase();
-      linearGrad.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
-      if (Value db = linearGrad.getBiasGrad())
-        db.replaceAllUsesWith(fused.getBiasGrad());
-      linearGrad.erase();
+      fusion::replaceLinearGrad(linearGrad, fused.getWeightGrad(),
+                                fused.getBiasGrad());
       ++numBackward;
     }
   }

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Fusion/LinearGradRewrite.h"
 #include "passes/Fusion/Passes.h"
 
 #include "dialects/Tfm/TfmOps.h"
@@ -111,10 +112,8 @@ struct FuseLinearSwigluPass
       swigluGrad.getGateGrad().replaceAllUsesWith(fused.getGateGrad());
       swigluGrad.getUpGrad().replaceAllUsesWith(fused.getUpGrad());
       swigluGrad.erase();
-      linearGrad.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
-      if (Value db = linearGrad.getBiasGrad())
-        db.replaceAllUsesWith(fused.getBiasGrad());
-      linearGrad.erase();
+      fusion::replaceLinearGrad(linearGrad, fused.getWeightGrad(),
+                                fused.getBiasGrad());
       ++numBackward;
     }
   }
