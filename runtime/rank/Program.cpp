@@ -121,8 +121,8 @@ Run::Run(int argc, char **argv)
 Run::~Run() {
   for (auto &[name, buf] : buffers)
     loomrt_free(buf);
-  for (TrainParam &t : trained)
-    loomrt_free(t.grad);
+  for (GradRun &r : gradRuns)
+    loomrt_free(r.base);
   for (float *buf : {mainGrads, expAvg, expAvgSq, mainParams, gradShard})
     loomrt_free(buf);
 }

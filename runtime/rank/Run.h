@@ -300,6 +300,17 @@ private:
   // bucket, the gradient group's first, those shared with other pipeline
   // stages at its start.
   std::vector<TrainParam> trained;
+  /// train_step's gradient outputs, allocated in runs: consecutive params
+  /// of one bucket, gradient dtype and chunk lie in one buffer in the flat
+  /// main-grad layout, so each run joins the main gradients in one call.
+  struct GradRun {
+    int64_t offset = 0, n = 0; // in the flat main-grad buffer
+    loomrt_dtype dtype = LOOMRT_F32;
+    int64_t chunk = -1;
+    void *base = nullptr;
+  };
+  std::vector<GradRun> gradRuns;
+  void allocateGradRuns();
   int64_t trainedElements = 0;
   StageSharing sharing;       // the tied embedding of first and last stage
   int64_t sharedElements = 0; // the shared parameters' prefix of the buffer

@@ -52,10 +52,10 @@ void Run::gradsReady(int64_t chunk) {
                                                : "holds none of its gradients");
     loomrt_abort(what.c_str());
   }
-  for (const TrainParam &t : trained)
-    if (t.chunk == chunk)
-      loomrt_axpy(t.n, 1.0f, t.gradDtype, t.grad, LOOMRT_F32,
-                  mainGrads + t.offset);
+  for (const GradRun &r : gradRuns)
+    if (r.chunk == chunk)
+      loomrt_axpy(r.n, 1.0f, r.dtype, r.base, LOOMRT_F32,
+                  mainGrads + r.offset);
   for (const FlatRun &r : chunkRuns.at(chunk))
     startReduction(r);
 }

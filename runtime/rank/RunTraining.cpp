@@ -89,7 +89,6 @@ void Run::setUpTraining() {
         t.model = buffers.at(p.name);
         auto gd = gradDtypes.find(p.name);
         t.gradDtype = gd == gradDtypes.end() ? p.dtype : gd->second;
-        t.grad = loomrt_alloc(t.n * dtypeBytes(t.gradDtype));
         t.decay = takesWeightDecay(p.name, p.shape);
         if (auto c = gradChunks.find(p.name); c != gradChunks.end())
           t.chunk = c->second;
@@ -112,6 +111,7 @@ void Run::setUpTraining() {
       buckets.push_back(std::move(b));
     }
 
+    allocateGradRuns();
     std::vector<int64_t> offsets, sizes;
     for (const TrainParam &t : trained) {
       offsets.push_back(t.offset);
@@ -315,6 +315,29 @@ void Run::loadOptimizerState() {
       loomrt_cast(LOOMRT_F32, main + t.offset, t.spec->dtype, t.model, t.n);
 }
 
+void Run::allocateGradRuns() {
+  // Each parameter's run, in the flat (bucket by bucket) order of trained.
+  std::vector<size_t> runOf;
+  for (size_t k = 0; k < trained.size(); ++k) {
+    const TrainParam &t = trained[k];
+    const GradRun *last = gradRuns.empty() ? nullptr : &gradRuns.back();
+    if (!last || last->offset + last->n != t.offset ||
+        last->dtype != t.gradDtype || last->chunk != t.chunk ||
+        trained[k - 1].bucket != t.bucket)
+      gradRuns.push_back({t.offset, 0, t.gradDtype, t.chunk, nullptr});
+    gradRuns.back().n += t.n;
+    runOf.push_back(gradRuns.size() - 1);
+  }
+  for (GradRun &r : gradRuns)
+    r.base = loomrt_alloc(r.n * dtypeBytes(r.dtype));
+  for (size_t k = 0; k < trained.size(); ++k) {
+    TrainParam &t = trained[k];
+    const GradRun &r = gradRuns[runOf[k]];
+    t.grad = static_cast<char *>(r.base) +
+             (t.offset - r.offset) * dtypeBytes(t.gradDtype);
+  }
+}
+
 void Run::buildAdamwTables() {
   // The pieces, their buffers and decays stay the same from step to step.
   const float decay = float(state.adamw.weightDecay);
@@ -394,11 +417,12 @@ void Run::trainStep(BoundEntry &entry, int64_t dataStep, bool first,
                     stats + kLossWeighted);
         lossTokens += microTokens[size_t(k)];
       }
-    // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad).
-    for (const TrainParam &t : trained)
-      if (t.chunk < 0)
-        loomrt_axpy(t.n, 1.0f, t.gradDtype, t.grad, LOOMRT_F32,
-                    mainGrads + t.offset);
+    // Accumulate in f32 whatever the parameter dtype (Megatron's main_grad),
+    // a run of parameters per call.
+    for (const GradRun &r : gradRuns)
+      if (r.chunk < 0)
+        loomrt_axpy(r.n, 1.0f, r.dtype, r.base, LOOMRT_F32,
+                    mainGrads + r.offset);
   }
   loomrt_set_grads_ready_hook(nullptr, nullptr);
   if (entry.producesLoss) {
