@@ -162,9 +162,22 @@ void Run::allGatherParams() {
   for (const TrainBucket &b : buckets) {
     if (!b.sharded())
       continue;
-    for (const FlatPiece &pc : b.owned)
-      loomrt_cast(LOOMRT_F32, mainOf(b, pc), gatherDtype,
-                  send + stateOffset(b, pc) * w, pc.n);
+    // The slice's main params lie in mainParams as its pieces do in the
+    // send buffer (state layout) unless some are f32 (their own model
+    // buffers): then one cast covers the slice (the padding past its
+    // pieces holds zeros), else one per piece.
+    bool inMainParams =
+        mixedPrecision && !b.owned.empty() &&
+        std::all_of(b.owned.begin(), b.owned.end(), [&](const FlatPiece &pc) {
+          return trained[pc.param].spec->dtype != LOOMRT_F32;
+        });
+    if (inMainParams)
+      loomrt_cast(LOOMRT_F32, mainParams + b.stateBase, gatherDtype,
+                  send + b.stateBase * w, b.ownElements());
+    else
+      for (const FlatPiece &pc : b.owned)
+        loomrt_cast(LOOMRT_F32, mainOf(b, pc), gatherDtype,
+                    send + stateOffset(b, pc) * w, pc.n);
     gatherBucket(b, gatherDtype, send + b.stateBase * w, recv + b.base * w);
   }
   for (const TrainParam &t : trained)
