@@ -19,6 +19,7 @@
 #include "runtime/common/Errors.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 using namespace loomrt;
 using namespace loomrt::args;
@@ -387,26 +388,28 @@ void rules::check(const LinearBackwardWeight &a) {
     REQUIRE(a.M == 0 || a.x, "x is NULL");
 }
 
-/// Linears of one input: count >= 1 and the host arrays every call reads
-/// (each linear's own sizes and tensors are checked by its call).
+/// Linears of one input: count >= 1, the sizes and the host arrays of
+/// pointers every call reads (each linear's own sizes and tensors are
+/// checked by its call).
 template <typename MultiArgs>
-static void checkMulti(const MultiArgs &a, const void *arrays) {
+static void checkMulti(const MultiArgs &a,
+                       std::initializer_list<const void *> arrays) {
   REQUIRE(a.count >= 1, "count is %d (at least one linear)", int(a.count));
-  REQUIRE(a.N && arrays, "NULL host array");
+  REQUIRE(a.N && std::find(arrays.begin(), arrays.end(), nullptr) ==
+                     arrays.end(),
+          "NULL host array");
   for (int32_t i = 0; i < a.count; ++i)
     REQUIRE(a.N[i] >= 0, "N[%d] is %lld", int(i), (long long)a.N[i]);
 }
 
-void rules::check(const MultiLinearForward &a) {
-  checkMulti(a, a.W && a.y ? a.W : nullptr);
-}
+void rules::check(const MultiLinearForward &a) { checkMulti(a, {a.W, a.y}); }
 
 void rules::check(const MultiLinearBackwardData &a) {
-  checkMulti(a, a.W && a.dy ? a.W : nullptr);
+  checkMulti(a, {a.W, a.dy});
 }
 
 void rules::check(const MultiLinearBackwardWeight &a) {
-  checkMulti(a, a.dW && a.dy ? a.dW : nullptr);
+  checkMulti(a, {a.dW, a.dy});
 }
 
 void rules::check(const LinearGeluForward &a) {

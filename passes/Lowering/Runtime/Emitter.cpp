@@ -115,10 +115,12 @@ rt::Ptr Emitter::null() {
 rt::Ptr Emitter::ptr(Value memref) {
   if (!memref)
     return null();
-  Value index = b.create<memref::ExtractAlignedPointerAsIndexOp>(theLoc, memref);
-  Value asInt = b.create<arith::IndexCastOp>(theLoc, b.getI64Type(), index);
   return rt::Ptr(b.create<LLVM::IntToPtrOp>(
-      theLoc, LLVM::LLVMPointerType::get(b.getContext()), asInt));
+      theLoc, LLVM::LLVMPointerType::get(b.getContext()), address(memref)));
+}
+Value Emitter::address(Value memref) {
+  Value index = b.create<memref::ExtractAlignedPointerAsIndexOp>(theLoc, memref);
+  return b.create<arith::IndexCastOp>(theLoc, b.getI64Type(), index);
 }
 rt::Ptr Emitter::offsetPtr(Value p, int64_t bytes) {
   if (bytes == 0)
@@ -141,31 +143,28 @@ rt::I32 Emitter::dtype(Value tensorOrMemref) {
 rt::I32 Emitter::dtype(Type type) {
   return i32(dtypeCode(cast<ShapedType>(type).getElementType()));
 }
-rt::Ptr Emitter::int64Array(ArrayRef<int64_t> values) {
+rt::Ptr Emitter::storeI64s(ArrayRef<Value> values) {
   auto type = MemRefType::get({int64_t(values.size())}, b.getI64Type());
   Value array = b.create<memref::AllocaOp>(theLoc, type);
   for (auto [i, v] : llvm::enumerate(values))
     b.create<memref::StoreOp>(
-        theLoc, i64(v), array,
+        theLoc, v, array,
         ValueRange{b.create<arith::ConstantIndexOp>(theLoc, int64_t(i))});
   return ptr(array);
+}
+rt::Ptr Emitter::int64Array(ArrayRef<int64_t> values) {
+  SmallVector<Value> constants;
+  for (int64_t v : values)
+    constants.push_back(i64(v));
+  return storeI64s(constants);
 }
 rt::Ptr Emitter::ptrArray(ValueRange memrefs) {
   // The entries as int64 addresses: what memref can hold and the callee
   // reads as pointers (x86-64: 8 bytes either way).
-  auto type = MemRefType::get({int64_t(memrefs.size())}, b.getI64Type());
-  Value array = b.create<memref::AllocaOp>(theLoc, type);
-  for (auto [i, m] : llvm::enumerate(memrefs)) {
-    Value address = i64(0);
-    if (m)
-      address = b.create<arith::IndexCastOp>(
-          theLoc, b.getI64Type(),
-          b.create<memref::ExtractAlignedPointerAsIndexOp>(theLoc, m));
-    b.create<memref::StoreOp>(
-        theLoc, address, array,
-        ValueRange{b.create<arith::ConstantIndexOp>(theLoc, int64_t(i))});
-  }
-  return ptr(array);
+  SmallVector<Value> addresses;
+  for (Value m : memrefs)
+    addresses.push_back(m ? address(m) : Value(i64(0)));
+  return storeI64s(addresses);
 }
 Type Emitter::i32Type() { return b.getI32Type(); }
 

@@ -169,6 +169,10 @@ public:
 private:
   mlir::Value emitCall(llvm::StringRef name, rt::Kind result,
                        llvm::ArrayRef<rt::Kind> args, mlir::ValueRange values);
+  /// The aligned data pointer of a memref as an int64.
+  mlir::Value address(mlir::Value memref);
+  /// A pointer to a stack array of int64 values.
+  rt::Ptr storeI64s(llvm::ArrayRef<mlir::Value> values);
   /// Declares `name` on first use.
   void declare(llvm::StringRef name, rt::Kind result,
                llvm::ArrayRef<rt::Kind> args);

@@ -301,3 +301,25 @@ TEST(FusedLinearTest, EqualSeparateCalls) {
     }
   }
 }
+
+TEST(FusedLinearDeathTest, MisuseAbortsWithTheFunctionName) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> x(8, 0.0f), w(8, 0.0f), y(8, 0.0f);
+  const int64_t n[1] = {2};
+  const void *ws[1] = {w.data()};
+  void *ys[1] = {y.data()};
+  EXPECT_DEATH(loomrt_multi_linear_forward(LOOMRT_F32, 0, 2, 4, n, x.data(),
+                                           ws, nullptr, ys),
+               "loomrt_multi_linear_forward: count is 0");
+  EXPECT_DEATH(loomrt_multi_linear_backward_data(LOOMRT_F32, 1, 2, 4, n,
+                                                 nullptr, ws, x.data(), 0),
+               "loomrt_multi_linear_backward_data: NULL host array");
+  const int64_t bad[1] = {-1};
+  EXPECT_DEATH(loomrt_multi_linear_forward(LOOMRT_F32, 1, 2, 4, bad, x.data(),
+                                           ws, nullptr, ys),
+               "loomrt_multi_linear_forward: N\\[0\\] is -1");
+  EXPECT_DEATH(loomrt_linear_gelu_forward(LOOMRT_F32, 5, 2, 2, 4, x.data(),
+                                          w.data(), nullptr, y.data(),
+                                          y.data()),
+               "loomrt_linear_gelu_forward: unknown gelu approximation 5");
+}
